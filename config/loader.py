@@ -1,0 +1,90 @@
+"""Load halo.yaml into Settings; a bad file becomes one readable ConfigError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from config.paths import HaloPaths, default_home
+from config.settings import Settings
+
+
+class ConfigError(Exception):
+    """A config problem explained for a person: file, key, what is wrong."""
+
+
+def _line_of(data: Any, loc: tuple[int | str, ...]) -> int | None:
+    """Best-effort 1-based line of a key path in a ruamel round-trip document."""
+    node, line = data, None
+    for key in loc:
+        try:
+            lc = node.lc
+            if isinstance(key, int) and isinstance(node, list):
+                line = lc.item(key)[0] + 1
+            elif isinstance(key, str) and key in node:
+                line = lc.key(key)[0] + 1
+            else:
+                break
+            node = node[key]
+        except (AttributeError, KeyError, IndexError, TypeError):
+            break
+    return line
+
+
+def _describe(path: Path, data: Any, err: ValidationError) -> str:
+    lines = [f"{path}: invalid configuration"]
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        line = _line_of(data, loc)
+        where = f" (line {line})" if line else ""
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"  {key}{where}: {msg}")
+    return "\n".join(lines)
+
+
+def read_yaml(path: Path) -> Any:
+    yaml = YAML(typ="rt")
+    try:
+        with path.open(encoding="utf-8") as fh:
+            data = yaml.load(fh)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{path}:{where} is not valid YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, not {type(data).__name__}")
+    return data
+
+
+def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
+    """Read `$HALO_HOME/halo.yaml` (absent → defaults) and apply HALO_* environment overrides."""
+    paths = HaloPaths((home or default_home()).expanduser())
+    data: Any = {}
+    if paths.config_file.exists():
+        data = read_yaml(paths.config_file)
+    plain = _plain(data)
+    plain.setdefault("home", paths.home)
+    plain.update(overrides)
+    try:
+        return Settings(**plain)
+    except ValidationError as err:
+        raise ConfigError(_describe(paths.config_file, data, err)) from None
+
+
+def _plain(data: Any) -> Any:
+    """ruamel's commented containers → plain dicts and lists for pydantic."""
+    if isinstance(data, dict):
+        return {str(k): _plain(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_plain(v) for v in data]
+    return data

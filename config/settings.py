@@ -1,0 +1,124 @@
+"""Runtime settings: halo.yaml plus HALO_* environment overrides (`__` for nesting)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from config.family import Family
+from config.paths import HaloPaths, default_home
+
+_STRICT = ConfigDict(extra="forbid")
+
+Provider = Literal["openai", "openai-compatible", "anthropic", "none"]
+
+
+class LLMSettings(BaseModel):
+    model_config = _STRICT
+
+    provider: Provider = "none"
+    model: str = "gpt-4.1-mini"
+    cheap_model: str | None = None
+    models: dict[str, str] = Field(default_factory=dict, description="per age-profile model choice")
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    retry_backoff_seconds: float = Field(default=0.5, ge=0)
+    tracing: bool = False
+
+    def resolved_api_key(self) -> str | None:
+        """Config first, then the provider's usual environment variable."""
+        if self.api_key:
+            return self.api_key.get_secret_value()
+        env = "ANTHROPIC_API_KEY" if self.provider == "anthropic" else "OPENAI_API_KEY"
+        return os.environ.get(env)
+
+
+class TelegramSettings(BaseModel):
+    model_config = _STRICT
+    token: SecretStr | None = None
+    base_url: str | None = None
+    webhook_url: str | None = None
+
+
+class DiscordSettings(BaseModel):
+    model_config = _STRICT
+    token: SecretStr | None = None
+
+
+class MQTTSettings(BaseModel):
+    model_config = _STRICT
+    host: str | None = None
+    port: int = 1883
+    topics: list[str] = Field(default_factory=lambda: ["homeassistant/#", "frigate/events", "zigbee2mqtt/+"])
+
+
+class AdminSettings(BaseModel):
+    model_config = _STRICT
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65535)
+    token: SecretStr | None = None
+
+
+class SemanticSettings(BaseModel):
+    model_config = _STRICT
+    sync_interval_minutes: float = Field(default=5, gt=0)
+    embedder: str = "local"
+
+
+class MemorySettings(BaseModel):
+    model_config = _STRICT
+    distillation_enabled: bool = True
+    distillation_every_n_items: int = Field(default=20, ge=1)
+    semantic: SemanticSettings = Field(default_factory=SemanticSettings)
+
+
+class SessionSettings(BaseModel):
+    model_config = _STRICT
+    url: str | None = Field(default=None, description="SQLAlchemy async URL; default sqlite under HALO_HOME")
+    history_token_budget: int = Field(default=4000, ge=200)
+
+
+class Settings(BaseSettings, Family):
+    """The whole halo.yaml. Unknown keys are errors; the environment wins over the file."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HALO_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    home: Path = Field(default_factory=default_home)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    mqtt: MQTTSettings = Field(default_factory=MQTTSettings)
+    admin: AdminSettings = Field(default_factory=AdminSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    sessions: SessionSettings = Field(default_factory=SessionSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # init kwargs carry the parsed halo.yaml; the environment overrides it.
+        return (env_settings, init_settings)
+
+    @property
+    def paths(self) -> HaloPaths:
+        return HaloPaths(self.home)
+
+    def family_view(self) -> Family:
+        return Family.model_validate(self.model_dump(include=set(Family.model_fields)))
+
+    def redacted(self) -> dict[str, Any]:
+        """A snapshot safe to show: every secret masked."""
+        return self.model_dump(mode="json")  # SecretStr dumps as '**********'
