@@ -1,0 +1,99 @@
+"""The append-only audit log, `logs/events.jsonl`: what was decided, for whom, and why.
+
+Parents read it (admin API `/events/tail`), so it must never hold a secret: keys that look
+like credentials are dropped before a line is written, however deep they sit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from transcripts._lines import complete_lines_reversed
+
+logger = logging.getLogger(__name__)
+
+_SECRET_KEY = re.compile(
+    r"(?:^|_)(?:token|api_?key|password|passwd|passphrase|secret|authorization|credentials?|cookie)(?:_|$)"
+)
+
+
+def is_secret_key(key: str) -> bool:
+    """`token`, `bot_token`, `apiKey`, `x-api-key`, `client_secret`… but not `prompt_tokens`."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).lower()
+    return bool(_SECRET_KEY.search(re.sub(r"[^a-z0-9]+", "_", snake)))
+
+
+def drop_secrets(value: Any) -> Any:
+    """A copy of `value` with every secret-looking key removed, in nested mappings and lists too."""
+    if isinstance(value, Mapping):
+        return {k: drop_secrets(v) for k, v in value.items() if not is_secret_key(str(k))}
+    if isinstance(value, list | tuple):
+        return [drop_secrets(v) for v in value]
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    return str(value)
+
+
+class AuditLog:
+    """Appends one JSON object a line; never raises, because auditing must not break a conversation."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def write(self, kind: str, **fields: Any) -> None:
+        """Append `{"ts", "kind", **fields}` (secrets dropped). Safe from threads and the event loop."""
+        record: dict[str, Any] = {"ts": datetime.now(UTC).isoformat(), "kind": kind}
+        for key, value in drop_secrets(fields).items():
+            record.setdefault(key, value)
+        text = json.dumps(record, ensure_ascii=False, default=_json_default) + "\n"
+        data = text.encode("utf-8", "replace")  # a lone surrogate must not cost the event
+        try:
+            with self._lock:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                # One write() on an O_APPEND fd: the whole line lands at the end, even with another process.
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    os.write(fd, data)
+                finally:
+                    os.close(fd)
+        except OSError:
+            logger.exception("audit log %s: could not write a %r event", self.path, kind)
+
+    def tail(self, lines: int, scope_id: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
+        """The last `lines` events (oldest first) matching the filters, read from the end of the file."""
+        if lines <= 0 or not self.path.exists():
+            return []
+        events: list[dict[str, Any]] = []
+        for raw in complete_lines_reversed(self.path):
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                if raw.strip():
+                    logger.warning("audit log %s: skipping a corrupt line", self.path)
+                continue
+            if not isinstance(event, dict):
+                continue
+            if scope_id is not None and event.get("scope_id") != scope_id:
+                continue
+            if kind is not None and event.get("kind") != kind:
+                continue
+            events.append(event)
+            if len(events) == lines:
+                break
+        events.reverse()
+        return events

@@ -1,0 +1,340 @@
+"""Per-scope append-only transcripts: the source of truth for every conversation.
+
+One JSONL file per scope, `<root>/<scope_hash>.jsonl`, one JSON object a line. A file is
+only ever appended to, never rewritten: sessions, memory and indexes are derived from it
+and can be rebuilt from it.
+
+Offsets are byte offsets into that file and are the watermark everything downstream
+(indexing, distillation) resumes from. Only a newline makes a line whole: a reader never
+yields, and never moves its watermark past, bytes that are not yet newline-terminated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from filelock import FileLock
+
+from config.paths import scope_hash
+from transcripts._lines import complete_lines_reversed
+
+logger = logging.getLogger(__name__)
+
+Role = Literal["user", "assistant", "system", "event"]
+ROLES: frozenset[str] = frozenset(get_args(Role))
+CORE_KEYS: frozenset[str] = frozenset(
+    {"id", "ts", "scope_id", "role", "speaker", "target", "platform", "text"}
+)
+
+_fsync = getattr(os, "fdatasync", os.fsync)  # the size is the only metadata an append needs on disk
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptLine:
+    """One record of a conversation. `extra` holds any further keys, written at the top level."""
+
+    id: str
+    ts: datetime
+    scope_id: str
+    role: Role
+    text: str
+    speaker: str | None = None
+    target: str | None = None
+    platform: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.ts.tzinfo is None:
+            raise ValueError("TranscriptLine.ts must be timezone-aware")
+        if self.ts.utcoffset():
+            object.__setattr__(self, "ts", self.ts.astimezone(UTC))
+        if self.role not in ROLES:
+            raise ValueError(f"TranscriptLine.role must be one of {sorted(ROLES)}, not {self.role!r}")
+        if clash := CORE_KEYS & self.extra.keys():
+            raise ValueError(f"TranscriptLine.extra must not shadow core keys: {sorted(clash)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "ts": self.ts.isoformat(),
+            "scope_id": self.scope_id,
+            "role": self.role,
+            "speaker": self.speaker,
+            "target": self.target,
+            "platform": self.platform,
+            "text": self.text,
+            **self.extra,
+        }
+
+    def to_json(self) -> str:
+        """One line of JSON, no newline; non-ASCII stays readable (not every family writes English)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TranscriptLine:
+        """Raises ValueError (or KeyError/TypeError) on a record that is not a transcript line."""
+        if not all(isinstance(data[key], str) for key in ("id", "scope_id", "text")):
+            raise ValueError("id, scope_id and text must be strings")
+        ts = datetime.fromisoformat(data["ts"])
+        if ts.tzinfo is None:  # written by something else: UTC is the only thing halo writes
+            ts = ts.replace(tzinfo=UTC)
+        return cls(
+            id=data["id"],
+            ts=ts,
+            scope_id=data["scope_id"],
+            role=data["role"],
+            text=data["text"],
+            speaker=data.get("speaker"),
+            target=data.get("target"),
+            platform=data.get("platform"),
+            extra={k: v for k, v in data.items() if k not in CORE_KEYS},
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> TranscriptLine:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("a transcript line must be a JSON object")
+        return cls.from_dict(data)
+
+
+def _encode(line: TranscriptLine) -> bytes:
+    try:
+        return line.to_json().encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # A lone surrogate cannot be UTF-8; escaped JSON keeps the message instead of losing it.
+        return json.dumps(line.to_dict(), separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def _parse(path: Path, raw: bytes, offset: int | None = None) -> TranscriptLine | None:
+    """A whole line, or None (with a warning) when it is blank or corrupt: a reader never raises on data."""
+    if not raw.strip():
+        return None
+    try:
+        return TranscriptLine.from_json(raw)
+    except (ValueError, KeyError, TypeError) as exc:
+        where = f" at offset {offset}" if offset is not None else ""
+        logger.warning("%s: skipping corrupt line%s: %s", path, where, exc)
+        return None
+
+
+class TranscriptReader(Iterator[tuple[int, TranscriptLine]]):
+    """Yields `(offset, line)` for each whole line from a start offset; `next_offset` is the watermark.
+
+    `next_offset` is the byte just past the last newline-terminated line this reader has handed
+    out or skipped as corrupt, so storing it and resuming from it later never skips a line and
+    never repeats one. A torn or still-being-written last line (no newline yet) is not yielded
+    and does not move the watermark: once an append repairs it with a newline, a later reader
+    from the same watermark skips the corrupt remains and reads the line that followed.
+    """
+
+    def __init__(self, path: Path, offset: int = 0) -> None:
+        self.path = path
+        self.next_offset = offset
+        self._lines = self._read()
+
+    def __iter__(self) -> TranscriptReader:
+        return self
+
+    def __next__(self) -> tuple[int, TranscriptLine]:
+        return next(self._lines)
+
+    def close(self) -> None:
+        """Release the file now rather than when the reader is garbage-collected."""
+        self._lines.close()
+
+    def _read(self) -> Iterator[tuple[int, TranscriptLine]]:
+        try:
+            f = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with f:
+            f.seek(self.next_offset)
+            for raw in f:
+                offset = self.next_offset
+                if not raw.endswith(b"\n"):
+                    logger.warning("%s: skipping torn line at offset %d (%d bytes, no newline)",
+                                   self.path, offset, len(raw))
+                    return
+                self.next_offset = offset + len(raw)
+                if (line := _parse(self.path, raw, offset)) is not None:
+                    yield offset, line
+
+
+class TranscriptStore:
+    """Appends are fsync'd and serialised per scope; a torn last line is skipped on read.
+
+    Serialised twice over: an asyncio.Lock per scope orders this process's tasks, and a
+    `FileLock` on `<scope_hash>.jsonl.lock` keeps a second process (a CLI import, a
+    restarted gateway overlapping the old one) from interleaving bytes with us.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._file_locks: dict[str, FileLock] = {}
+        self._counts: dict[str, tuple[int, int]] = {}  # scope_id -> (valid lines, offset counted up to)
+        self._root_ready = False
+
+    def path(self, scope_id: str) -> Path:
+        return self.root / f"{scope_hash(scope_id)}.jsonl"
+
+    def _lock_path(self, scope_id: str) -> Path:
+        return self.root / f"{scope_hash(scope_id)}.jsonl.lock"
+
+    def _lock(self, scope_id: str) -> asyncio.Lock:
+        if (lock := self._locks.get(scope_id)) is None:
+            lock = self._locks[scope_id] = asyncio.Lock()
+        return lock
+
+    def _file_lock(self, scope_id: str) -> FileLock:
+        if (lock := self._file_locks.get(scope_id)) is None:
+            # thread_local=False: successive appends run on different worker threads; the asyncio lock
+            # guarantees only one of them holds this object at a time. filelock waits by polling: the
+            # default 50 ms would let one process starve the other, so poll at the cost of an append.
+            lock = FileLock(self._lock_path(scope_id), mode=0o600, thread_local=False, poll_interval=0.001)
+            self._file_locks[scope_id] = lock
+        return lock
+
+    async def append(self, line: TranscriptLine) -> int:
+        """Append one line and return the byte offset where it starts.
+
+        Returns only once the bytes are fsync'd: the message counts as accepted from then on.
+        """
+        data = _encode(line)
+        scope_id = line.scope_id
+        async with self._lock(scope_id):
+            end_before, offset = await asyncio.to_thread(
+                self._append_blocking, self.path(scope_id), self._file_lock(scope_id), data
+            )
+            counted = self._counts.get(scope_id)
+            if counted is not None and counted[1] == end_before:  # nothing unseen in between: keep it cheap
+                self._counts[scope_id] = (counted[0] + 1, offset + len(data))
+        return offset
+
+    def _append_blocking(self, path: Path, file_lock: FileLock, data: bytes) -> tuple[int, int]:
+        """All the blocking work of one append, in one worker-thread hop. Returns (old size, line offset)."""
+        if not self._root_ready:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._root_ready = True
+        with file_lock:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                size = os.fstat(fd).st_size
+                offset = size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    logger.warning("%s: last line is torn (crash?); starting a fresh line at %d", path, size)
+                    data = b"\n" + data
+                    offset = size + 1
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                _fsync(fd)
+            finally:
+                os.close(fd)
+            if size == 0:
+                _fsync_dir(path.parent)  # a new file is durable only once its directory entry is
+        return size, offset
+
+    def read_from(self, scope_id: str, offset: int = 0) -> TranscriptReader:
+        """Iterate `(offset, line)` from `offset` (0, or an offset this store handed out).
+
+        Resume from `reader.next_offset`, not from the last yielded offset: see TranscriptReader.
+        """
+        return TranscriptReader(self.path(scope_id), offset)
+
+    def tail(self, scope_id: str, n: int) -> list[TranscriptLine]:
+        """The last `n` valid lines, oldest first; reads the file backwards, so big files cost the same."""
+        path = self.path(scope_id)
+        if n <= 0 or not path.exists():
+            return []
+        lines: list[TranscriptLine] = []
+        for raw in complete_lines_reversed(path):
+            if (line := _parse(path, raw)) is not None:
+                lines.append(line)
+                if len(lines) == n:
+                    break
+        lines.reverse()
+        return lines
+
+    def count(self, scope_id: str) -> int:
+        """Number of valid lines. Counted once, then only what was appended since (by anyone)."""
+        path = self.path(scope_id)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            self._counts.pop(scope_id, None)
+            return 0
+        count, upto = self._counts.get(scope_id, (0, 0))
+        if upto > size:  # the file was purged and written again
+            count, upto = 0, 0
+        if upto < size:
+            reader = TranscriptReader(path, upto)
+            count += sum(1 for _ in reader)
+            upto = reader.next_offset
+            self._counts[scope_id] = (count, upto)
+        return count
+
+    def exists(self, scope_id: str) -> bool:
+        return self.path(scope_id).exists()
+
+    def scope_ids(self) -> list[str]:
+        """Every scope with a transcript, read from the first valid line (file names are hashes)."""
+        if not self.root.is_dir():
+            return []
+        found: list[str] = []
+        for path in sorted(self.root.glob("*.jsonl")):
+            reader = TranscriptReader(path)
+            first = next(reader, None)
+            reader.close()
+            if first is not None:
+                found.append(first[1].scope_id)
+        return sorted(found)
+
+    async def purge(self, scope_id: str) -> bool:
+        """Delete the scope's transcript and lock file; True if a transcript existed.
+
+        Destructive and final: callers must have asked for explicit confirmation. Taken under both
+        locks so no append of ours or another process lands in a file that is being deleted.
+        """
+        async with self._lock(scope_id):
+            existed = await asyncio.to_thread(self._purge_blocking, scope_id)
+            self._counts.pop(scope_id, None)
+            self._file_locks.pop(scope_id, None)
+        return existed
+
+    def _purge_blocking(self, scope_id: str) -> bool:
+        path = self.path(scope_id)
+        if not path.exists() and not self._lock_path(scope_id).exists():
+            return False
+        existed = False
+        with self._file_lock(scope_id):
+            try:
+                path.unlink()
+                existed = True
+            except FileNotFoundError:
+                pass
+            # filelock notices a lock file unlinked under a waiter (st_nlink == 0) and retries on the new one.
+            self._lock_path(scope_id).unlink(missing_ok=True)
+        return existed
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory; the data itself is already on disk
+    finally:
+        os.close(fd)
