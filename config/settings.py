@@ -27,6 +27,7 @@ class LLMSettings(BaseModel):
     base_url: str | None = None
     api_key: SecretStr | None = None
     timeout_seconds: float = Field(default=60.0, gt=0)
+    max_output_tokens: int = Field(default=2048, ge=16, description="reply length cap sent to the model")
     max_retries: int = Field(default=2, ge=0, le=10)
     retry_backoff_seconds: float = Field(default=0.5, ge=0)
     tracing: bool = False

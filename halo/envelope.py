@@ -21,6 +21,7 @@ class Scope:
     id: str
     type: ScopeType
     owner_id: str | None = None  # the member whose DM this is
+    configured: bool = True  # a group chat is untrusted until halo.yaml names it
 
     @property
     def hash(self) -> str:
