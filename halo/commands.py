@@ -1,0 +1,101 @@
+"""Deterministic commands: answered in code, the same on every platform, no model call.
+
+Adding one is a few lines:
+
+    @commands.command("ping", "Check that I am here")
+    async def ping(turn: Turn, args: str) -> str:
+        return "pong"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from halo.turn import Turn
+
+Handler = Callable[[Turn, str], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    summary: str
+    handler: Handler
+    usage: str = ""
+
+
+class CommandRegistry:
+    def __init__(self) -> None:
+        self._commands: dict[str, Command] = {}
+
+    def command(self, name: str, summary: str, usage: str = "") -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            self._commands[name] = Command(name, summary, handler, usage)
+            return handler
+
+        return register
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._commands.values())
+
+    def match(self, text: str) -> tuple[Command, str] | None:
+        """`/name args` or `/name@botname args` → the command and its argument text."""
+        if not text.startswith("/"):
+            return None
+        head, _, args = text[1:].partition(" ")
+        name = head.split("@", 1)[0].lower()
+        command = self._commands.get(name)
+        return (command, args.strip()) if command else None
+
+    async def run(self, turn: Turn, text: str) -> str | None:
+        found = self.match(text)
+        if found is None:
+            return None
+        command, args = found
+        return await command.handler(turn, args)
+
+
+commands = CommandRegistry()
+
+
+@commands.command("help", "What I can do")
+async def help_command(turn: Turn, args: str) -> str:
+    lines = ["I'm halo. Talk to me in plain words, or use a command:"]
+    for cmd in commands:
+        usage = f" {cmd.usage}" if cmd.usage else ""
+        lines.append(f"/{cmd.name}{usage} — {cmd.summary}")
+    return "\n".join(lines)
+
+
+WHOAMI_ACTIONS = ("converse", "read_memory", "write_memory", "share", "use_tool", "admin")
+
+
+@commands.command("whoami", "Who I think you are, and what you may do here")
+async def whoami_command(turn: Turn, args: str) -> str:
+    member = turn.member
+    if member is None:
+        who = f"You are not in this family's config (id {turn.envelope.speaker.platform_user_id})."
+    else:
+        extra = f", {member.age_group}" if member.role == "child" else ""
+        who = f"You are {member.name} (id {member.id}, {member.role}{extra})."
+    lines = [who, f"This chat is {turn.scope.id} ({turn.scope.type})."]
+    for action in WHOAMI_ACTIONS:
+        decision = turn.services.policy.decide(
+            action,  # type: ignore[arg-type]
+            principal=member,
+            resource=turn.scope,
+            from_scope=turn.scope,
+            unknown_id=None if member else turn.envelope.speaker.platform_user_id,
+            audit=False,
+        )
+        mark = "yes" if decision.allowed else "no"
+        lines.append(f"- {action}: {mark} — {decision.reason}")
+    return "\n".join(lines)
+
+
+@commands.command("new", "Start a fresh conversation here (the transcript is kept)")
+async def new_command(turn: Turn, args: str) -> str:
+    await turn.services.sessions.clear(turn.scope.id)
+    turn.services.audit.write("session_cleared", scope_id=turn.scope.id, by=turn.envelope.speaker.label)
+    return "Fresh start: I've cleared this chat's working memory. The transcript is kept."

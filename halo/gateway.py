@@ -1,0 +1,181 @@
+"""The message path: envelope → policy → transcript → command or model → transcript → reply.
+
+Each scope handles one message at a time, in order; different scopes run concurrently.
+A message counts as accepted once its transcript line is fsync'd; nothing after that
+point may lose it, whatever the model does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from agents import Agent, RunConfig, Runner
+from openai.types.responses import ResponseTextDeltaEvent
+
+from halo.envelope import Envelope
+from halo.services import Services
+from halo.turn import Turn
+from memory.redact import redact
+from policy import Decision
+from transcripts import TranscriptLine
+
+log = logging.getLogger(__name__)
+
+ReplyKind = Literal["model", "command", "denied", "silent", "kept", "no_model", "provider_error"]
+DeltaCallback = Callable[[str], Awaitable[None]]
+AfterTurnHook = Callable[[Turn, "Reply"], Awaitable[None]]
+
+PROVIDER_DOWN = "I can't reach my language model right now — your message is saved."
+NO_MODEL = (
+    "No language model is configured yet, so I can only answer commands (try /help). "
+    "To talk freely, set llm.provider in halo.yaml (openai, openai-compatible or anthropic) "
+    "with its api_key or base_url, or set HALO_LLM__PROVIDER and HALO_LLM__API_KEY."
+)
+UNKNOWN_DM = (
+    "Hi! I'm this family's assistant and I don't know you yet. "
+    "Please ask a parent in the family to add you."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What the adapter should do: send `text`, or stay silent when it is None."""
+
+    text: str | None
+    scope_id: str
+    kind: ReplyKind
+    decision: Decision | None = None
+
+
+class Gateway:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.after_turn: list[AfterTurnHook] = []
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def handle(self, envelope: Envelope, on_delta: DeltaCallback | None = None) -> Reply:
+        lock = self._locks.setdefault(envelope.scope.id, asyncio.Lock())
+        async with lock:
+            return await self._handle(Turn(envelope, self.services), on_delta)
+
+    async def _handle(self, turn: Turn, on_delta: DeltaCallback | None) -> Reply:
+        env = turn.envelope
+        decision = turn.decide("converse")
+        if not decision.allowed:
+            return self._denied(turn, decision)
+        await self._record(turn, "user", env.text)
+        if not env.addressed:
+            return Reply(None, env.scope.id, "kept", decision)
+
+        command_reply = await self.services.commands.run(turn, env.text)
+        if command_reply is not None:
+            reply = Reply(command_reply, env.scope.id, "command", decision)
+        elif self.services.model is None:
+            reply = Reply(NO_MODEL, env.scope.id, "no_model", decision)
+        else:
+            reply = await self._run_agent(turn, on_delta, decision)
+
+        if reply.kind == "provider_error":
+            await self._record(turn, "event", "model unavailable: the message was kept, no reply was made")
+        else:
+            await self._record(turn, "assistant", reply.text or "")
+        self._after(turn, reply)
+        return reply
+
+    def _denied(self, turn: Turn, decision: Decision) -> Reply:
+        env = turn.envelope
+        if env.speaker.member is None and env.scope.type == "dm":
+            return Reply(UNKNOWN_DM, env.scope.id, "denied", decision)
+        if env.scope.type == "dm" or env.platform in ("web", "cli"):
+            return Reply(f"Sorry, I can't do that here: {decision.reason}", env.scope.id, "denied", decision)
+        return Reply(None, env.scope.id, "silent", decision)  # groups: silence, the audit log has it
+
+    async def _record(self, turn: Turn, role: Literal["user", "assistant", "event"], text: str) -> int:
+        env = turn.envelope
+        target = env.target_member
+        line = TranscriptLine(
+            id=env.id if role == "user" else uuid.uuid4().hex,
+            ts=env.ts if role == "user" else datetime.now(UTC),
+            scope_id=env.scope.id,
+            role=role,
+            text=text,
+            speaker=env.speaker.label if role == "user" else "halo",
+            target=target.id if target else None,
+            platform=env.platform,
+        )
+        return await self.services.transcripts.append(line)
+
+    async def _run_agent(self, turn: Turn, on_delta: DeltaCallback | None, decision: Decision) -> Reply:
+        services = self.services
+        env = turn.envelope
+        agent = Agent[Turn](
+            name="halo",
+            instructions=await services.context.instructions(turn),
+            model=services.model,
+            model_settings=services.model_settings,
+            tools=services.tools,
+        )
+        run_config = RunConfig(tracing_disabled=not services.settings.llm.tracing)
+        session = services.sessions.get(env.scope.id)
+        text_in = _model_input(turn)
+        try:
+            if on_delta is None:
+                result = await Runner.run(agent, text_in, context=turn, session=session, run_config=run_config)
+            else:
+                result = Runner.run_streamed(agent, text_in, context=turn, session=session, run_config=run_config)
+                async for event in result.stream_events():
+                    if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
+                        await on_delta(event.data.delta)
+            text = str(result.final_output or "").strip()
+        except Exception as exc:  # any provider failure becomes a clear reply, never a crash
+            log.warning("model run failed for %s: %s", env.scope.id, _describe_error(exc))
+            services.audit.write(
+                "provider_error", scope_id=env.scope.id, provider=services.settings.llm.provider,
+                error=_describe_error(exc),
+            )
+            return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
+        return Reply(text or "…", env.scope.id, "model", decision)
+
+    def _after(self, turn: Turn, reply: Reply) -> None:
+        """After-reply work (session write-behind, distillation, indexing, compaction)
+        never delays the reply."""
+        for hook in (self._flush_session, *self.after_turn):
+            task = asyncio.create_task(self._run_hook(hook, turn, reply))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _flush_session(self, turn: Turn, reply: Reply) -> None:
+        await self.services.sessions.flush(turn.scope.id)
+
+    async def _run_hook(self, hook: AfterTurnHook, turn: Turn, reply: Reply) -> None:
+        try:
+            await hook(turn, reply)
+        except Exception:
+            log.exception("after-turn hook %s failed for %s", getattr(hook, "__name__", hook), turn.scope.id)
+
+    async def drain(self) -> None:
+        """Wait for after-turn work (on shutdown, and in tests)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+
+def _model_input(turn: Turn) -> str:
+    """In a group several people talk: the model needs to know who said what."""
+    env = turn.envelope
+    if env.scope.type == "dm":
+        return env.text
+    name = env.speaker.member.name if env.speaker.member else env.speaker.label
+    return f"[{name}] {env.text}"
+
+
+def _describe_error(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    text = f"{type(exc).__name__}{f' {status}' if status else ''}: {exc}"
+    return redact(text[:300])

@@ -1,0 +1,86 @@
+"""Model providers: which Agents SDK `Model` a turn runs on, chosen in config.
+
+- `openai`: the Responses API through the official `openai` client.
+- `openai-compatible`: chat completions against `llm.base_url` (Ollama, vLLM, OpenRouter …).
+- `anthropic`: the Agents SDK's `AnyLLMModel` bridge; any-llm talks to Claude through the
+  official `anthropic` SDK, so halo carries no hand-written message translation.
+- `none`: no model; commands still work and free text gets a how-to-configure reply.
+
+Retries are the runner's (one place, bounded, with backoff); client-level retries are off.
+"""
+
+from __future__ import annotations
+
+from agents import (
+    Model,
+    ModelRetrySettings,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    retry_policies,
+)
+from openai import AsyncOpenAI
+
+from config.settings import LLMSettings
+
+RETRYABLE_STATUS = (408, 409, 429, 500, 502, 503, 504, 529)
+
+
+class ProviderConfigError(Exception):
+    """The configured provider cannot be built (missing key, bad URL …)."""
+
+
+def build_model(llm: LLMSettings, model_name: str | None = None) -> Model | None:
+    """The Model for `llm.provider`, or None for `provider: none`."""
+    name = model_name or llm.model
+    if llm.provider == "none":
+        return None
+    api_key = llm.resolved_api_key()
+    if llm.provider == "anthropic":
+        from agents.extensions.models.any_llm_model import AnyLLMModel
+
+        if not api_key:
+            raise ProviderConfigError(
+                "llm.provider is anthropic but no API key is set: put it in HALO_LLM__API_KEY "
+                "or ANTHROPIC_API_KEY"
+            )
+        return AnyLLMModel(model=f"anthropic/{name}", api_key=api_key, base_url=llm.base_url)
+    if llm.provider == "openai-compatible" and not llm.base_url:
+        raise ProviderConfigError(
+            "llm.provider is openai-compatible but llm.base_url is not set "
+            "(e.g. http://127.0.0.1:11434/v1 for Ollama)"
+        )
+    if llm.provider == "openai" and not api_key:
+        raise ProviderConfigError(
+            "llm.provider is openai but no API key is set: put it in HALO_LLM__API_KEY or OPENAI_API_KEY"
+        )
+    client = AsyncOpenAI(
+        api_key=api_key or "not-needed",  # local servers ignore the key; the SDK insists on one
+        base_url=llm.base_url,
+        timeout=llm.timeout_seconds,
+        max_retries=0,
+    )
+    if llm.provider == "openai":
+        return OpenAIResponsesModel(model=name, openai_client=client)
+    return OpenAIChatCompletionsModel(model=name, openai_client=client)
+
+
+def model_settings(llm: LLMSettings) -> ModelSettings:
+    """Bounded retries with exponential backoff for connection errors, 429 and 5xx."""
+    return ModelSettings(
+        max_tokens=llm.max_output_tokens,  # Anthropic requires one; others respect it
+        retry=ModelRetrySettings(
+            max_retries=llm.max_retries,
+            backoff={
+                "initial_delay": llm.retry_backoff_seconds,
+                "max_delay": max(llm.retry_backoff_seconds * 8, 0.01),
+                "multiplier": 2.0,
+                "jitter": True,
+            },
+            policy=retry_policies.any(
+                retry_policies.network_error(),
+                retry_policies.retry_after(),
+                retry_policies.http_status(RETRYABLE_STATUS),
+            ),
+        )
+    )

@@ -1,0 +1,40 @@
+"""The parts a turn may use, gathered by the composition root (halo/app.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agents import ModelSettings
+
+if TYPE_CHECKING:
+    from agents import Model, Tool
+
+    from config.family import Family
+    from config.paths import HaloPaths
+    from config.settings import Settings
+    from halo.commands import CommandRegistry
+    from halo.context import ContextBuilder
+    from halo.sessions import SessionStore
+    from policy import PolicyEngine
+    from transcripts import AuditLog, TranscriptStore
+
+
+@dataclass(slots=True)
+class Services:
+    settings: Settings
+    paths: HaloPaths
+    policy: PolicyEngine
+    transcripts: TranscriptStore
+    sessions: SessionStore
+    audit: AuditLog
+    context: ContextBuilder
+    commands: CommandRegistry
+    model: Model | None
+    model_settings: ModelSettings = field(default_factory=ModelSettings)
+    tools: list[Tool] = field(default_factory=list)
+
+    @property
+    def family(self) -> Family:
+        """The live family: the policy engine is rebuilt when members change."""
+        return self.policy.family
