@@ -1,0 +1,118 @@
+"""The composition root: the only module that knows every part and wires them together."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import Model
+from aiohttp import web
+
+from config.settings import Settings
+from halo.adapter import Adapter
+from halo.commands import commands
+from halo.compaction import compact_if_needed
+from halo.context import ContextBuilder, PersonaSource
+from halo.gateway import Gateway, Reply
+from halo.providers import build_model, model_settings
+from halo.services import Services
+from halo.sessions import SessionStore
+from halo.starter import write_default_soul
+from halo.tools import default_tools
+from halo.turn import Turn
+from policy import PolicyEngine
+from transcripts import AuditLog, TranscriptStore
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+
+
+@dataclass
+class Halo:
+    """A running halo: its services, its gateway and its adapters."""
+
+    settings: Settings
+    services: Services
+    gateway: Gateway
+    adapters: list[Adapter] = field(default_factory=list)
+    started_at: float = field(default_factory=time.time)
+
+    def adapter_status(self) -> dict[str, Any]:
+        return {a.name: a.status() for a in self.adapters}
+
+    async def start_adapters(self) -> None:
+        for adapter in self.adapters:
+            await adapter.start()
+
+    async def close(self) -> None:
+        for adapter in reversed(self.adapters):
+            try:
+                await adapter.stop()
+            except Exception:
+                log.exception("stopping adapter %s failed", adapter.name)
+        await self.gateway.drain()
+        await self.services.sessions.close()
+
+
+def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
+    """Wire every part from settings. `model` overrides the configured provider (bench, tests)."""
+    from adapters.web import WebChatAdapter
+
+    paths = settings.paths
+    paths.ensure()
+    write_default_soul(paths.soul)
+    audit = AuditLog(paths.events_log)
+    policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
+    services = Services(
+        settings=settings,
+        paths=paths,
+        policy=policy,
+        transcripts=TranscriptStore(paths.transcripts),
+        sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
+        audit=audit,
+        context=ContextBuilder([PersonaSource(paths.soul)]),
+        commands=commands,
+        model=model if model is not None else build_model(settings.llm),
+        model_settings=model_settings(settings.llm),
+        tools=default_tools(),
+    )
+    gateway = Gateway(services)
+
+    async def keep_session_in_budget(turn: Turn, reply: Reply) -> None:
+        if reply.kind == "model":
+            await compact_if_needed(services.sessions, turn.scope.id, services.model, settings.llm.tracing)
+
+    gateway.after_turn.append(keep_session_in_budget)
+    return Halo(settings, services, gateway, adapters=[WebChatAdapter(gateway)])
+
+
+async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
+    """Run until SIGINT/SIGTERM, then stop adapters and finish accepted messages."""
+    from admin_api.server import create_app
+
+    halo = build_halo(settings)
+    app = create_app(halo)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.admin.host, settings.admin.port)
+    await site.start()
+    await halo.start_adapters()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    bound = runner.addresses[0] if runner.addresses else (settings.admin.host, settings.admin.port)
+    print(f"halo is running: http://{bound[0]}:{bound[1]}/  (chat: /chat)  HALO_HOME={settings.home}", flush=True)
+    if ready is not None:
+        ready.set()
+    await stop.wait()
+    print("halo: shutting down …", flush=True)
+    await runner.shutdown()  # stop accepting; in-flight requests finish
+    await runner.cleanup()
+    await halo.close()
+    print("halo: stopped", flush=True)

@@ -1,0 +1,77 @@
+"""First start: a commented halo.yaml with one parent (the local owner) and a default SOUL.md."""
+
+from __future__ import annotations
+
+import getpass
+import re
+from pathlib import Path
+
+from halo.context import DEFAULT_SOUL
+
+STARTER = """\
+# halo — family and runtime config. Docs: README.md. Every setting can be overridden
+# from the environment: HALO_LLM__PROVIDER=openai, HALO_ADMIN__PORT=8788, …
+
+family:
+  name: {family_name}
+
+# Everyone halo knows. role: parent | child | colleague. Children get an age_group
+# (young_child | adolescent) and, for adolescents, parental_visibility (true | false).
+# Platform ids link a person to their accounts; web_token lets them use the web chat
+# from another device (Authorization: Bearer <token>).
+members:
+  - id: {owner_id}
+    name: {owner_name}
+    role: parent
+    # telegram_user_id: 1001
+    # web_token: change-me-to-a-long-random-string
+#  - {{id: aarav, name: Aarav, role: child, age_group: adolescent, parental_visibility: false, telegram_user_id: 1003}}
+
+owner: {owner_id}   # the local owner: web chat from this machine and `halo chat` speak as them
+
+parents_group:
+  telegram_chat_id: null    # a group is untrusted until its chat id is set here
+
+llm:
+  provider: none            # openai | openai-compatible | anthropic | none
+  model: gpt-4.1-mini
+  # base_url: http://127.0.0.1:11434/v1   # openai-compatible servers (Ollama, vLLM, OpenRouter)
+  # api_key: …                            # or HALO_LLM__API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY
+
+telegram:
+  token: null
+
+admin:
+  host: 127.0.0.1
+  port: 8787
+  token: null               # required when host is not a loopback address
+"""
+
+
+def _slug(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")
+    return slug[:32] or "owner"
+
+
+def write_starter_config(path: Path) -> bool:
+    """Write the starter config if there is none. Returns True when it was written."""
+    if path.exists():
+        return False
+    try:
+        user = getpass.getuser()
+    except OSError:
+        user = "owner"
+    owner_id = _slug(user)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        STARTER.format(family_name="My family", owner_id=owner_id, owner_name=user.capitalize()),
+        encoding="utf-8",
+    )
+    return True
+
+
+def write_default_soul(path: Path) -> bool:
+    if path.exists():
+        return False
+    path.write_text(DEFAULT_SOUL, encoding="utf-8")
+    return True

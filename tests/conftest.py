@@ -1,0 +1,119 @@
+"""Shared fixtures: a temporary HALO_HOME, a fake model server, halo served on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from agents import set_tracing_disabled
+from aiohttp.test_utils import TestServer
+
+from config.loader import load_settings
+from config.settings import Settings
+from tests.fakes.llm_server import FakeOpenAI
+
+set_tracing_disabled(True)
+
+FAMILY_YAML = """\
+family: {name: Sharma}
+members:
+  - {id: wags,  name: Wags,  role: parent, telegram_user_id: 1001, web_token: wags-token}
+  - {id: mom,   name: Mom,   role: parent, telegram_user_id: 1002, web_token: mom-token}
+  - {id: aarav, name: Aarav, role: child, age_group: adolescent, telegram_user_id: 1003, web_token: aarav-token}
+  - {id: tara,  name: Tara,  role: child, age_group: young_child, telegram_user_id: 1004}
+  - {id: priya, name: Priya, role: colleague, discord_user_id: 2001, web_token: priya-token}
+owner: wags
+parents_group: {telegram_chat_id: -1001234}
+work: {discord_channel_ids: [3001]}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_home(home: Path, extra_yaml: str = "", family: str = FAMILY_YAML) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "halo.yaml").write_text(family + textwrap.dedent(extra_yaml))
+    return home
+
+
+def llm_yaml(fake: FakeOpenAI, max_retries: int = 1) -> str:
+    return f"""\
+llm:
+  provider: openai-compatible
+  model: fake-model
+  base_url: {fake.base_url}
+  api_key: test-key
+  max_retries: {max_retries}
+  retry_backoff_seconds: 0.01
+  timeout_seconds: 5
+"""
+
+
+@pytest.fixture
+async def fake_llm() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(default_reply="Hello from the fake model") as fake:
+        yield fake
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "halo-home"
+
+
+@pytest.fixture
+def settings_for(home: Path) -> Callable[..., Settings]:
+    def make(extra_yaml: str = "", **overrides: Any) -> Settings:
+        write_home(home, extra_yaml)
+        return load_settings(home, **overrides)
+
+    return make
+
+
+class RunningHalo:
+    """halo's real aiohttp app on 127.0.0.1 with a client session pointed at it."""
+
+    def __init__(self, halo: Any, server: TestServer, http: aiohttp.ClientSession) -> None:
+        self.halo = halo
+        self.server = server
+        self.http = http
+
+    def url(self, path: str) -> str:
+        return str(self.server.make_url(path))
+
+    async def chat(self, text: str, token: str | None = None, **kwargs: Any) -> tuple[int, Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with self.http.post(self.url("/api/chat"), json={"text": text}, headers=headers, **kwargs) as r:
+            return r.status, await r.json()
+
+
+@pytest.fixture
+async def serve_halo() -> AsyncIterator[Callable[[Settings], Any]]:
+    """Start halo (build_halo + create_app) on a real 127.0.0.1 socket."""
+    from admin_api.server import create_app
+    from halo.app import build_halo
+
+    running: list[RunningHalo] = []
+
+    async def start(settings: Settings) -> RunningHalo:
+        halo = build_halo(settings)
+        server = TestServer(create_app(halo), host="127.0.0.1")
+        await server.start_server()
+        http = aiohttp.ClientSession()
+        instance = RunningHalo(halo, server, http)
+        running.append(instance)
+        return instance
+
+    yield start
+    for instance in running:
+        await instance.http.close()
+        await instance.server.close()
+        await instance.halo.close()
