@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from config.family import Member
-from halo.access import bearer_token, peer_is_loopback
+from halo.access import bearer_token, is_local_request
 from halo.envelope import Envelope, Speaker
 from halo.gateway import Gateway
 from halo.scopes import resolve_scope
@@ -54,7 +54,7 @@ class WebChatAdapter:
         token = bearer_token(request)
         if token:
             return family.by_web_token(token)
-        return family.local_owner if peer_is_loopback(request) else None
+        return family.local_owner if is_local_request(request) else None
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         member = self._member(request)
