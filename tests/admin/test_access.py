@@ -15,6 +15,7 @@ from admin_api.routes import admin_routes
 from halo.access import is_loopback_address
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
 from tests.admin.fakes import FakeMemory, FakePairing, FakeSemantic, PendingRequest
+from tests.admin.peers import PeerSite
 
 FORGED = {
     "X-Forwarded-For": "127.0.0.1",
@@ -136,6 +137,16 @@ async def test_ipv6_loopback_is_this_machine(admin):
         assert resp.status == 200
     async with harness.http.get(f"http://[::1]:{port}/events/tail") as resp:
         assert resp.status == 200
+
+
+async def test_ipv4_mapped_loopback_peer_is_this_machine(admin):
+    """A dual-stack socket reports 127.0.0.1 as ::ffff:127.0.0.1; that is still this machine."""
+    harness = await admin()
+    for peer, expected in ((("::ffff:127.0.0.1", 40000, 0, 0), 200), (("::ffff:192.0.2.9", 40000, 0, 0), 403)):
+        site = PeerSite(harness.runner, peer)
+        await site.start()
+        async with harness.http.get(f"http://127.0.0.1:{site.port}/events/tail") as resp:
+            assert resp.status == expected, peer
 
 
 @pytest.mark.parametrize("address, loopback", [
