@@ -119,6 +119,7 @@ async def test_from_another_machine_the_page_asks_for_the_token(admin, browser, 
     page, problems = await open_dashboard(browser, remote.base + "/", PHONE)
     await expect(page.locator("#signin")).to_be_visible()
     assert await page.locator('[data-scope]').count() == 0
+    await page.screenshot(path=str(tmp_path / "dashboard-signin-phone.png"))
     await page.locator("#token-input").fill("wrong")
     await page.locator("#signin button[type=submit]").click()
     await expect(page.locator("#signin-error")).to_contain_text("not accepted")
