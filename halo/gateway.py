@@ -37,10 +37,6 @@ NO_MODEL = (
     "To talk freely, set llm.provider in halo.yaml (openai, openai-compatible or anthropic) "
     "with its api_key or base_url, or set HALO_LLM__PROVIDER and HALO_LLM__API_KEY."
 )
-UNKNOWN_DM = (
-    "Hi! I'm this family's assistant and I don't know you yet. "
-    "Please ask a parent in the family to add you."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +65,7 @@ class Gateway:
         env = turn.envelope
         decision = turn.decide("converse")
         if not decision.allowed:
-            return self._denied(turn, decision)
+            return await self._denied(turn, decision)
         await self._record(turn, "user", env.text)
         if not env.addressed:
             return Reply(None, env.scope.id, "kept", decision)
@@ -89,10 +85,12 @@ class Gateway:
         self._after(turn, reply)
         return reply
 
-    def _denied(self, turn: Turn, decision: Decision) -> Reply:
+    async def _denied(self, turn: Turn, decision: Decision) -> Reply:
         env = turn.envelope
         if env.speaker.member is None and env.scope.type == "dm":
-            return Reply(UNKNOWN_DM, env.scope.id, "denied", decision)
+            # A stranger: one pairing reply at most, and the message goes nowhere else.
+            text = await self.services.pairing.on_stranger(env.platform, env.speaker)
+            return Reply(text, env.scope.id, "denied" if text else "silent", decision)
         if env.scope.type == "dm" or env.platform in ("web", "cli"):
             return Reply(f"Sorry, I can't do that here: {decision.reason}", env.scope.id, "denied", decision)
         return Reply(None, env.scope.id, "silent", decision)  # groups: silence, the audit log has it
