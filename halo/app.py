@@ -20,6 +20,7 @@ from halo.context import ContextBuilder, PersonaSource
 from halo.db import HaloDB
 from halo.delivery import Delivery
 from halo.gateway import Gateway, Reply
+from halo.groups import GroupGuard
 from halo.members import FamilyEditor
 from halo.pairing import Pairing
 from halo.providers import build_model, model_settings
@@ -88,6 +89,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         db=db,
         delivery=delivery,
         pairing=Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit),
+        groups=GroupGuard(db, policy, delivery, audit),
         model=model if model is not None else build_model(settings.llm),
         model_settings=model_settings(settings.llm),
         tools=default_tools(),

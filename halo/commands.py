@@ -141,3 +141,11 @@ async def deny_command(turn: Turn, args: str) -> str:
         return str(exc)
     return f"Denied: {request.who} will not hear from me again."
 
+
+@commands.command("resume", "Start using the parents group again after I stopped")
+async def resume_command(turn: Turn, args: str) -> str:
+    if refusal := _refuse_unless_admin(turn, "resume the parents group"):
+        return refusal
+    assert turn.member is not None  # the policy permits admin only to members
+    groups = turn.services.groups
+    return await groups.resume(turn.member, turn.scope.id if groups.guards(turn.scope) else None)

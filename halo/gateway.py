@@ -59,6 +59,7 @@ class Gateway:
     async def handle(self, envelope: Envelope, on_delta: DeltaCallback | None = None) -> Reply:
         lock = self._locks.setdefault(envelope.scope.id, asyncio.Lock())
         async with lock:
+            envelope = await self.services.groups.current(envelope)
             return await self._handle(Turn(envelope, self.services), on_delta)
 
     async def _handle(self, turn: Turn, on_delta: DeltaCallback | None) -> Reply:
@@ -87,12 +88,17 @@ class Gateway:
 
     async def _denied(self, turn: Turn, decision: Decision) -> Reply:
         env = turn.envelope
+        services = self.services
         if env.speaker.member is None and env.scope.type == "dm":
             # A stranger: one pairing reply at most, and the message goes nowhere else.
-            text = await self.services.pairing.on_stranger(env.platform, env.speaker)
+            text = await services.pairing.on_stranger(env.platform, env.speaker)
             return Reply(text, env.scope.id, "denied" if text else "silent", decision)
         if env.scope.type == "dm" or env.platform in ("web", "cli"):
             return Reply(f"Sorry, I can't do that here: {decision.reason}", env.scope.id, "denied", decision)
+        if services.groups.guards(env.scope):
+            text = await services.groups.on_denied(turn)
+            if text is not None:
+                return Reply(text, env.scope.id, "command", decision)
         return Reply(None, env.scope.id, "silent", decision)  # groups: silence, the audit log has it
 
     async def _record(self, turn: Turn, role: Literal["user", "assistant", "event"], text: str) -> int:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from halo.context import ContextBuilder
     from halo.db import HaloDB
     from halo.delivery import Delivery
+    from halo.groups import GroupGuard
     from halo.pairing import Pairing
     from halo.sessions import SessionStore
     from policy import PolicyEngine
@@ -36,6 +37,7 @@ class Services:
     db: HaloDB
     delivery: Delivery
     pairing: Pairing
+    groups: GroupGuard
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
