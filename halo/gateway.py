@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 ReplyKind = Literal["model", "command", "denied", "silent", "kept", "no_model", "provider_error"]
 DeltaCallback = Callable[[str], Awaitable[None]]
+ModelStartCallback = Callable[[], Awaitable[None]]
 AfterTurnHook = Callable[[Turn, "Reply"], Awaitable[None]]
 
 PROVIDER_DOWN = "I can't reach my language model right now — your message is saved."
@@ -56,20 +57,32 @@ class Gateway:
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
 
-    async def handle(self, envelope: Envelope, on_delta: DeltaCallback | None = None) -> Reply:
+    async def handle(
+        self,
+        envelope: Envelope,
+        on_delta: DeltaCallback | None = None,
+        on_model_start: ModelStartCallback | None = None,
+    ) -> Reply:
+        """`on_delta` receives streamed reply text; `on_model_start` is awaited just before the
+        model is asked (an adapter shows "typing…" from then on)."""
         lock = self._locks.setdefault(envelope.scope.id, asyncio.Lock())
         async with lock:
             envelope = await self.services.groups.current(envelope)
-            return await self._handle(Turn(envelope, self.services), on_delta)
+            return await self._handle(Turn(envelope, self.services), on_delta, on_model_start)
 
-    async def _handle(self, turn: Turn, on_delta: DeltaCallback | None) -> Reply:
+    async def _handle(
+        self, turn: Turn, on_delta: DeltaCallback | None, on_model_start: ModelStartCallback | None
+    ) -> Reply:
         env = turn.envelope
         decision = turn.decide("converse")
         if not decision.allowed:
             return await self._denied(turn, decision)
         await self._record(turn, "user", env.text)
         if not env.addressed:
-            return Reply(None, env.scope.id, "kept", decision)
+            reply = Reply(None, env.scope.id, "kept", decision)
+            await self._keep_as_context(turn)
+            self._after(turn, reply)
+            return reply
 
         command_reply = await self.services.commands.run(turn, env.text)
         if command_reply is not None:
@@ -77,6 +90,8 @@ class Gateway:
         elif self.services.model is None:
             reply = Reply(NO_MODEL, env.scope.id, "no_model", decision)
         else:
+            if on_model_start is not None:
+                await on_model_start()
             reply = await self._run_agent(turn, on_delta, decision)
 
         if reply.kind == "provider_error":
@@ -100,6 +115,13 @@ class Gateway:
             if text is not None:
                 return Reply(text, env.scope.id, "command", decision)
         return Reply(None, env.scope.id, "silent", decision)  # groups: silence, the audit log has it
+
+    async def _keep_as_context(self, turn: Turn) -> None:
+        """A message not addressed to halo (a group's chatter) joins the scope's history, so
+        the next answer there knows what was said."""
+        await self.services.sessions.get(turn.scope.id).add_items(
+            [{"role": "user", "content": _model_input(turn)}]
+        )
 
     async def _record(self, turn: Turn, role: Literal["user", "assistant", "event"], text: str) -> int:
         env = turn.envelope

@@ -122,3 +122,11 @@ async def test_a_platform_that_vouches_someone_left_lets_resume_work(halo, outbo
     assert (await say(halo, 1002, "/resume")).text == "Resumed: I'm back in the parents group."
     assert asked == [(GROUP, "1004")]
 
+
+
+async def test_unaddressed_group_messages_become_context(halo, outbox, fake_llm):
+    kept = await say(halo, 1001, "We're out of milk.", addressed=False)
+    assert (kept.kind, kept.text) == ("kept", None) and fake_llm.model_requests == []
+    await say(halo, 1002, "what do we need from the shop?")
+    prompt = fake_llm.last_prompt_text()
+    assert "[Wags] We're out of milk." in prompt and "[Mom] what do we need from the shop?" in prompt
