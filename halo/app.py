@@ -102,6 +102,13 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
     gateway.after_turn.append(keep_session_in_budget)
     adapters: list[Adapter] = [WebChatAdapter(gateway)]
+    if settings.telegram.token is not None:
+        from adapters.telegram import TelegramAdapter
+
+        telegram = TelegramAdapter(gateway, settings.telegram)
+        delivery.register("telegram", telegram)
+        services.groups.register_presence("telegram", telegram.still_in_chat)
+        adapters.append(telegram)
     return Halo(settings, services, gateway, adapters=adapters)
 
 
