@@ -284,7 +284,8 @@ async def test_a_reply_that_cannot_be_sent_is_kept_and_retried(start, tg, fake_l
     fake_llm.reply("Saved for later.")
     update = tg.message(1001, 1001, "are you there?")
     await handled(halo, update)
-    await eventually(lambda: _async(adapter.status()["outbox"]["pending"] == 1 and not adapter.health.connected))
+    await eventually(lambda: _async(adapter.status()["outbox"]["pending"] == 1))
+    assert "NetworkError" in adapter.status()["last_error"]
     assert "sendMessage" in [c.method for c in tg.calls if not c.ok]
 
     tg.unreachable.clear()

@@ -116,3 +116,11 @@ def test_envelopes_from_dms_and_what_is_not_read():
     assert dm.scope.type == "dm" and not dm.scope.configured
     sticker = message(1002, 1002, "")
     assert to_envelope(sticker, resolve_scope(FAMILY, "telegram:1002"), FAMILY, BOT) is None
+
+
+@pytest.mark.parametrize("text", ["/start", "/start@halo_family_bot", "/START"])
+def test_start_is_help(text: str):
+    scope = resolve_scope(FAMILY, "telegram:1002")
+    envelope = to_envelope(message(1002, 1002, text), scope, FAMILY, BOT)
+    assert envelope is not None and envelope.text == "/help"
+

@@ -109,11 +109,12 @@ class _HideToken(logging.Filter):
 
 
 def hide_token_in_logs(token: str) -> None:
-    """Filter every httpx, httpcore and python-telegram-bot logger, and keep httpx's
-    per-request INFO line (which carries the URL) out of the log unless asked for."""
+    """Filter every httpx, httpcore, python-telegram-bot and adapter logger (a filter acts
+    on the logger a record is made by), and keep httpx's per-request INFO line, which
+    carries the URL, out of the log unless someone asks for it."""
     names = ["httpx", "httpcore", "telegram"] + [
         name for name in logging.root.manager.loggerDict
-        if name.startswith(("telegram.", "httpcore.", "httpx."))
+        if name.startswith(("telegram.", "httpcore.", "httpx.", "adapters.telegram"))
     ]
     for name in names:
         logger = logging.getLogger(name)

@@ -4,7 +4,7 @@ The speaker comes from `from.id` (a member when halo.yaml names that Telegram id
 scope from `chat.id` (`telegram:<chat id>`, resolved in halo/scopes.py). In a private
 chat every message is for halo; in a group only a mention of the bot, a reply to one of
 its messages, or a command meant for it — or everything, when the parents group is set
-to `respond_to_all`.
+to `respond_to_all`. Telegram's `/start`, sent when someone opens the chat, is `/help`.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ def to_envelope(message: Message, scope: Scope, family: Family, bot: BotIdentity
         return None
     answers_all = scope.type == "parents_group" and family.parents_group.respond_to_all
     addressed = message.chat.type == "private" or answers_all or is_for_bot(message, bot)
+    command, _, _ = text.strip().partition(" ")
+    if command.lower() in ("/start", f"/start@{bot.username.lower()}"):
+        text = "/help"  # what a Telegram client sends when someone opens the chat
     replied = message.reply_to_message
     return Envelope(
         platform="telegram",
