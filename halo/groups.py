@@ -111,8 +111,7 @@ class GroupGuard:
         suspends the group; a parent's /resume in a suspended group is the one thing
         answered there. Returns the reply to send in the group, if any."""
         env = turn.envelope
-        if not self.may_be_there(env.scope, env.speaker):
-            await self.seen(env.scope, env.speaker, "wrote there")
+        if not await self.seen(env.scope, env.speaker, "wrote there"):
             return None
         found = turn.services.commands.match(env.text)
         if env.scope.suspended and found is not None and found[0].name == "resume":

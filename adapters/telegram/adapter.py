@@ -125,9 +125,10 @@ class TelegramAdapter:
                 self.health.failed("Telegram rejected the bot token: check telegram.token (from @BotFather)")
                 log.error("Telegram rejected the bot token; the Telegram adapter is not running")
                 return
-            except TelegramError as exc:
+            except Exception as exc:  # unreachable, or anything else: halo runs on, /status says why
                 self.health.failed(self.describe(exc))
-                log.warning("Telegram is unreachable, trying again in %.0fs: %s", pause, self.describe(exc))
+                log.warning("Telegram is unreachable, trying again in %.0fs: %s", pause, self.describe(exc),
+                            exc_info=not isinstance(exc, TelegramError))
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, MAX_RECONNECT_PAUSE)
         self.outbox.start()
