@@ -3,34 +3,13 @@ stops the group; only a parent's /resume, once they have left, restarts it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-
-import pytest
-
-from config.settings import Settings
 from halo.app import Halo, build_halo
 from halo.envelope import Envelope, Speaker
 from halo.scopes import resolve_scope
 from policy import SYSTEM
 from tests.conftest import llm_yaml
-from tests.fakes.llm_server import FakeOpenAI
-from tests.test_pairing import Outbox
 
 GROUP = "telegram:-1001234"
-
-
-@pytest.fixture
-async def halo(fake_llm: FakeOpenAI, settings_for: Callable[..., Settings]) -> AsyncIterator[Halo]:
-    running = build_halo(settings_for(llm_yaml(fake_llm)))
-    yield running
-    await running.close()
-
-
-@pytest.fixture
-def outbox(halo: Halo) -> Outbox:
-    box = Outbox()
-    halo.services.delivery.register("telegram", box)
-    return box
 
 
 def speaker(halo: Halo, user_id: int, name: str = "Stranger") -> Speaker:

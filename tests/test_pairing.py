@@ -1,53 +1,22 @@
 """Pairing through the real gateway: strangers get one code, parents decide, nobody else can.
 
-The Telegram adapter is replaced here by a recording sender registered with `Delivery` (the
-same interface the adapter implements); tests/test_telegram.py runs the real adapter.
+What halo sends through `Delivery` is recorded by the `outbox` fixture (tests/conftest.py);
+tests/test_telegram.py runs the same flow through the real Telegram adapter.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
-from config.settings import Settings
-from halo.app import Halo, build_halo
+from halo.app import Halo
 from halo.envelope import Envelope, Speaker
 from halo.pairing import CODE_ALPHABET, CODE_LENGTH, MAX_PENDING, PairingError
 from halo.scopes import resolve_scope
-from tests.conftest import llm_yaml
-from tests.fakes.llm_server import FakeOpenAI
 
 CODE = re.compile(rf"\b[{CODE_ALPHABET}]{{{CODE_LENGTH}}}\b")
-
-
-class Outbox:
-    """Records what halo sends through Delivery, as an adapter would queue it."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str]] = []
-
-    async def send(self, scope_id: str, text: str) -> None:
-        self.sent.append((scope_id, text))
-
-    def to(self, scope_id: str) -> list[str]:
-        return [text for sid, text in self.sent if sid == scope_id]
-
-
-@pytest.fixture
-async def halo(fake_llm: FakeOpenAI, settings_for: Callable[..., Settings]) -> AsyncIterator[Halo]:
-    running = build_halo(settings_for(llm_yaml(fake_llm)))
-    yield running
-    await running.close()
-
-
-@pytest.fixture
-def outbox(halo: Halo) -> Outbox:
-    box = Outbox()
-    halo.services.delivery.register("telegram", box)
-    return box
 
 
 async def dm(halo: Halo, user_id: int, text: str, name: str = "Kiran Shah", username: str | None = "kiran"):
