@@ -17,7 +17,12 @@ from halo.adapter import Adapter
 from halo.commands import commands
 from halo.compaction import compact_if_needed
 from halo.context import ContextBuilder, PersonaSource
+from halo.db import HaloDB
+from halo.delivery import Delivery
 from halo.gateway import Gateway, Reply
+from halo.groups import GroupGuard
+from halo.members import FamilyEditor
+from halo.pairing import Pairing
 from halo.providers import build_model, model_settings
 from halo.services import Services
 from halo.sessions import SessionStore
@@ -57,6 +62,7 @@ class Halo:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
         await self.services.sessions.close()
+        await self.services.db.close()
 
 
 def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
@@ -68,15 +74,22 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     write_default_soul(paths.soul)
     audit = AuditLog(paths.events_log)
     policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
+    transcripts = TranscriptStore(paths.transcripts)
+    db = HaloDB(paths.halo_db)
+    delivery = Delivery(transcripts)
     services = Services(
         settings=settings,
         paths=paths,
         policy=policy,
-        transcripts=TranscriptStore(paths.transcripts),
+        transcripts=transcripts,
         sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
         audit=audit,
         context=ContextBuilder([PersonaSource(paths.soul)]),
         commands=commands,
+        db=db,
+        delivery=delivery,
+        pairing=Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit),
+        groups=GroupGuard(db, policy, delivery, audit),
         model=model if model is not None else build_model(settings.llm),
         model_settings=model_settings(settings.llm),
         tools=default_tools(),
@@ -88,7 +101,15 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             await compact_if_needed(services.sessions, turn.scope.id, services.model, settings.llm.tracing)
 
     gateway.after_turn.append(keep_session_in_budget)
-    return Halo(settings, services, gateway, adapters=[WebChatAdapter(gateway)])
+    adapters: list[Adapter] = [WebChatAdapter(gateway)]
+    if settings.telegram.token is not None:
+        from adapters.telegram import TelegramAdapter
+
+        telegram = TelegramAdapter(gateway, settings.telegram)
+        delivery.register("telegram", telegram)
+        services.groups.register_presence("telegram", telegram.still_in_chat)
+        adapters.append(telegram)
+    return Halo(settings, services, gateway, adapters=adapters)
 
 
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
