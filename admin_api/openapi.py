@@ -134,8 +134,8 @@ SCHEMAS: dict[str, Schema] = {
                 },
             },
             "pairing": {
-                "type": "object", "required": ["available", "pending"],
-                "properties": {"available": {"type": "boolean"}, "pending": {"type": "integer", "minimum": 0}},
+                "type": "object", "required": ["pending"],
+                "properties": {"pending": {"type": "integer", "minimum": 0}},
             },
             "queues": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
             "policy": {"type": "object", "additionalProperties": {"type": "integer"}},
@@ -254,12 +254,24 @@ SCHEMAS: dict[str, Schema] = {
         },
     },
     "PairingRequest": {
-        "type": "object",
+        "type": "object", "additionalProperties": False,
         "required": ["code", "platform", "userId", "displayName", "username", "requestedAt", "expiresAt"],
         "properties": {
-            "code": {"type": "string"},
-            **{k: nullable({"type": "string"})
-               for k in ("platform", "userId", "displayName", "username", "requestedAt", "expiresAt")},
+            "code": {"type": "string", "description": "what the newcomer was told; approve or deny with it"},
+            "platform": {"type": "string", "example": "telegram"},
+            "userId": {"type": "string", "description": "the newcomer's account id on that platform"},
+            "displayName": nullable({"type": "string"}),
+            "username": nullable({"type": "string"}),
+            "requestedAt": {"type": "string", "format": "date-time"},
+            "expiresAt": {"type": "string", "format": "date-time", "description": "an hour after requestedAt"},
+        },
+    },
+    "Member": {
+        "type": "object", "required": ["id", "name", "role", "ageGroup"], "additionalProperties": False,
+        "properties": {
+            "id": {"type": "string"}, "name": {"type": "string"},
+            "role": {"type": "string", "enum": ["parent", "child", "colleague"]},
+            "ageGroup": nullable({"type": "string", "enum": ["young_child", "adolescent", None]}),
         },
     },
     "Approval": {
@@ -284,7 +296,7 @@ SCHEMAS: dict[str, Schema] = {
     },
     "Approved": {
         "type": "object", "required": ["code", "approved", "member"],
-        "properties": {"code": {"type": "string"}, "approved": {"type": "boolean"}, "member": {}},
+        "properties": {"code": {"type": "string"}, "approved": {"type": "boolean"}, "member": ref("Member")},
     },
     "Denied": {
         "type": "object", "required": ["code", "denied"],
@@ -296,8 +308,8 @@ CODE_PATH: Schema = {
     "name": "code", "in": "path", "required": True, "description": "the pairing code the newcomer was given",
     "schema": {"type": "string", "pattern": f"^{CODE_PATTERN}$"}, "example": "K7PQ2MZX",
 }
-NO_PAIRING = error("No pairing service in this build yet (it comes with the Telegram adapter)")
 PAIRING_REFUSED = error("The code is malformed, or the body is not a valid approval")
+NO_REQUEST = error("No open request has that code: never made, already decided, or expired")
 
 PATHS: dict[str, dict[str, Schema]] = {
     "/healthz": {"get": operation("anyone", "Is halo up?", {"200": json_body(ref("Health"), "halo is up")},
@@ -375,21 +387,23 @@ PATHS: dict[str, dict[str, Schema]] = {
         parameters=[{**SCOPE_QUERY, "required": True}, LINES], tags=["events"],
     )},
     "/pairing/requests": {"get": operation(
-        "token", "Pending pairing requests (empty until a pairing service is plugged in)",
+        "token", "Pending pairing requests, oldest first (expired ones are not listed)",
         {"200": json_body({"type": "array", "items": ref("PairingRequest")}, "pending requests")},
         tags=["pairing"],
     )},
     "/pairing/requests/{code}/approve": {"post": operation(
         "token", "Approve a newcomer as a member",
-        {"200": json_body(ref("Approved"), "approved"), "400": PAIRING_REFUSED,
-         "404": error("No pending request with that code"), "501": NO_PAIRING},
+        {"200": json_body(ref("Approved"), "approved"), "400": PAIRING_REFUSED, "404": NO_REQUEST},
+        description="Adds them to halo.yaml (the previous file is kept as halo.yaml.bak), welcomes them, "
+                    "and audits `pairing_approved` with who approved.",
         parameters=[CODE_PATH], request_body={"required": True, "content": {JSON: {"schema": ref("Approval")}}},
         tags=["pairing"],
     )},
     "/pairing/requests/{code}/deny": {"post": operation(
         "token", "Deny a pairing request",
-        {"200": json_body(ref("Denied"), "denied"), "400": PAIRING_REFUSED,
-         "404": error("No pending request with that code"), "501": NO_PAIRING},
+        {"200": json_body(ref("Denied"), "denied"), "400": PAIRING_REFUSED, "404": NO_REQUEST},
+        description="The sender is not told and gets no further replies. An expired request can still be "
+                    "denied. Audited as `pairing_denied`.",
         parameters=[CODE_PATH], tags=["pairing"],
     )},
     "/": {"get": operation(

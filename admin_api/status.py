@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from admin_api import seams
-from admin_api.base import maybe_await
 from halo.app import VERSION, Halo
 from transcripts.audit import is_secret_key
 
@@ -42,9 +41,8 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     services = halo.services
     paths = settings.paths
     memory = seams.memory(services)
-    pairing = seams.pairing(services)
     semantic = seams.semantic(services)
-    pending = len(list(await maybe_await(pairing.pending()))) if pairing else 0
+    pending = len(await services.pairing.list_pending())
     adapters = mask_secrets(seams.jsonable(halo.adapter_status()))
     snapshot: dict[str, Any] = {
         "ok": True,
@@ -72,7 +70,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
         "adapters": adapters,
         "semantic": mask_secrets(seams.jsonable(semantic.health())) if semantic else dict(SEMANTIC_PLACEHOLDER),
         "distillation": _distillation(halo, memory),
-        "pairing": {"available": pairing is not None, "pending": pending},
+        "pairing": {"pending": pending},
         "queues": {
             "gateway_background_tasks": halo.gateway.background_tasks,
             "busy_scopes": halo.gateway.busy_scopes,

@@ -30,7 +30,7 @@ SCOPE_ID_PATTERN = r"(?:web|cli|home):[A-Za-z0-9][A-Za-z0-9_.@+-]{0,63}|(?:teleg
 _SCOPE_ID = re.compile(SCOPE_ID_PATTERN)
 # Services that keep per-scope state outside the scope's folder (a distillation watermark in
 # halo.db, an open index connection) may implement `forget_scope(scope_id)`; purge calls it.
-FORGETFUL_SERVICES = ("memory", "semantic", "pairing")
+FORGETFUL_SERVICES = ("memory", "semantic")
 
 
 @dataclass(frozen=True, slots=True)

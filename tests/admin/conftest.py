@@ -14,6 +14,7 @@ from aiohttp import web
 
 from admin_api.server import create_app
 from halo.app import Halo, build_halo
+from halo.envelope import Speaker
 from tests.admin.fakes import WithSeams
 from tests.admin.peers import SPOOFED_PEER, PeerSite, non_loopback_ipv4
 from transcripts import TranscriptLine
@@ -75,6 +76,11 @@ class AdminHarness:
     async def seed(self, scope_id: str = SEEDED) -> None:
         await seed_scope(self.services, scope_id)
 
+    async def stranger(self, user_id: int = 5550001, name: str | None = "Cousin Meera",
+                       username: str | None = "meera") -> str:
+        """Someone halo does not know writes to it on Telegram: a real pairing request. Its code."""
+        return await ask_to_join(self.services, user_id, name, username)
+
 
 async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
     """A scope with something everywhere purge must reach: session, transcript, memory, index."""
@@ -95,6 +101,15 @@ async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
     (folder / "scope.json").write_text(json.dumps({"scope_id": scope_id, "type": "dm"}))
     services.audit.write("policy", principal="mom", action="read_memory", resource=scope_id,
                          allowed=True, policy_ids=["memory-own-scope"], reason="seeded")
+
+
+async def ask_to_join(services: Any, user_id: int, name: str | None = "Cousin Meera",
+                      username: str | None = "meera") -> str:
+    """What the gateway does for a DM from a stranger; the code of the request it makes."""
+    speaker = Speaker(str(user_id), None, display_name=name, username=username)
+    assert await services.pairing.on_stranger("telegram", speaker) is not None, "no request was made"
+    [request] = [r for r in await services.pairing.list_pending() if r.platform_user_id == str(user_id)]
+    return request.code
 
 
 def remote_modes() -> list[str]:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -32,44 +31,6 @@ class FakeMemory:
 
     def forget_scope(self, scope_id: str) -> None:
         self.forgotten.append(scope_id)
-
-
-@dataclass
-class PendingRequest:
-    code: str
-    platform: str = "telegram"
-    user_id: int = 5550001
-    display_name: str = "Cousin Meera"
-    username: str = "meera"
-    created_at: datetime = field(default_factory=lambda: datetime.now(UTC) - timedelta(minutes=3))
-    expires_at: datetime = field(default_factory=lambda: datetime.now(UTC) + timedelta(minutes=57))
-
-
-class FakePairing:
-    """Pending requests in memory; approve and deny as the Telegram pairing store would answer."""
-
-    def __init__(self, *codes: str) -> None:
-        self.requests = {code: PendingRequest(code) for code in codes}
-        self.approved: list[dict[str, Any]] = []
-        self.denied: list[dict[str, Any]] = []
-
-    def pending(self) -> list[PendingRequest]:
-        return list(self.requests.values())
-
-    async def approve(self, code: str, *, role: str, name: str, age_group: str | None, approved_by: str) -> Any:
-        if code not in self.requests:
-            raise LookupError(f"no pending request with code {code}")
-        del self.requests[code]
-        member = {"id": name.lower().replace(" ", "-"), "name": name, "role": role, "age_group": age_group,
-                  "telegram_user_id": 5550001}
-        self.approved.append({"code": code, "approved_by": approved_by, **member})
-        return member
-
-    async def deny(self, code: str, *, denied_by: str) -> None:
-        if code not in self.requests:
-            raise LookupError(f"no pending request with code {code}")
-        del self.requests[code]
-        self.denied.append({"code": code, "denied_by": denied_by})
 
 
 class FakeSemantic:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
+from halo.envelope import Speaker
 from tests.admin.conftest import ADMIN_TOKEN, ADMIN_YAML, SEEDED
-from tests.admin.fakes import FakeMemory, FakePairing, FakeSemantic
-from tests.conftest import llm_yaml
+from tests.admin.fakes import FakeMemory, FakeSemantic
+from tests.conftest import Outbox, llm_yaml
 
 
 async def test_sessions_list_the_scopes_people_talked_in(admin, fake_llm):
@@ -169,12 +171,14 @@ discord: {{token: {secrets['dc']}}}
 
 async def test_status_shows_the_plugged_in_parts(admin):
     harness = await admin(ADMIN_YAML + "llm: {provider: none}\n")
-    harness.attach(memory=FakeMemory(), pairing=FakePairing("AAAA1111", "BBBB2222"), semantic=FakeSemantic())
+    harness.attach(memory=FakeMemory(), semantic=FakeSemantic())
+    await harness.stranger(5550001)
+    await harness.stranger(5550002, "Ravi", None)
     status = (await harness.local.call("GET", "/status")).body
     assert status["semantic"]["runs"] == 12 and status["semantic"]["enabled"] is True
     assert status["distillation"]["available"] is True
     assert status["distillation"]["scopes"]["web:mom"]["last_run"] == "2026-01-02T03:04:00+00:00"
-    assert status["pairing"] == {"available": True, "pending": 2}
+    assert status["pairing"] == {"pending": 2}
     assert status["queues"]["pending_pairing_requests"] == 2
     assert any("language model" in p for p in status["problems"])
 
@@ -253,48 +257,83 @@ async def test_memory_is_read_as_it_is_on_disk(admin):
     assert (await local.call("GET", f"/scopes/{SEEDED}/memory")).body["truncated"] is True
 
 
-async def test_pairing_without_a_pairing_service(admin):
+async def test_a_parent_lets_a_newcomer_in_and_turns_another_away(admin):
     harness = await admin()
+    services = harness.services
+    outbox = Outbox()  # what the Telegram adapter would be asked to send
+    services.delivery.register("telegram", outbox)
+    meera = await harness.stranger(5550001, "Cousin Meera", "meera")
+    ravi = await harness.stranger(5550002, "Ravi Kumar", None)
     local = harness.local
-    assert (await local.call("GET", "/pairing/requests")).body == []
-    for action in ("approve", "deny"):
-        reply = await local.call("POST", f"/pairing/requests/ABCD2345/{action}",
-                                 json_body={"role": "child", "name": "Meera"})
-        assert reply.status == 501 and "Telegram" in reply.body["error"]
 
-
-async def test_pairing_list_approve_and_deny(admin):
-    harness = await admin()
-    pairing = FakePairing("K7PQ2MZX", "W3RT9ABC")
-    harness.attach(pairing=pairing)
-    local = harness.local
     listed = (await local.call("GET", "/pairing/requests")).body
-    assert [r["code"] for r in listed] == ["K7PQ2MZX", "W3RT9ABC"]
-    assert listed[0]["displayName"] == "Cousin Meera" and listed[0]["userId"] == "5550001"
-    assert listed[0]["platform"] == "telegram" and listed[0]["username"] == "meera"
-    assert listed[0]["requestedAt"] and listed[0]["expiresAt"]
+    assert [r["code"] for r in listed] == [meera, ravi]
+    first = listed[0]
+    assert {k: v for k, v in first.items() if not k.endswith("At")} == {
+        "code": meera, "platform": "telegram", "userId": "5550001", "displayName": "Cousin Meera", "username": "meera",
+    }
+    asked, expires = datetime.fromisoformat(first["requestedAt"]), datetime.fromisoformat(first["expiresAt"])
+    assert expires - asked == timedelta(hours=1) and abs(datetime.now(UTC) - asked) < timedelta(minutes=1)
+    assert listed[1]["username"] is None
+
+    approved = await local.call("POST", f"/pairing/requests/{meera}/approve",
+                                json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"})
+    assert approved.status == 200, approved.text
+    assert approved.body == {"code": meera, "approved": True,
+                             "member": {"id": "meera", "name": "Meera", "role": "child", "ageGroup": "adolescent"}}
+    member = services.family.member("meera")
+    assert member is not None and member.telegram_user_id == 5550001 and member.age_group == "adolescent"
+    assert "telegram_user_id: 5550001" in services.paths.config_file.read_text()
+    assert outbox.to("telegram:5550001") == ["Welcome, Meera! A parent let you in — talk to me any time."]
+
+    assert (await local.call("POST", f"/pairing/requests/{ravi}/deny")).body == {"code": ravi, "denied": True}
+    assert services.family.by_telegram(5550002) is None
+    assert await services.pairing.on_stranger("telegram", Speaker("5550002", None, "Ravi Kumar")) is None
+    assert outbox.to("telegram:5550002") == []  # a denied sender is never written to
+    assert (await local.call("GET", "/pairing/requests")).body == []
+
+    approval = services.audit.tail(1, kind="pairing_approved")[0]
+    assert (approval["code"], approval["by"], approval["member_id"]) == (meera, "admin:local", "meera")
+    denial = services.audit.tail(1, kind="pairing_denied")[0]
+    assert (denial["code"], denial["by"], denial["platform_user_id"]) == (ravi, "admin:local", "5550002")
+
+
+async def test_pairing_refusals_say_what_is_wrong(admin):
+    harness = await admin()
+    services = harness.services
+    local = harness.local
+    code = await harness.stranger()
 
     for body, message in (({"role": "boss", "name": "M"}, "role"), ({"role": "child"}, "name"),
-                          ({"role": "child", "name": "  "}, "name"), ({"role": "parent", "name": "M",
-                           "ageGroup": "adolescent"}, "ageGroup"), ([1, 2], "object")):
-        reply = await local.call("POST", "/pairing/requests/K7PQ2MZX/approve", json_body=body)
+                          ({"role": "child", "name": "  "}, "name"), ({"role": "child", "name": "M" * 65}, "name"),
+                          ({"role": "parent", "name": "M", "ageGroup": "adolescent"}, "ageGroup"),
+                          ({"role": "child", "name": "M", "ageGroup": "teen"}, "ageGroup"), ([1, 2], "object")):
+        reply = await local.call("POST", f"/pairing/requests/{code}/approve", json_body=body)
         assert reply.status == 400 and message in reply.body["error"], body
-    assert (await local.call("POST", "/pairing/requests/bad%20code/approve",
-                             json_body={"role": "child", "name": "M"})).status == 400
-    unknown = await local.call("POST", "/pairing/requests/ZZZZ9999/approve", json_body={"role": "child", "name": "M"})
-    assert unknown.status == 404 and "ZZZZ9999" in unknown.body["error"]
+    for action in ("approve", "deny"):
+        malformed = await local.call("POST", f"/pairing/requests/bad%20code/{action}",
+                                     json_body={"role": "child", "name": "M"})
+        assert malformed.status == 400, action
+        unknown = await local.call("POST", f"/pairing/requests/ZZZZ9999/{action}",
+                                   json_body={"role": "child", "name": "M"})
+        assert unknown.status == 404 and "ZZZZ9999" in unknown.body["error"], action
+    assert [r.code for r in await services.pairing.list_pending()] == [code]  # nothing was decided
 
-    approved = await local.call("POST", "/pairing/requests/K7PQ2MZX/approve",
-                                json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"})
-    assert approved.status == 200
-    assert approved.body["approved"] is True and approved.body["member"]["role"] == "child"
-    assert pairing.approved[0] == {**pairing.approved[0], "code": "K7PQ2MZX", "approved_by": "admin:local",
-                                   "age_group": "adolescent"}
-    assert (await local.call("POST", "/pairing/requests/W3RT9ABC/deny")).body == {"code": "W3RT9ABC", "denied": True}
-    assert pairing.denied == [{"code": "W3RT9ABC", "denied_by": "admin:local"}]
+    # A request for an account that is a member already: the store refuses to write halo.yaml (400).
+    aarav = await harness.stranger(1003, "Aarav", "aarav")
+    clash = await local.call("POST", f"/pairing/requests/{aarav}/approve", json_body={"role": "child", "name": "A"})
+    assert clash.status == 400 and "halo.yaml was not changed" in clash.body["error"]
+    assert [m.id for m in services.family.members] == ["wags", "mom", "aarav", "tara", "priya"]
+
+    # An hour later the code has expired: approving it is 404, denying it still works.
+    real_clock = services.pairing.clock
+    services.pairing.clock = lambda: real_clock() + 3601
+    expired = await local.call("POST", f"/pairing/requests/{code}/approve", json_body={"role": "child", "name": "M"})
+    assert expired.status == 404 and "expired" in expired.body["error"]
     assert (await local.call("GET", "/pairing/requests")).body == []
-    kinds = [e["kind"] for e in harness.services.audit.tail(2)]
-    assert kinds == ["admin_pairing_approve", "admin_pairing_deny"]
+    assert (await local.call("POST", f"/pairing/requests/{code}/deny")).status == 200
+    assert (await local.call("POST", f"/pairing/requests/{code}/deny")).status == 404  # decided already
+    assert services.audit.tail(5, kind="pairing_approved") == []
 
 
 async def test_remote_admin_actions_name_the_peer_not_the_token(admin):
