@@ -79,6 +79,7 @@ async def status(request: web.Request) -> web.Response:
                 "base_url": settings.llm.base_url,
             },
             "adapters": halo.adapter_status(),
+            "distillation": halo.services.memory.status() if halo.services.memory else {"enabled": False},
             "config": settings.redacted(),
         }
     )

@@ -71,8 +71,10 @@ class Gateway:
         if not decision.allowed:
             return self._denied(turn, decision)
         await self._record(turn, "user", env.text)
-        if not env.addressed:
-            return Reply(None, env.scope.id, "kept", decision)
+        if not env.addressed:  # kept, not answered; memory still counts and logs it
+            kept = Reply(None, env.scope.id, "kept", decision)
+            self._after(turn, kept)
+            return kept
 
         command_reply = await self.services.commands.run(turn, env.text)
         if command_reply is not None:
