@@ -220,7 +220,9 @@ class MemoryService:
         """After a reply: distil when N items are waiting (or the message asked to remember or
         forget), and restart the scope's quiet timer for model extraction."""
         if self.settings.distillation_enabled:
-            pending = await asyncio.to_thread(self._pending_items, scope_id)
+            known = self._counted.get(scope_id)
+            upto, pending = await asyncio.to_thread(self._count_pending, scope_id, known)
+            self._counted[scope_id] = (upto, pending)
             if pending >= self.settings.distillation_every_n_items or _has_memory_cue(user_text):
                 await self._auto(scope_id, "distill")
         if self._extraction_on():
@@ -243,13 +245,13 @@ class MemoryService:
             except Exception as exc:
                 log.warning("memory %s of %s failed (will retry with backoff): %s", job, scope_id, exc)
 
-    def _pending_items(self, scope_id: str) -> int:
-        """Transcript items after the watermark, counted incrementally (cheap on every turn)."""
-        upto, count = self._counted.get(scope_id) or (self.state.get(scope_id, "distill").offset, 0)
+    def _count_pending(self, scope_id: str, known: tuple[int, int] | None) -> tuple[int, int]:
+        """(offset counted up to, items after the watermark): counted on from what is already
+        known, so a turn reads only its own new lines (the watermark comes from halo.db once)."""
+        upto, count = known or (self.state.get(scope_id, "distill").offset, 0)
         reader = self.transcripts.read_from(scope_id, upto)
         count += sum(1 for _ in reader)
-        self._counted[scope_id] = (reader.next_offset, count)
-        return count
+        return reader.next_offset, count
 
     def _record_failure(self, scope_id: str, job: Literal["distill", "extract"], exc: BaseException) -> None:
         error = redact(f"{type(exc).__name__}: {exc}")[:ERROR_CHARS]
