@@ -13,6 +13,7 @@ from agents import Model
 from aiohttp import web
 
 from config.settings import Settings
+from halo import memory_commands  # noqa: F401  (registers /remember, /forget, /memory, /share)
 from halo.adapter import Adapter
 from halo.commands import commands
 from halo.compaction import compact_if_needed
@@ -22,13 +23,17 @@ from halo.delivery import Delivery
 from halo.gateway import Gateway, Reply
 from halo.groups import GroupGuard
 from halo.members import FamilyEditor
+from halo.memory_context import MemorySource
+from halo.memory_tools import memory_tools
+from halo.memory_wiring import build_memory, memory_after_turn
 from halo.pairing import Pairing
 from halo.providers import build_model, model_settings
 from halo.services import Services
 from halo.sessions import SessionStore
-from halo.starter import write_default_soul
+from halo.starter import write_default_soul, write_default_user_files
 from halo.tools import default_tools
 from halo.turn import Turn
+from memory import daily
 from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
 
@@ -50,6 +55,12 @@ class Halo:
     def adapter_status(self) -> dict[str, Any]:
         return {a.name: a.status() for a in self.adapters}
 
+    async def start(self) -> None:
+        """Background work (memory extraction left over from before a restart), then the adapters."""
+        if self.services.memory is not None:
+            await self.services.memory.start()
+        await self.start_adapters()
+
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
             await adapter.start()
@@ -61,6 +72,8 @@ class Halo:
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
+        if self.services.memory is not None:
+            await self.services.memory.close()
         await self.services.sessions.close()
         await self.services.db.close()
 
@@ -72,11 +85,15 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     paths = settings.paths
     paths.ensure()
     write_default_soul(paths.soul)
+    write_default_user_files(paths, settings.members)
     audit = AuditLog(paths.events_log)
     policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
     transcripts = TranscriptStore(paths.transcripts)
     db = HaloDB(paths.halo_db)
     delivery = Delivery(transcripts)
+    main_model = model if model is not None else build_model(settings.llm)
+    memory = build_memory(settings, policy, transcripts, _extraction_model(settings, model, main_model))
+    daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
     services = Services(
         settings=settings,
         paths=paths,
@@ -84,15 +101,16 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         transcripts=transcripts,
         sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
         audit=audit,
-        context=ContextBuilder([PersonaSource(paths.soul)]),
+        context=ContextBuilder([PersonaSource(paths.soul), MemorySource(paths, daily_section=daily_section)]),
         commands=commands,
         db=db,
         delivery=delivery,
         pairing=Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit),
         groups=GroupGuard(db, policy, delivery, audit),
-        model=model if model is not None else build_model(settings.llm),
+        model=main_model,
         model_settings=model_settings(settings.llm),
-        tools=default_tools(),
+        tools=[*default_tools(), *memory_tools()],
+        memory=memory,
     )
     gateway = Gateway(services)
 
@@ -101,6 +119,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             await compact_if_needed(services.sessions, turn.scope.id, services.model, settings.llm.tracing)
 
     gateway.after_turn.append(keep_session_in_budget)
+    gateway.after_turn.append(memory_after_turn(memory))
     adapters: list[Adapter] = [WebChatAdapter(gateway)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
@@ -110,6 +129,15 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         services.groups.register_presence("telegram", telegram.still_in_chat)
         adapters.append(telegram)
     return Halo(settings, services, gateway, adapters=adapters)
+
+
+def _extraction_model(settings: Settings, override: Model | None, main: Model | None) -> Model | None:
+    """The cheap tier for memory extraction (llm.cheap_model), else the main model."""
+    if settings.memory.extractor != "llm" or main is None:
+        return None
+    if override is None and settings.llm.cheap_model:
+        return build_model(settings.llm, settings.llm.cheap_model)
+    return main
 
 
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
@@ -122,7 +150,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     await runner.setup()
     site = web.TCPSite(runner, settings.admin.host, settings.admin.port)
     await site.start()
-    await halo.start_adapters()
+    await halo.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -91,7 +91,7 @@ class Gateway:
         if not decision.allowed:
             return await self._denied(turn, decision)
         await self._record(turn, "user", env.text)
-        if not env.addressed:
+        if not env.addressed:  # kept, not answered; memory still counts and logs it
             reply = Reply(None, env.scope.id, "kept", decision)
             await self._keep_as_context(turn)
             self._after(turn, reply)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from halo.groups import GroupGuard
     from halo.pairing import Pairing
     from halo.sessions import SessionStore
+    from memory.service import MemoryService
     from policy import PolicyEngine
     from transcripts import AuditLog, TranscriptStore
 
@@ -41,6 +42,7 @@ class Services:
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
+    memory: MemoryService | None = None
 
     @property
     def family(self) -> Family:
