@@ -57,8 +57,7 @@ class Halo:
 
     async def start(self) -> None:
         """Background work (memory extraction left over from before a restart), then the adapters."""
-        if self.services.memory is not None:
-            await self.services.memory.start()
+        await self.services.memory.start()
         await self.start_adapters()
 
     async def start_adapters(self) -> None:
@@ -72,8 +71,7 @@ class Halo:
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
-        if self.services.memory is not None:
-            await self.services.memory.close()
+        await self.services.memory.close()
         await self.services.sessions.close()
         await self.services.db.close()
 

@@ -39,10 +39,10 @@ class Services:
     delivery: Delivery
     pairing: Pairing
     groups: GroupGuard
+    memory: MemoryService
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
-    memory: MemoryService | None = None
 
     @property
     def family(self) -> Family:
