@@ -127,10 +127,21 @@ SCHEMAS: dict[str, Schema] = {
                 "properties": {"enabled": {"type": "boolean"}},
             },
             "distillation": {
-                "type": "object", "required": ["enabled", "every_n_items", "available", "scopes"],
+                "type": "object",
+                "required": ["enabled", "every_n_items", "extractor", "quiet_minutes", "running", "failing", "scopes"],
                 "properties": {
                     "enabled": {"type": "boolean"}, "every_n_items": {"type": "integer"},
-                    "available": {"type": "boolean"}, "scopes": {"type": "object"},
+                    "extractor": {"type": "string", "enum": ["deterministic", "llm"]},
+                    "quiet_minutes": {"type": "number"},
+                    "running": {"type": "array", "items": {"type": "string"}, "description": "scopes in a run now"},
+                    "failing": {"type": "array", "items": {"type": "string"},
+                                "description": "scopes whose last run failed"},
+                    "scopes": {
+                        "type": "object", "description": "per scope id, per job (distill, extract): watermark "
+                                                         "(transcript byte offset), runs, items, last run and "
+                                                         "success, last error, failures, next retry",
+                        "additionalProperties": {"type": "object", "additionalProperties": {"type": "object"}},
+                    },
                 },
             },
             "pairing": {
@@ -214,7 +225,21 @@ SCHEMAS: dict[str, Schema] = {
         "type": "object", "required": ["scopeId", "distilled", "result"],
         "properties": {
             "scopeId": {"type": "string"}, "distilled": {"type": "boolean"},
-            "result": {"description": "what the memory service reports about the run"},
+            "result": {
+                "type": "object", "description": "what the run read and what it changed in memory",
+                "required": ["fromOffset", "toOffset", "items", "factsAdded", "factsSuperseded", "factsForgotten",
+                             "notesAdded", "skipped"],
+                "additionalProperties": False,
+                "properties": {
+                    "fromOffset": {"type": "integer", "minimum": 0, "description": "transcript byte offset"},
+                    "toOffset": {"type": "integer", "minimum": 0, "description": "the new watermark"},
+                    "items": {"type": "integer", "minimum": 0, "description": "transcript lines read"},
+                    **{k: {"type": "integer", "minimum": 0}
+                       for k in ("factsAdded", "factsSuperseded", "factsForgotten", "notesAdded")},
+                    "skipped": {"type": "integer", "minimum": 0,
+                                "description": "lines the policy did not let into memory"},
+                },
+            },
         },
     },
     "Purged": {
@@ -342,8 +367,8 @@ PATHS: dict[str, dict[str, Schema]] = {
         {
             "200": json_body(ref("Distilled"), "distilled"), "400": BAD_SCOPE, "404": NO_SCOPE,
             "409": error("Distillation is disabled (memory.distillation_enabled: false)"),
-            "501": error("No memory service in this build yet"),
         },
+        description="Waits for a run in progress, then reads the transcript from the watermark on. Audited.",
         parameters=[SCOPE_PATH], tags=["scopes"],
     )},
     "/sessions/{scopeId}/purge": {"post": operation(

@@ -3,8 +3,6 @@
 Each seam is looked up with getattr, so the admin API works before the part exists and
 picks it up, unchanged, once the composition root sets it:
 
-- `services.memory` (markdown memory, issue 4): `distill(scope_id)` runs distillation of
-  one scope now; optionally `distillation_state()` → per-scope state for /status.
 - `services.semantic` (semantic index, issue 5): `health()` → runs, failures, last success,
   last error, per-scope lag, for /status.
 
@@ -15,7 +13,7 @@ Methods may be sync or async.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from datetime import date, datetime
 from enum import Enum
 from pathlib import Path
@@ -26,18 +24,8 @@ from transcripts.audit import drop_secrets
 
 
 @runtime_checkable
-class MemorySeam(Protocol):
-    def distill(self, scope_id: str) -> Awaitable[Any] | Any: ...
-
-
-@runtime_checkable
 class SemanticSeam(Protocol):
     def health(self) -> Mapping[str, Any]: ...
-
-
-def memory(services: Services) -> MemorySeam | None:
-    found = getattr(services, "memory", None)
-    return found if isinstance(found, MemorySeam) else None
 
 
 def semantic(services: Services) -> SemanticSeam | None:

@@ -40,7 +40,6 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     settings = halo.settings
     services = halo.services
     paths = settings.paths
-    memory = seams.memory(services)
     semantic = seams.semantic(services)
     pending = len(await services.pairing.list_pending())
     adapters = mask_secrets(seams.jsonable(halo.adapter_status()))
@@ -69,7 +68,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
         }),
         "adapters": adapters,
         "semantic": mask_secrets(seams.jsonable(semantic.health())) if semantic else dict(SEMANTIC_PLACEHOLDER),
-        "distillation": _distillation(halo, memory),
+        "distillation": mask_secrets(services.memory.status()),
         "pairing": {"pending": pending},
         "queues": {
             "gateway_background_tasks": halo.gateway.background_tasks,
@@ -83,16 +82,6 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     return snapshot
 
 
-def _distillation(halo: Halo, memory: seams.MemorySeam | None) -> dict[str, Any]:
-    """The memory service's own account: settings, per-scope watermarks, failures, retries."""
-    status = getattr(memory, "status", None)
-    if status is None:
-        settings = halo.settings.memory
-        return {"enabled": settings.distillation_enabled, "every_n_items": settings.distillation_every_n_items,
-                "available": False, "scopes": {}}
-    return {"available": True, **mask_secrets(seams.jsonable(status()))}
-
-
 def _problems(snapshot: Mapping[str, Any]) -> list[str]:
     """Plain sentences for the dashboard's health line; empty when all is well."""
     problems = []
@@ -104,6 +93,10 @@ def _problems(snapshot: Mapping[str, Any]) -> list[str]:
                 problems.append(f"{name}: {state['last_error']}")
             elif state.get("connected") is False:
                 problems.append(f"{name} is not connected.")
+    for scope_id in snapshot["distillation"]["failing"]:
+        jobs = snapshot["distillation"]["scopes"].get(scope_id, {})
+        errors = "; ".join(f"{job}: {state['last_error']}" for job, state in jobs.items() if state.get("last_error"))
+        problems.append(f"memory of {scope_id} is not being updated ({errors or 'failed'}).")
     semantic = snapshot["semantic"]
     if isinstance(semantic, Mapping) and semantic.get("last_error"):
         problems.append(f"semantic sync: {semantic['last_error']}")

@@ -93,12 +93,10 @@ async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
     await session.add_items([{"role": "user", "content": "The dentist is on Friday."},
                              {"role": "assistant", "content": "Noted."}])
     await services.sessions.flush(scope_id)
-    folder = services.paths.scope_dir(scope_id)
-    (folder / "daily").mkdir(parents=True, exist_ok=True)
-    (folder / "MEMORY.md").write_text("# Memory\n\n- Dentist: Friday <script>alert(1)</script>\n")
-    (folder / "daily" / "2026-01-02.md").write_text("[09:00] mom: dentist\n")
-    (folder / "semantic.db").write_bytes(b"SQLite format 3\x00")
-    (folder / "scope.json").write_text(json.dumps({"scope_id": scope_id, "type": "dm"}))
+    # What /remember keeps (markup and all: the dashboard must show it as text).
+    await services.memory.remember(scope_id, "Dentist: Friday <script>alert(1)</script>", by="Mom",
+                                   when=datetime.now(UTC))
+    (services.paths.scope_dir(scope_id) / "semantic.db").write_bytes(b"SQLite format 3\x00")
     services.audit.write("policy", principal="mom", action="read_memory", resource=scope_id,
                          allowed=True, policy_ids=["memory-own-scope"], reason="seeded")
 

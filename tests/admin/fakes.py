@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 
@@ -15,27 +14,6 @@ class WithSeams:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
-
-
-class FakeMemory:
-    def __init__(self) -> None:
-        self.distilled: list[str] = []
-        self.forgotten: list[str] = []
-
-    async def distill(self, scope_id: str) -> dict[str, Any]:
-        self.distilled.append(scope_id)
-        return {"facts_added": 2, "watermark": 1234, "ran_at": datetime(2026, 1, 2, 3, 4, tzinfo=UTC)}
-
-    def status(self) -> dict[str, Any]:
-        return {"enabled": True, "every_n_items": 20, "scopes": {
-            "web:mom": {"distill": {"last_run": "2026-01-02T03:04:00+00:00", "last_error": None, "next_retry": None}}
-        }}
-
-    def forget_scope(self, scope_id: str) -> None:
-        self.forgotten.append(scope_id)
-
-    async def close(self) -> None:
-        return None
 
 
 class FakeSemantic:

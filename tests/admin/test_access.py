@@ -15,7 +15,7 @@ import pytest
 from admin_api.routes import admin_routes
 from halo.access import is_loopback_address
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
-from tests.admin.fakes import FakeMemory, FakeSemantic
+from tests.admin.fakes import FakeSemantic
 from tests.admin.peers import PeerSite
 
 FORGED = {
@@ -67,7 +67,7 @@ def test_every_route_has_an_example():
 
 async def ready(admin: Any) -> AdminHarness:
     harness = await admin()
-    harness.attach(memory=FakeMemory(), semantic=FakeSemantic())
+    harness.attach(semantic=FakeSemantic())
     await harness.seed()
     return harness
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from halo.envelope import Speaker
 from tests.admin.conftest import ADMIN_TOKEN, ADMIN_YAML, SEEDED
-from tests.admin.fakes import FakeMemory, FakeSemantic
+from tests.admin.fakes import FakeSemantic
 from tests.conftest import Outbox, llm_yaml
+from transcripts import TranscriptLine
 
 
 async def test_sessions_list_the_scopes_people_talked_in(admin, fake_llm):
@@ -44,12 +47,12 @@ async def test_clear_forgets_the_session_and_keeps_the_transcript(admin):
 
 async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     harness = await admin()
-    memory = FakeMemory()
-    harness.attach(memory=memory)
     await harness.seed()
     await harness.seed("web:wags")
     services = harness.services
     folder = services.paths.scope_dir(SEEDED)
+    await services.memory.distill(SEEDED)  # a distillation watermark in halo.db
+    assert services.memory.status()["scopes"][SEEDED]["distill"]["watermark"] > 0
 
     reply = await harness.local.call("POST", f"/sessions/{SEEDED}/purge?confirm={SEEDED}")
 
@@ -58,7 +61,7 @@ async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     assert not folder.exists() and not services.transcripts.path(SEEDED).exists()
     assert await services.sessions.all_items(SEEDED) == []
     assert SEEDED not in (await harness.local.call("GET", "/sessions")).body
-    assert memory.forgotten == [SEEDED]  # the memory service dropped its own state for the scope
+    assert SEEDED not in services.memory.status()["scopes"]  # memory's own state went too
     event = services.audit.tail(1, kind="admin_purge")[0]
     assert event == {**event, "scope_id": SEEDED, "actor": "admin:local", "transcript": True, "memory": True}
     # Other scopes are untouched.
@@ -66,6 +69,11 @@ async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     # It is gone: a second purge finds nothing … except that web:mom is a configured scope, which stays known.
     again = await harness.local.call("POST", f"/sessions/{SEEDED}/purge?confirm={SEEDED}")
     assert again.body["purged"] == {"sessionItems": 0, "transcript": False, "memory": False}
+    # What is said there from now on is distilled from its first line, not from the old watermark.
+    await say(services, SEEDED, "Remember that the piano lesson moved to Monday.")
+    fresh = (await harness.local.call("POST", f"/sessions/{SEEDED}/distill")).body["result"]
+    assert fresh["fromOffset"] == 0 and fresh["factsAdded"] == 1
+    assert "piano lesson moved to Monday" in services.memory.read(SEEDED)
 
 
 async def test_purge_needs_the_scope_id_repeated(admin):
@@ -104,28 +112,48 @@ async def test_bad_and_unknown_scope_ids(admin):
     assert (await local.call("GET", "/transcripts/tail")).status == 400
 
 
+async def say(services: Any, scope_id: str, text: str, speaker: str = "mom") -> None:
+    """A line as the gateway writes it to the transcript."""
+    await services.transcripts.append(TranscriptLine(
+        id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id=scope_id, role="user", text=text, speaker=speaker,
+        platform=scope_id.partition(":")[0],
+    ))
+
+
 async def test_distill_is_409_when_disabled(admin):
     harness = await admin(ADMIN_YAML + "memory: {distillation_enabled: false}\n")
-    memory = FakeMemory()
-    harness.attach(memory=memory)
-    await harness.seed()
-    reply = await harness.local.call("POST", f"/sessions/{SEEDED}/distill")
+    await say(harness.services, "web:wags", "Remember that the boiler service is in March.")
+    reply = await harness.local.call("POST", "/sessions/web:wags/distill")
     assert reply.status == 409
     assert "memory.distillation_enabled" in reply.body["error"]
-    assert memory.distilled == []
+    assert harness.services.memory.read("web:wags") == ""
+    assert harness.services.memory.status()["scopes"] == {}
 
 
-async def test_distill_runs_the_memory_service(admin):
+async def test_distill_turns_the_transcript_into_memory(admin):
     harness = await admin()
-    memory = FakeMemory()
-    harness.attach(memory=memory)
-    await harness.seed()
-    reply = await harness.local.call("POST", f"/sessions/{SEEDED}/distill")
-    assert reply.status == 200
-    assert reply.body == {"scopeId": SEEDED, "distilled": True,
-                          "result": {"facts_added": 2, "watermark": 1234, "ran_at": "2026-01-02T03:04:00+00:00"}}
-    assert memory.distilled == [SEEDED]
-    assert harness.services.audit.tail(1, kind="admin_distill")[0]["scope_id"] == SEEDED
+    services = harness.services
+    await say(services, "web:wags", "Remember that the boiler service is in March.", speaker="wags")
+    await say(services, "web:wags", "My shoe size is 44.", speaker="wags")
+    size = services.transcripts.path("web:wags").stat().st_size
+
+    reply = await harness.local.call("POST", "/sessions/web:wags/distill")
+
+    assert reply.status == 200, reply.text
+    assert reply.body == {"scopeId": "web:wags", "distilled": True, "result": {
+        "fromOffset": 0, "toOffset": size, "items": 2, "factsAdded": 2, "factsSuperseded": 0,
+        "factsForgotten": 0, "notesAdded": 0, "skipped": 0,
+    }}
+    memory = services.memory.read("web:wags")
+    assert "- The boiler service is in March _(Wags, " in memory and "- Wags's shoe size: 44 _(Wags, " in memory
+    shown = (await harness.local.call("GET", "/scopes/web:wags/memory")).body
+    assert shown["exists"] and shown["text"] == memory
+    event = services.audit.tail(1, kind="admin_distill")[0]
+    assert (event["scope_id"], event["actor"], event["items"]) == ("web:wags", "admin:local", 2)
+    # Nothing new since: the next run reads nothing and changes nothing.
+    again = (await harness.local.call("POST", "/sessions/web:wags/distill")).body["result"]
+    assert (again["fromOffset"], again["items"], again["factsAdded"]) == (size, 0, 0)
+    assert services.memory.read("web:wags") == memory
 
 
 async def test_status_masks_every_secret(admin, fake_llm):
@@ -156,21 +184,27 @@ discord: {{token: {secrets['dc']}}}
     assert status["halo_home"]["home"] == str(harness.halo.settings.home)
     assert status["adapters"]["web"]["connected"] is True
     assert status["semantic"] == {"enabled": False, "reason": "the semantic index is not part of this build yet"}
-    assert status["distillation"]["available"] is True
-    assert status["distillation"]["enabled"] is True and status["distillation"]["every_n_items"] == 20
+    assert status["distillation"] == {
+        "enabled": True, "every_n_items": 20, "extractor": "deterministic", "quiet_minutes": 10,
+        "running": [], "failing": [], "scopes": {},
+    }
     assert status["queues"] == {"gateway_background_tasks": 0, "busy_scopes": 0, "pending_pairing_requests": 0}
     assert status["uptime_seconds"] >= 0 and status["version"]
 
 
 async def test_status_shows_the_plugged_in_parts(admin):
     harness = await admin(ADMIN_YAML + "llm: {provider: none}\n")
-    harness.attach(memory=FakeMemory(), semantic=FakeSemantic())
+    harness.attach(semantic=FakeSemantic())
     await harness.stranger(5550001)
     await harness.stranger(5550002, "Ravi", None)
+    await harness.seed()
+    await harness.local.call("POST", f"/sessions/{SEEDED}/distill")
     status = (await harness.local.call("GET", "/status")).body
     assert status["semantic"]["runs"] == 12 and status["semantic"]["enabled"] is True
-    assert status["distillation"]["available"] is True
-    assert status["distillation"]["scopes"]["web:mom"]["distill"]["last_run"] == "2026-01-02T03:04:00+00:00"
+    distilled = status["distillation"]["scopes"][SEEDED]["distill"]
+    assert distilled["runs"] == 1 and distilled["items"] == 2 and distilled["failures"] == 0
+    assert distilled["watermark"] == harness.services.transcripts.path(SEEDED).stat().st_size
+    assert datetime.fromisoformat(distilled["last_success"]) > datetime.now(UTC) - timedelta(minutes=1)
     assert status["pairing"] == {"pending": 2}
     assert status["queues"]["pending_pairing_requests"] == 2
     assert any("language model" in p for p in status["problems"])
@@ -347,20 +381,19 @@ async def test_errors_are_json_and_never_a_traceback(admin):
     assert wrong_method.status == 405 and wrong_method.headers["Allow"] == "GET"
     assert set(wrong_method.body) == {"error"}
 
-    class Broken:
-        def distill(self, scope_id: str) -> None:
-            raise RuntimeError("secret internals /home/x/.halo")
-
-        async def close(self) -> None:
-            return None
-
-    harness.attach(memory=Broken())
-    await harness.seed()
-    reply = await local.call("POST", f"/sessions/{SEEDED}/distill")
+    # Distillation that fails on disk (MEMORY.md is a folder): a plain 500, no path, no traceback.
+    services = harness.services
+    await say(services, "web:wags", "Remember that the boiler service is in March.", speaker="wags")
+    services.memory.memory_path("web:wags").mkdir(parents=True)
+    reply = await local.call("POST", "/sessions/web:wags/distill")
     assert reply.status == 500
     assert reply.body == {"error": "internal error (see the server log)"}
-    assert "Traceback" not in reply.text and "secret internals" not in reply.text
+    assert "Traceback" not in reply.text and str(services.paths.home) not in reply.text
     assert reply.headers["Cache-Control"] == "no-store"
+    status = (await local.call("GET", "/status")).body  # the parent sees which chat's memory is stuck
+    assert status["distillation"]["failing"] == ["web:wags"]
+    [problem] = [p for p in status["problems"] if "web:wags" in p]
+    assert problem.startswith("memory of web:wags is not being updated (distill: IsADirectoryError")
 
 
 async def test_dashboard_page_and_its_guard(admin):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
-from tests.admin.fakes import FakeMemory, FakeSemantic
+from tests.admin.fakes import FakeSemantic
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -51,7 +51,7 @@ async def open_dashboard(browser: Any, url: str, viewport: dict[str, int]) -> tu
 async def family_halo(admin: Any) -> tuple[AdminHarness, str]:
     """A seeded halo with one newcomer waiting to join; the code they were given."""
     harness = await admin()
-    harness.attach(memory=FakeMemory(), semantic=FakeSemantic())
+    harness.attach(semantic=FakeSemantic())
     await harness.seed()
     await harness.seed("telegram:1003")
     return harness, await harness.stranger(5550001, "Cousin Meera", "meera")
@@ -92,6 +92,13 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     approval = services.audit.tail(1, kind="pairing_approved")[0]
     assert (approval["code"], approval["by"]) == (code, "admin:local")
     await expect(page.locator('tr[data-principal="meera"]')).to_contain_text("child, adolescent")  # policy sees her
+
+    # Distilling by hand runs the real distillation over mom's transcript.
+    await expect(page.locator("#distillation-health")).to_contain_text("on")
+    await mom.get_by_role("button", name="Distill now").click()
+    await expect(page.locator("#toast")).to_contain_text(f"Distilled {SEEDED}: 2 new lines, 0 facts and 2 notes added.")
+    await expect(page.locator("#distillation-health")).to_contain_text("1 chats tracked")
+    assert services.memory.status()["scopes"][SEEDED]["distill"]["runs"] == 1
 
     # What halo remembers is shown as text: markup in a memory file never runs.
     await mom.get_by_role("button", name="Memory").click()

@@ -17,7 +17,7 @@ from admin_api.routes import admin_routes
 from config.loader import load_settings
 from halo.app import Halo
 from tests.admin.conftest import ADMIN_YAML, ask_to_join, seed_scope
-from tests.admin.fakes import FakeMemory, FakeSemantic, WithSeams
+from tests.admin.fakes import FakeSemantic, WithSeams
 from tests.admin.threaded import ThreadedHalo
 from tests.conftest import write_home
 
@@ -49,7 +49,7 @@ async def test_every_route_is_documented_and_every_documented_path_is_routed(adm
 
 def _seams(halo: Halo):
     async def prepare() -> None:
-        halo.services = WithSeams(halo.services, memory=FakeMemory(), semantic=FakeSemantic())  # type: ignore[assignment]
+        halo.services = WithSeams(halo.services, semantic=FakeSemantic())  # type: ignore[assignment]
         await seed_scope(halo.services)
         await seed_scope(halo.services, "telegram:1003")
         await ask_to_join(halo.services, 5550001)  # the listing has a real request to keep to its schema
