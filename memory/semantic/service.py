@@ -1,0 +1,387 @@
+"""Semantic memory as a service: per-scope indexes, their sync schedule, search and health.
+
+The composition root makes one `SemanticMemory`. It never decides who may read what:
+callers pass the scopes the policy allowed, and it searches exactly those. Anything that
+goes wrong here (sqlite-vec missing, the embedder offline, a sync failing) degrades recall
+— to full-text only, or to none — and is said in the log and in `status()`; it never
+stops a turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import numpy as np
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from config.paths import HaloPaths
+from config.settings import SemanticSettings
+from memory.embedders import Embedder, EmbedderUnavailable, load_embedder
+from memory.semantic.index import INDEX_FILE, ScopeIndex
+from memory.semantic.search import Hit, SearchParams, search
+from memory.semantic.sqlite import SqliteSupport, probe
+from memory.semantic.sync import SyncReport, embed_pending, markdown_files, sync_markdown, sync_transcript
+
+log = logging.getLogger(__name__)
+
+EmbedderState = Literal["off", "not loaded", "loading", "ready", "unavailable"]
+EmbedderLoader = Callable[[], Awaitable[Embedder | None]]
+RETRY_EMBEDDER_SECONDS = 600
+QUERY_CACHE = 256
+
+
+@dataclass(slots=True)
+class ScopeHealth:
+    last_sync: float | None = None
+    last_error: str | None = None
+    dirty_since: float | None = None  # activity not yet indexed
+    last_report: SyncReport | None = None
+
+
+@dataclass(slots=True)
+class Health:
+    runs: int = 0
+    failures: int = 0
+    last_run: float | None = None
+    last_success: float | None = None
+    last_error: dict[str, Any] | None = None
+    scopes: dict[str, ScopeHealth] = field(default_factory=dict)
+
+
+def _iso(ts: float | None) -> str | None:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds") if ts else None
+
+
+class SemanticMemory:
+    """Indexes every scope's memory and transcript; searches the scopes it is given."""
+
+    def __init__(
+        self, paths: HaloPaths, settings: SemanticSettings, *, embedder_loader: EmbedderLoader | None = None
+    ) -> None:
+        self.paths = paths
+        self.settings = settings
+        self.support: SqliteSupport = probe()
+        self.health = Health()
+        self._loader = embedder_loader or (lambda: load_embedder(settings))
+        self._embedder: Embedder | None = None
+        self.embedder_state: EmbedderState = "off" if settings.embedder == "none" else "not loaded"
+        self.embedder_error: str | None = None
+        self._embedder_tried = 0.0
+        self._embedder_lock = asyncio.Lock()
+        self._indexes: dict[str, ScopeIndex] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._queued: dict[str, asyncio.Task[SyncReport | None]] = {}
+        self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._scheduler: AsyncIOScheduler | None = None
+        self._problem_said = False
+
+    # --- availability ------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled and self.support.fts5
+
+    @property
+    def mode(self) -> str:
+        if not self.enabled:
+            return "off"
+        if self.support.vectors and self._embedder is not None:
+            return "hybrid"
+        return "full-text only"
+
+    def say_problems(self) -> None:
+        """Once, at start: what is missing and what recall does without it."""
+        if self._problem_said:
+            return
+        self._problem_said = True
+        if not self.settings.enabled:
+            log.info("semantic recall is disabled (memory.semantic.enabled: false)")
+        elif self.support.problem:
+            log.warning("semantic recall: %s", self.support.problem)
+
+    async def embedder(self) -> Embedder | None:
+        """The loaded embedder, loading it the first time (and retrying a failed one now and then)."""
+        if self.embedder_state in ("off", "ready") or not self.support.vectors:
+            return self._embedder
+        if self.embedder_state == "unavailable" and time.time() - self._embedder_tried < RETRY_EMBEDDER_SECONDS:
+            return None
+        async with self._embedder_lock:
+            if self.embedder_state in ("ready", "off"):
+                return self._embedder
+            if self.embedder_state == "unavailable" and time.time() - self._embedder_tried < RETRY_EMBEDDER_SECONDS:
+                return None
+            self.embedder_state = "loading"
+            self._embedder_tried = time.time()
+            try:
+                self._embedder = await self._loader()
+            except Exception as exc:
+                reason = str(exc) if isinstance(exc, EmbedderUnavailable) else f"{type(exc).__name__}: {exc}"
+                self.embedder_state, self.embedder_error = "unavailable", reason
+                log.warning("semantic recall: embedder %s unavailable, using full-text search only: %s",
+                            self.settings.embedder, reason)
+                return None
+            if self._embedder is None:
+                self.embedder_state = "off"
+            else:
+                self.embedder_state, self.embedder_error = "ready", None
+                log.info("semantic recall: embedder %s ready", self._embedder.identity.key)
+            return self._embedder
+
+    # --- indexes -----------------------------------------------------------------
+
+    def index_path(self, scope_id: str) -> Any:
+        return self.paths.scope_dir(scope_id) / INDEX_FILE
+
+    def _index(self, scope_id: str, create: bool) -> ScopeIndex | None:
+        index = self._indexes.get(scope_id)
+        if index is None:
+            path = self.index_path(scope_id)
+            if not create and not path.exists():
+                return None
+            index = self._indexes[scope_id] = ScopeIndex(path, scope_id)
+        return index
+
+    def known_scopes(self) -> list[str]:
+        """Scopes with an index on disk (each index records its scope id)."""
+        found = set(self._indexes)
+        if self.paths.scopes.is_dir():
+            for path in self.paths.scopes.glob(f"*/{INDEX_FILE}"):
+                if path.parent.name not in {self.paths.scope_dir(s).name for s in found}:
+                    scope_id = ScopeIndex.stored_scope_id(path)
+                    if scope_id:
+                        found.add(scope_id)
+        return sorted(found)
+
+    def _has_material(self, scope_id: str) -> bool:
+        return self.paths.transcript(scope_id).exists() or bool(markdown_files(self.paths.scope_dir(scope_id)))
+
+    # --- sync --------------------------------------------------------------------
+
+    def mark_active(self, scope_id: str) -> None:
+        """Something happened in this scope: the next scheduled run syncs it."""
+        health = self.health.scopes.setdefault(scope_id, ScopeHealth())
+        if health.dirty_since is None:
+            health.dirty_since = time.time()
+
+    def request_sync(self, scope_id: str) -> None:
+        """Queue a sync of this scope soon (after a distillation, an edit). Never blocks; a
+        request while one is queued is folded into it. Needs a running event loop."""
+        if not self.enabled:
+            return
+        self.mark_active(scope_id)
+        queued = self._queued.get(scope_id)
+        if queued is not None and not queued.done():
+            return
+        self._queued[scope_id] = asyncio.get_running_loop().create_task(self._run_queued(scope_id))
+
+    async def _run_queued(self, scope_id: str) -> SyncReport | None:
+        await asyncio.sleep(0)  # let the caller finish its turn first
+        self._queued.pop(scope_id, None)
+        return await self.sync_scope(scope_id)
+
+    async def sync_scope(self, scope_id: str) -> SyncReport | None:
+        """Sync one scope now; errors are recorded in health, not raised."""
+        if not self.enabled:
+            return None
+        lock = self._locks.setdefault(scope_id, asyncio.Lock())
+        async with lock:
+            health = self.health.scopes.setdefault(scope_id, ScopeHealth())
+            started = time.time()
+            health.dirty_since = None
+            try:
+                report = await self._sync(scope_id)
+            except Exception as exc:
+                health.last_error = f"{type(exc).__name__}: {exc}"
+                health.dirty_since = health.dirty_since or started
+                self.health.failures += 1
+                self.health.last_error = {"at": _iso(time.time()), "scope_id": scope_id, "error": health.last_error}
+                log.exception("semantic sync of %s failed", scope_id)
+                return None
+            health.last_sync, health.last_error, health.last_report = time.time(), None, report
+            return report
+
+    async def _sync(self, scope_id: str) -> SyncReport:
+        report = SyncReport(scope_id)
+        started = time.perf_counter()
+        if self._index(scope_id, create=False) is None and not self._has_material(scope_id):
+            return report
+        index = self._index(scope_id, create=True)
+        assert index is not None
+        report.rebuilt = await asyncio.to_thread(index.ensure_chunking)
+        if report.rebuilt:
+            log.info("semantic index %s: rebuilding from its files and transcript", scope_id)
+        await asyncio.to_thread(sync_markdown, index, self.paths.scope_dir(scope_id), report)
+        await asyncio.to_thread(sync_transcript, index, self.paths.transcript(scope_id), report)
+        embedder = await self.embedder()
+        if embedder is not None and index.support.vectors:
+            await embed_pending(index, embedder, report, batch=max(self.settings.batch_size, 64))
+        await asyncio.to_thread(index.collect_garbage)
+        report.seconds = time.perf_counter() - started
+        if report.rebuilt:
+            log.info("semantic index %s: rebuilt (%d chunks embedded in %.1fs)", scope_id, report.embedded,
+                     report.seconds)
+        return report
+
+    async def sync_all(self, scope_ids: Iterable[str]) -> dict[str, SyncReport | None]:
+        """One scheduler run: each scope in turn (one writer, and the CPU stays free for turns)."""
+        self.health.runs += 1
+        self.health.last_run = time.time()
+        results: dict[str, SyncReport | None] = {}
+        failures_before = self.health.failures
+        for scope_id in scope_ids:
+            results[scope_id] = await self.sync_scope(scope_id)
+        if self.health.failures == failures_before:
+            self.health.last_success = time.time()
+        return results
+
+    def active_scopes(self) -> list[str]:
+        return sorted(s for s, h in self.health.scopes.items() if h.dirty_since is not None)
+
+    async def _scheduled_run(self) -> None:
+        await self.sync_all(self.active_scopes())
+
+    async def start(self, catch_up: Iterable[str] = ()) -> None:
+        """Start the interval job and sync `catch_up` scopes (those with a transcript or an index)
+        in the background, so edits made while halo was down are found."""
+        self.say_problems()
+        if not self.enabled or self._scheduler is not None:
+            return
+        self._scheduler = AsyncIOScheduler(timezone=UTC)
+        self._scheduler.add_job(
+            self._scheduled_run, IntervalTrigger(minutes=self.settings.sync_interval_minutes),
+            id="semantic-sync", max_instances=1, coalesce=True,
+        )
+        scopes = sorted(set(catch_up) | set(self.known_scopes()))
+        self._scheduler.add_job(self.sync_all, args=[scopes], id="semantic-catch-up", max_instances=1)
+        self._scheduler.start()
+
+    async def close(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+            self._scheduler = None
+        for task in list(self._queued.values()):
+            task.cancel()
+        await asyncio.gather(*self._queued.values(), return_exceptions=True)
+        for scope_id in list(self._indexes):
+            async with self._locks.setdefault(scope_id, asyncio.Lock()):
+                self._indexes.pop(scope_id).close()
+
+    async def forget_scope(self, scope_id: str) -> None:
+        """Close a scope's index before its folder is purged."""
+        async with self._locks.setdefault(scope_id, asyncio.Lock()):
+            index = self._indexes.pop(scope_id, None)
+            if index is not None:
+                index.close()
+            self.health.scopes.pop(scope_id, None)
+
+    # --- search ------------------------------------------------------------------
+
+    def params(self, limit: int | None = None, **overrides: Any) -> SearchParams:
+        s = self.settings
+        values: dict[str, Any] = {
+            "limit": limit or s.top_k, "min_score": s.min_score, "vector_weight": s.vector_weight,
+            "half_life_days": s.half_life_days, "mmr_lambda": s.mmr_lambda,
+            "max_mirrored": s.max_mirrored_vectors,
+        }
+        values.update(overrides)
+        return SearchParams(**values)
+
+    async def query_vector(self, query: str) -> np.ndarray | None:
+        embedder = await self.embedder()
+        if embedder is None:
+            return None
+        key = f"{embedder.identity.key}\0{query}"
+        cached = self._query_vectors.get(key)
+        if cached is None:
+            cached = (await embedder.embed([query]))[0]
+            self._query_vectors[key] = cached
+            if len(self._query_vectors) > QUERY_CACHE:
+                self._query_vectors.popitem(last=False)
+        else:
+            self._query_vectors.move_to_end(key)
+        return cached
+
+    async def search(self, scope_ids: Iterable[str], query: str, *, limit: int | None = None,
+                     params: SearchParams | None = None) -> list[Hit]:
+        """Hybrid search over exactly these scopes (the caller has asked the policy), merged by score."""
+        if not self.enabled or not query.strip():
+            return []
+        indexes = [i for s in dict.fromkeys(scope_ids) if (i := self._index(s, create=False)) is not None]
+        if not indexes:
+            return []
+        vector = await self.query_vector(query)
+        identity = self._embedder.identity.key if self._embedder is not None else None
+        usable = vector if vector is not None else None
+        chosen = params or self.params(limit)
+
+        def run() -> list[Hit]:
+            # an index whose vectors come from another model is searched by text alone
+            same = [i for i in indexes if identity is not None and i.meta("embedder") == identity]
+            other = [i for i in indexes if i not in same]
+            hits = search(same, query, usable, chosen) if same else []
+            if other:
+                hits += search(other, query, None, chosen)
+                hits = sorted(hits, key=lambda h: h.score, reverse=True)[: chosen.limit]
+            return hits
+
+        return await asyncio.to_thread(run)
+
+    # --- health ------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """For `/status` under `semantic`."""
+        now = time.time()
+        scopes = []
+        for scope_id in sorted(set(self.health.scopes) | set(self._indexes)):
+            health = self.health.scopes.get(scope_id, ScopeHealth())
+            index = self._indexes.get(scope_id)
+            entry: dict[str, Any] = {
+                "scope_id": scope_id,
+                "last_sync": _iso(health.last_sync),
+                "last_error": health.last_error,
+                "lag_seconds": round(now - health.dirty_since, 1) if health.dirty_since else 0.0,
+            }
+            if index is not None:
+                try:
+                    stats = index.stats()
+                    transcript = self.paths.transcript(scope_id)
+                    size = transcript.stat().st_size if transcript.exists() else 0
+                    stats["transcript_lag_bytes"] = max(0, size - int(index.meta("transcript_offset") or 0))
+                    entry.update(stats)
+                except Exception as exc:  # a status page never fails because one index is odd
+                    entry["error"] = str(exc)
+            scopes.append(entry)
+        embedder: dict[str, Any] = {
+            "name": self.settings.embedder,
+            "model": self.settings.resolved_model,
+            "state": self.embedder_state,
+            "error": self.embedder_error,
+        }
+        if self._embedder is not None:
+            embedder["dim"] = self._embedder.identity.dim
+        job = self._scheduler.get_job("semantic-sync") if self._scheduler is not None else None
+        return {
+            "enabled": self.settings.enabled,
+            "mode": self.mode,
+            "sqlite": self.support.as_dict(),
+            "embedder": embedder,
+            "scheduler": {
+                "running": self._scheduler is not None,
+                "interval_minutes": self.settings.sync_interval_minutes,
+                "next_run": job.next_run_time.isoformat(timespec="seconds") if job and job.next_run_time else None,
+                "runs": self.health.runs,
+                "failures": self.health.failures,
+                "last_run": _iso(self.health.last_run),
+                "last_success": _iso(self.health.last_success),
+                "last_error": self.health.last_error,
+            },
+            "scopes": scopes,
+        }
