@@ -79,6 +79,7 @@ async def status(request: web.Request) -> web.Response:
                 "base_url": settings.llm.base_url,
             },
             "adapters": halo.adapter_status(),
+            "semantic": halo.services.semantic.status() if halo.services.semantic else {"enabled": False},
             "config": settings.redacted(),
         }
     )

@@ -19,11 +19,15 @@ from halo.compaction import compact_if_needed
 from halo.context import ContextBuilder, PersonaSource
 from halo.gateway import Gateway, Reply
 from halo.providers import build_model, model_settings
+from halo.recall import RecallSource
+from halo.recall import recall as recall_tool
 from halo.services import Services
 from halo.sessions import SessionStore
 from halo.starter import write_default_soul
 from halo.tools import default_tools
 from halo.turn import Turn
+from memory.embedders import load_embedder
+from memory.semantic import SemanticMemory
 from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
 
@@ -49,6 +53,11 @@ class Halo:
         for adapter in self.adapters:
             await adapter.start()
 
+    async def start_background(self) -> None:
+        """Background work that needs a running loop: the semantic index's sync schedule."""
+        if self.services.semantic is not None:
+            await self.services.semantic.start(catch_up=self.services.transcripts.scope_ids())
+
     async def close(self) -> None:
         for adapter in reversed(self.adapters):
             try:
@@ -56,6 +65,8 @@ class Halo:
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
+        if self.services.semantic is not None:
+            await self.services.semantic.close()
         await self.services.sessions.close()
 
 
@@ -75,11 +86,12 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         transcripts=TranscriptStore(paths.transcripts),
         sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
         audit=audit,
-        context=ContextBuilder([PersonaSource(paths.soul)]),
+        context=ContextBuilder([PersonaSource(paths.soul), RecallSource()]),
         commands=commands,
         model=model if model is not None else build_model(settings.llm),
         model_settings=model_settings(settings.llm),
-        tools=default_tools(),
+        tools=[*default_tools(), recall_tool],
+        semantic=build_semantic(settings),
     )
     gateway = Gateway(services)
 
@@ -88,7 +100,34 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             await compact_if_needed(services.sessions, turn.scope.id, services.model, settings.llm.tracing)
 
     gateway.after_turn.append(keep_session_in_budget)
+    if services.semantic is not None:
+        semantic = services.semantic
+
+        async def index_later(turn: Turn, reply: Reply) -> None:
+            semantic.mark_active(turn.scope.id)  # the next scheduled sync picks it up
+
+        gateway.after_turn.append(index_later)
     return Halo(settings, services, gateway, adapters=[WebChatAdapter(gateway)])
+
+
+def build_semantic(settings: Settings) -> SemanticMemory | None:
+    """The semantic index service, with the configured embedder (loaded lazily, off the loop)."""
+    semantic = settings.memory.semantic
+    if not semantic.enabled:
+        return None
+    llm = settings.llm
+    openai_like = llm.provider in ("openai", "openai-compatible")
+
+    async def loader():  # type: ignore[no-untyped-def]
+        return await load_embedder(
+            semantic,
+            llm_base_url=llm.base_url if openai_like else None,
+            llm_api_key=llm.resolved_api_key() if openai_like else None,
+        )
+
+    service = SemanticMemory(settings.paths, semantic, embedder_loader=loader)
+    service.say_problems()
+    return service
 
 
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
@@ -102,6 +141,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     site = web.TCPSite(runner, settings.admin.host, settings.admin.port)
     await site.start()
     await halo.start_adapters()
+    await halo.start_background()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

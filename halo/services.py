@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from halo.commands import CommandRegistry
     from halo.context import ContextBuilder
     from halo.sessions import SessionStore
+    from memory.semantic import SemanticMemory
     from policy import PolicyEngine
     from transcripts import AuditLog, TranscriptStore
 
@@ -33,6 +34,7 @@ class Services:
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
+    semantic: SemanticMemory | None = None  # None: recall is off (tests, tools that need no index)
 
     @property
     def family(self) -> Family:
