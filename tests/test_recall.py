@@ -146,8 +146,9 @@ async def test_scheduler_syncs_active_scopes_and_request_sync(fake_llm, settings
     await running.chat("The orthodontist wants to see Aarav about braces", token="mom-token")
     await running.halo.gateway.drain()
     assert DM in semantic.active_scopes()
-    for _ in range(100):  # the interval is 0.6 s
-        if not semantic.active_scopes() and semantic.health.runs >= 2:
+    for _ in range(200):  # the interval is 0.6 s
+        scope = semantic.health.scopes.get(DM)
+        if scope is not None and scope.last_sync and not semantic.active_scopes():
             break
         await asyncio.sleep(0.05)
     assert semantic.status()["scheduler"]["running"]

@@ -301,6 +301,19 @@ class ScopeIndex:
             ).fetchall()
         return [(int(i), float(s)) for i, s in rows]
 
+    def date_matches(self, fts_query: str, chunk_ids: Iterable[int]) -> set[int]:
+        """Which of these chunks matched the query by their date words (the question named the day)."""
+        ids = sorted({int(i) for i in chunk_ids})
+        if not fts_query or not ids:
+            return set()
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            rows = self._conn.execute(
+                f"select rowid from chunks_fts where chunks_fts match ? and rowid in ({marks})",
+                [f"keywords : ({fts_query})", *ids],
+            ).fetchall()
+        return {int(r[0]) for r in rows}
+
     def vector_candidates(self, query: np.ndarray, limit: int, max_mirrored: int) -> list[tuple[int, float]]:
         """(embedding id, cosine) of the nearest vectors. Small and medium indexes scan an
         in-memory mirror of the vec0 table with NumPy (exact, ~10x faster than vec0's scan on

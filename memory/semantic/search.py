@@ -14,6 +14,7 @@ no vectors (embedder `none` or unavailable) the score is the BM25 part alone.
 The minimum score is a relevance gate applied before decay; decay (dated notes and
 transcript turns, half-life in days; MEMORY.md never decays) then orders what passed, so
 an old but clearly relevant note is still found, and among similar ones the recent wins.
+A chunk whose date the question names ("what happened on March 14") does not decay.
 MMR finally picks results that are relevant and unlike the ones already picked.
 """
 
@@ -107,7 +108,8 @@ def scope_candidates(
 ) -> list[Hit]:
     """Every chunk of one scope that passes the relevance gate, scored and decayed."""
     now = params.now if params.now is not None else time.time()
-    text = [] if vector_only else index.text_candidates(fts_query(query), params.candidates)
+    match = fts_query(query)
+    text = [] if vector_only else index.text_candidates(match, params.candidates)
     use_vectors = query_vector is not None and not text_only
     vector_hits = index.vector_candidates(query_vector, params.candidates, params.max_mirrored) \
         if use_vectors and query_vector is not None else []
@@ -120,6 +122,7 @@ def scope_candidates(
     best_text = max((s for _, s in text), default=0.0)
     text_scores = {i: (s / best_text if best_text > 0 else 0.0) for i, s in text}
     weight = params.vector_weight if use_vectors and query_vector is not None and vectors else 0.0
+    asked_for_day = index.date_matches(match, text_scores) if text_scores else set()
     hits: list[Hit] = []
     for chunk_id, row in rows.items():
         vector = vectors.get(row.embedding_id) if row.embedding_id is not None else None
@@ -133,8 +136,8 @@ def scope_candidates(
             relevance = t
         if relevance < params.min_score:
             continue
-        hits.append(_hit(index.scope_id, row, relevance * decay(row.ts, row.source, now, params.half_life_days),
-                         relevance, t, cosine, vector))
+        age = 1.0 if chunk_id in asked_for_day else decay(row.ts, row.source, now, params.half_life_days)
+        hits.append(_hit(index.scope_id, row, relevance * age, relevance, t, cosine, vector))
     return hits
 
 

@@ -82,6 +82,7 @@ class SemanticMemory:
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._scheduler: AsyncIOScheduler | None = None
         self._problem_said = False
+        self._closed = False
 
     # --- availability ------------------------------------------------------------
 
@@ -189,10 +190,12 @@ class SemanticMemory:
 
     async def sync_scope(self, scope_id: str) -> SyncReport | None:
         """Sync one scope now; errors are recorded in health, not raised."""
-        if not self.enabled:
+        if not self.enabled or self._closed:
             return None
         lock = self._locks.setdefault(scope_id, asyncio.Lock())
         async with lock:
+            if self._closed:
+                return None
             health = self.health.scopes.setdefault(scope_id, ScopeHealth())
             started = time.time()
             health.dirty_since = None
@@ -264,6 +267,8 @@ class SemanticMemory:
         self._scheduler.start()
 
     async def close(self) -> None:
+        """Stop scheduling, let a sync in progress finish its scope, close every index."""
+        self._closed = True
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
