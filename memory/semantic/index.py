@@ -57,7 +57,7 @@ create table if not exists chunks (
 );
 create index if not exists chunks_source on chunks(source);
 create index if not exists chunks_hash on chunks(hash);
-create index if not exists chunks_pending on chunks(embedding_id) where embedding_id is null;
+create index if not exists chunks_embedding on chunks(embedding_id);
 create virtual table if not exists chunks_fts using fts5(
   text, keywords, content='chunks', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
 );
@@ -122,6 +122,11 @@ class ScopeIndex:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the database file (before measuring or copying it)."""
+        with self._lock:
+            self._conn.execute("pragma wal_checkpoint(truncate)")
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Any]:

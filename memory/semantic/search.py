@@ -42,6 +42,10 @@ thing things please halo hey hi
 """.split())  # noqa: SIM905 (a word list reads better as text)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_DATE_WORDS = frozenset({
+    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+    "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +98,12 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{t}"' for t in query_terms(text))
 
 
+def names_a_day(text: str) -> bool:
+    """Does the question name a month, a weekday or a date ("March 14", "2026-03-14")?"""
+    return any(w in _DATE_WORDS or (w.isdigit() and len(w) == 4) for w in query_terms(text)) or \
+        bool(re.search(r"\d{4}-\d{2}-\d{2}", text))
+
+
 def decay(ts: float | None, source: str, now: float, half_life_days: float) -> float:
     """1 for undated memory (MEMORY.md); halves every `half_life_days` for dated notes and turns."""
     if ts is None or not (source == TRANSCRIPT_SOURCE or daily_date(source)):
@@ -122,7 +132,7 @@ def scope_candidates(
     best_text = max((s for _, s in text), default=0.0)
     text_scores = {i: (s / best_text if best_text > 0 else 0.0) for i, s in text}
     weight = params.vector_weight if use_vectors and query_vector is not None and vectors else 0.0
-    asked_for_day = index.date_matches(match, text_scores) if text_scores else set()
+    asked_for_day = index.date_matches(match, text_scores) if text_scores and names_a_day(query) else set()
     hits: list[Hit] = []
     for chunk_id, row in rows.items():
         vector = vectors.get(row.embedding_id) if row.embedding_id is not None else None
@@ -147,29 +157,42 @@ def _hit(scope_id: str, row: ChunkRow, score: float, relevance: float, text_scor
                cosine, row.ts, row.id, vector)
 
 
-def mmr(hits: Sequence[Hit], limit: int, lam: float) -> list[Hit]:
-    """Maximal marginal relevance: each pick maximises λ·score − (1−λ)·(max similarity to picks).
-    Similarity is the cosine of the chunks' vectors, or word overlap when a chunk has none."""
-    pool = sorted(hits, key=lambda h: h.score, reverse=True)
-    picked: list[Hit] = []
-    words: dict[int, frozenset[str]] = {}
-    while pool and len(picked) < limit:
-        best_i, best_value = 0, -math.inf
-        for i, hit in enumerate(pool):
-            penalty = max((_similarity(hit, p, words) for p in picked), default=0.0)
-            value = lam * hit.score - (1.0 - lam) * penalty
-            if value > best_value:
-                best_i, best_value = i, value
-        picked.append(pool.pop(best_i))
-    return picked
+def mmr(hits: Sequence[Hit], limit: int, lam: float, pool_factor: int = 4) -> list[Hit]:
+    """Maximal marginal relevance over the best `limit * pool_factor` hits: each pick maximises
+    λ·score − (1−λ)·(max similarity to the picks so far). Similarity is the cosine of the
+    chunks' vectors, or word overlap (Jaccard) when either has none."""
+    pool = sorted(hits, key=lambda h: h.score, reverse=True)[: max(limit, limit * pool_factor)]
+    if lam >= 1.0 or len(pool) <= 1:
+        return pool[:limit]
+    sims = _similarities(pool)
+    scores = np.array([h.score for h in pool])
+    penalty = np.zeros(len(pool))
+    chosen: list[int] = []
+    free = np.ones(len(pool), dtype=bool)
+    while free.any() and len(chosen) < limit:
+        value = np.where(free, lam * scores - (1.0 - lam) * penalty, -np.inf)
+        pick = int(np.argmax(value))
+        chosen.append(pick)
+        free[pick] = False
+        penalty = np.maximum(penalty, sims[pick])
+    return [pool[i] for i in chosen]
 
 
-def _similarity(a: Hit, b: Hit, cache: dict[int, frozenset[str]]) -> float:
-    if a.vector is not None and b.vector is not None:
-        return float(np.dot(a.vector, b.vector))
-    wa = cache.setdefault(id(a), frozenset(_WORD.findall(a.text.lower())))
-    wb = cache.setdefault(id(b), frozenset(_WORD.findall(b.text.lower())))
-    return len(wa & wb) / len(wa | wb) if wa and wb else 0.0
+def _similarities(pool: Sequence[Hit]) -> np.ndarray:
+    n = len(pool)
+    with_vectors = [i for i, h in enumerate(pool) if h.vector is not None]
+    sims = np.zeros((n, n))
+    if with_vectors:
+        matrix = np.stack([pool[i].vector for i in with_vectors])  # type: ignore[misc]
+        sims[np.ix_(with_vectors, with_vectors)] = matrix @ matrix.T
+    if len(with_vectors) < n:
+        words = [frozenset(_WORD.findall(h.text.lower())) for h in pool]
+        has = set(with_vectors)
+        for i in range(n):
+            for j in range(n):
+                if not (i in has and j in has) and words[i] and words[j]:
+                    sims[i, j] = len(words[i] & words[j]) / len(words[i] | words[j])
+    return sims
 
 
 def search(
