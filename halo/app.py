@@ -56,7 +56,7 @@ class Halo:
     async def start_background(self) -> None:
         """Background work that needs a running loop: the semantic index's sync schedule."""
         if self.services.semantic is not None:
-            await self.services.semantic.start(catch_up=self.services.transcripts.scope_ids())
+            await self.services.semantic.start()
 
     async def close(self) -> None:
         for adapter in reversed(self.adapters):

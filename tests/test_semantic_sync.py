@@ -227,3 +227,31 @@ async def test_a_scope_without_memory_gets_no_index(paths, embedder) -> None:
     assert not semantic.index_path("web:wags").exists()
     assert await semantic.search(["web:wags"], "anything at all") == []
     await semantic.close()
+
+
+async def test_scheduled_runs_find_changes_no_turn_announced(paths, embedder) -> None:
+    """A group message halo was not addressed in, or a parent's hand edit, still gets indexed."""
+    semantic = service(paths, embedder)
+    store = TranscriptStore(paths.transcripts)
+    write(paths.scope_dir(SCOPE) / "MEMORY.md", "# Facts\nThe van needs new tyres.\n")
+    await say(store, "user", "First words", T0)
+    assert semantic.due_scopes() == [SCOPE], "a scope with material and no index yet"
+    await semantic.sync_all(semantic.due_scopes())
+    assert semantic.due_scopes() == []
+
+    await say(store, "user", "An aside nobody addressed to halo", T0)
+    assert semantic.due_scopes() == [SCOPE], "the transcript grew past the watermark"
+    await semantic.sync_scope(SCOPE)
+    write(paths.scope_dir(SCOPE) / "MEMORY.md", "# Facts\nThe van needs new brakes.\n")
+    assert semantic.due_scopes() == [SCOPE], "a markdown file changed"
+    await semantic.sync_scope(SCOPE)
+    (paths.scope_dir(SCOPE) / "daily").mkdir()
+    write(paths.scope_dir(SCOPE) / "daily" / "2026-09-03.md", "- new note\n")
+    assert semantic.due_scopes() == [SCOPE], "a markdown file appeared"
+    await semantic.sync_scope(SCOPE)
+    assert semantic.due_scopes() == []
+
+    other = TranscriptLine("o1", T0, "web:wags", "user", "Hello from another scope", speaker="wags")
+    await store.append(other)
+    assert semantic.due_scopes() == ["web:wags"]
+    await semantic.close()

@@ -29,6 +29,7 @@ from memory.semantic.index import INDEX_FILE, ScopeIndex
 from memory.semantic.search import Hit, SearchParams, search
 from memory.semantic.sqlite import SqliteSupport, probe
 from memory.semantic.sync import SyncReport, embed_pending, markdown_files, sync_markdown, sync_transcript
+from transcripts import TranscriptReader
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class SemanticMemory:
         self._scheduler: AsyncIOScheduler | None = None
         self._problem_said = False
         self._closed = False
+        self._ids_by_hash: dict[str, str] = {}  # folder / transcript file name → scope id
 
     # --- availability ------------------------------------------------------------
 
@@ -151,15 +153,53 @@ class SemanticMemory:
         return index
 
     def known_scopes(self) -> list[str]:
-        """Scopes with an index on disk (each index records its scope id)."""
+        """Scopes with an index on disk (each index records its scope id; read once per folder)."""
         found = set(self._indexes)
         if self.paths.scopes.is_dir():
             for path in self.paths.scopes.glob(f"*/{INDEX_FILE}"):
-                if path.parent.name not in {self.paths.scope_dir(s).name for s in found}:
+                folder = path.parent.name
+                if folder not in self._ids_by_hash:
                     scope_id = ScopeIndex.stored_scope_id(path)
-                    if scope_id:
-                        found.add(scope_id)
+                    if scope_id is None:
+                        continue
+                    self._ids_by_hash[folder] = scope_id
+                found.add(self._ids_by_hash[folder])
         return sorted(found)
+
+    def transcript_scopes(self) -> list[str]:
+        """Scopes with a transcript (its first line names the scope; read once per file)."""
+        found: set[str] = set()
+        if self.paths.transcripts.is_dir():
+            for path in self.paths.transcripts.glob("*.jsonl"):
+                if path.stem not in self._ids_by_hash:
+                    reader = TranscriptReader(path)
+                    first = next(reader, None)
+                    reader.close()
+                    if first is None:
+                        continue
+                    self._ids_by_hash[path.stem] = first[1].scope_id
+                found.add(self._ids_by_hash[path.stem])
+        return sorted(found)
+
+    def changed_on_disk(self, scope_id: str) -> bool:
+        """Did its transcript grow or a markdown file change since the last sync? Only stats files:
+        catches what no turn announced (group messages halo was not addressed in, hand edits)."""
+        index = self._index(scope_id, create=False)
+        if index is None:
+            return self._has_material(scope_id)
+        transcript = self.paths.transcript(scope_id)
+        size = transcript.stat().st_size if transcript.exists() else 0
+        if size != int(index.meta("transcript_offset") or 0):
+            return True
+        known = index.files()
+        current = markdown_files(self.paths.scope_dir(scope_id))
+        if known.keys() != current.keys():
+            return True
+        for source, path in current.items():
+            stat = path.stat()
+            if (known[source].mtime, known[source].size) != (stat.st_mtime, stat.st_size):
+                return True
+        return False
 
     def _has_material(self, scope_id: str) -> bool:
         return self.paths.transcript(scope_id).exists() or bool(markdown_files(self.paths.scope_dir(scope_id)))
@@ -248,8 +288,21 @@ class SemanticMemory:
     def active_scopes(self) -> list[str]:
         return sorted(s for s, h in self.health.scopes.items() if h.dirty_since is not None)
 
+    def due_scopes(self) -> list[str]:
+        """What a scheduled run syncs: scopes active since the last run — a turn, a request, or
+        a change on disk."""
+        due = set(self.active_scopes())
+        for scope_id in set(self.known_scopes()) | set(self.transcript_scopes()):
+            if scope_id not in due:
+                try:
+                    if self.changed_on_disk(scope_id):
+                        due.add(scope_id)
+                except OSError:
+                    due.add(scope_id)  # let the sync say what is wrong
+        return sorted(due)
+
     async def _scheduled_run(self) -> None:
-        await self.sync_all(self.active_scopes())
+        await self.sync_all(await asyncio.to_thread(self.due_scopes))
 
     async def start(self, catch_up: Iterable[str] = ()) -> None:
         """Start the interval job and sync `catch_up` scopes (those with a transcript or an index)
@@ -262,7 +315,7 @@ class SemanticMemory:
             self._scheduled_run, IntervalTrigger(minutes=self.settings.sync_interval_minutes),
             id="semantic-sync", max_instances=1, coalesce=True,
         )
-        scopes = sorted(set(catch_up) | set(self.known_scopes()))
+        scopes = sorted(set(catch_up) | set(self.known_scopes()) | set(self.transcript_scopes()))
         self._scheduler.add_job(self.sync_all, args=[scopes], id="semantic-catch-up", max_instances=1)
         self._scheduler.start()
 
@@ -366,7 +419,7 @@ class SemanticMemory:
             scopes.append(entry)
         embedder: dict[str, Any] = {
             "name": self.settings.embedder,
-            "model": self.settings.resolved_model,
+            "model": self._embedder.identity.model if self._embedder is not None else self.settings.resolved_model,
             "state": self.embedder_state,
             "error": self.embedder_error,
         }
