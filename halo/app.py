@@ -55,8 +55,9 @@ class Halo:
 
     async def start_background(self) -> None:
         """Background work that needs a running loop: the semantic index's sync schedule."""
-        if self.services.semantic is not None:
-            await self.services.semantic.start()
+        start_semantic = getattr(self.services.semantic, "start", None)
+        if start_semantic is not None:
+            await start_semantic()
 
     async def close(self) -> None:
         for adapter in reversed(self.adapters):
@@ -65,8 +66,9 @@ class Halo:
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
-        if self.services.semantic is not None:
-            await self.services.semantic.close()
+        close_semantic = getattr(self.services.semantic, "close", None)  # tests may plug in a stand-in
+        if close_semantic is not None:
+            await close_semantic()
         await self.services.sessions.close()
 
 
@@ -110,11 +112,10 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     return Halo(settings, services, gateway, adapters=[WebChatAdapter(gateway)])
 
 
-def build_semantic(settings: Settings) -> SemanticMemory | None:
-    """The semantic index service, with the configured embedder (loaded lazily, off the loop)."""
+def build_semantic(settings: Settings) -> SemanticMemory:
+    """The semantic index service, with the configured embedder (loaded lazily, off the loop).
+    Built even when disabled, so /status can say so."""
     semantic = settings.memory.semantic
-    if not semantic.enabled:
-        return None
     llm = settings.llm
     openai_like = llm.provider in ("openai", "openai-compatible")
 

@@ -35,7 +35,7 @@ def readable_scopes(turn: Turn, *, audit: bool) -> list[str]:
     explicit searches (the tool, /recall) are audited decision by decision.
     """
     semantic = turn.services.semantic
-    if semantic is None:
+    if not getattr(semantic, "enabled", False):
         return []
     allowed: list[str] = []
     for scope_id in sorted({turn.scope.id, *semantic.known_scopes()}):
@@ -107,7 +107,7 @@ class RecallSource:
 
     async def sections(self, turn: Turn) -> list[ContextSection]:
         semantic = turn.services.semantic
-        if semantic is None or turn.envelope.text.lstrip().startswith("/"):
+        if not getattr(semantic, "enabled", False) or turn.envelope.text.lstrip().startswith("/"):
             return []
         try:
             hits = await search_readable(turn, turn.envelope.text, audit=False)
@@ -146,7 +146,7 @@ async def recall(ctx: RunContextWrapper[Turn], query: str) -> str:
 
 @commands.command("recall", "Search what was noted or said before", usage="<words>")
 async def recall_command(turn: Turn, args: str) -> str:
-    if turn.services.semantic is None or not turn.services.semantic.enabled:
+    if not getattr(turn.services.semantic, "enabled", False):
         return "Recall is off here (memory.semantic is disabled or unavailable)."
     if not args:
         return "Usage: /recall <words to look for>"

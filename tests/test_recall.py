@@ -131,8 +131,9 @@ async def test_status_reports_semantic_health(fake_llm, settings_for, serve_halo
     assert semantic["mode"] == "hybrid"
     assert semantic["sqlite"]["sqlite_vec"].startswith("v")
     assert semantic["embedder"]["state"] == "ready" and semantic["embedder"]["dim"] == 48
-    scheduler = semantic["scheduler"]
-    assert scheduler["runs"] == 1 and scheduler["failures"] == 0 and scheduler["last_success"]
+    assert semantic["runs"] == 1 and semantic["failures"] == 0 and semantic["last_success"]
+    assert semantic["last_error"] is None and semantic["problem"] is None
+    assert body["problems"] == [] or not any("semantic" in p for p in body["problems"])
     (scope,) = semantic["scopes"]
     assert scope["scope_id"] == DM and scope["chunks"] == 1 and scope["transcript_lag_bytes"] == 0
 
@@ -147,11 +148,11 @@ async def test_scheduler_syncs_active_scopes_and_request_sync(fake_llm, settings
     await running.halo.gateway.drain()
     assert DM in semantic.active_scopes()
     for _ in range(200):  # the interval is 0.6 s
-        scope = semantic.health.scopes.get(DM)
+        scope = semantic.sync_health.scopes.get(DM)
         if scope is not None and scope.last_sync and not semantic.active_scopes():
             break
         await asyncio.sleep(0.05)
-    assert semantic.status()["scheduler"]["running"]
+    assert semantic.status()["running"]
     hits = await semantic.search([DM], "orthodontist braces")
     assert hits and "orthodontist" in hits[0].text
 
@@ -168,8 +169,23 @@ async def test_scheduler_syncs_active_scopes_and_request_sync(fake_llm, settings
 
 async def test_recall_is_off_when_disabled(fake_llm, settings_for, serve_halo) -> None:
     running = await serve_halo(settings_for(llm_yaml(fake_llm) + "memory:\n  semantic: {enabled: false}\n"))
-    assert running.halo.services.semantic is None
     _, body = await running.chat("/recall dentist", token="mom-token")
     assert "Recall is off" in body["reply"]
     async with running.http.get(running.url("/status")) as resp:
-        assert (await resp.json())["semantic"] == {"enabled": False}
+        semantic = (await resp.json())["semantic"]
+    assert semantic["enabled"] is False and semantic["mode"] == "off"
+
+
+async def test_status_names_a_degraded_recall(fake_llm, settings_for, serve_halo, tmp_path) -> None:
+    missing = tmp_path / "no-model-here"
+    settings = settings_for(llm_yaml(fake_llm) + semantic_yaml(missing))
+    await seed_dm_month_ago(settings)
+    running = await serve_halo(settings)
+    await running.halo.services.semantic.sync_all([DM])
+    async with running.http.get(running.url("/status")) as resp:
+        body = await resp.json()
+    assert body["semantic"]["mode"] == "full-text only"
+    assert "could not be loaded" in body["semantic"]["problem"]
+    assert any(p.startswith("semantic recall: embedder unavailable") for p in body["problems"])
+    _, reply = await running.chat("/recall dentist", token="mom-token")
+    assert "Dr. Patel" in reply["reply"], "full-text recall still works"

@@ -53,7 +53,8 @@ class Health:
     failures: int = 0
     last_run: float | None = None
     last_success: float | None = None
-    last_error: dict[str, Any] | None = None
+    last_error: str | None = None  # "<scope id>: <error>" of the latest failed scope sync
+    last_error_at: float | None = None
     scopes: dict[str, ScopeHealth] = field(default_factory=dict)
 
 
@@ -70,7 +71,7 @@ class SemanticMemory:
         self.paths = paths
         self.settings = settings
         self.support: SqliteSupport = probe()
-        self.health = Health()
+        self.sync_health = Health()
         self._loader = embedder_loader or (lambda: load_embedder(settings))
         self._embedder: Embedder | None = None
         self.embedder_state: EmbedderState = "off" if settings.embedder == "none" else "not loaded"
@@ -98,6 +99,8 @@ class SemanticMemory:
             return "off"
         if self.support.vectors and self._embedder is not None:
             return "hybrid"
+        if self.support.vectors and self.embedder_state in ("not loaded", "loading"):
+            return "starting"  # the embedder loads on first use; until then, full-text
         return "full-text only"
 
     def say_problems(self) -> None:
@@ -208,7 +211,7 @@ class SemanticMemory:
 
     def mark_active(self, scope_id: str) -> None:
         """Something happened in this scope: the next scheduled run syncs it."""
-        health = self.health.scopes.setdefault(scope_id, ScopeHealth())
+        health = self.sync_health.scopes.setdefault(scope_id, ScopeHealth())
         if health.dirty_since is None:
             health.dirty_since = time.time()
 
@@ -236,7 +239,7 @@ class SemanticMemory:
         async with lock:
             if self._closed:
                 return None
-            health = self.health.scopes.setdefault(scope_id, ScopeHealth())
+            health = self.sync_health.scopes.setdefault(scope_id, ScopeHealth())
             started = time.time()
             health.dirty_since = None
             try:
@@ -244,8 +247,9 @@ class SemanticMemory:
             except Exception as exc:
                 health.last_error = f"{type(exc).__name__}: {exc}"
                 health.dirty_since = health.dirty_since or started
-                self.health.failures += 1
-                self.health.last_error = {"at": _iso(time.time()), "scope_id": scope_id, "error": health.last_error}
+                self.sync_health.failures += 1
+                self.sync_health.last_error = f"{scope_id}: {health.last_error}"
+                self.sync_health.last_error_at = time.time()
                 log.exception("semantic sync of %s failed", scope_id)
                 return None
             health.last_sync, health.last_error, health.last_report = time.time(), None, report
@@ -275,18 +279,18 @@ class SemanticMemory:
 
     async def sync_all(self, scope_ids: Iterable[str]) -> dict[str, SyncReport | None]:
         """One scheduler run: each scope in turn (one writer, and the CPU stays free for turns)."""
-        self.health.runs += 1
-        self.health.last_run = time.time()
+        self.sync_health.runs += 1
+        self.sync_health.last_run = time.time()
         results: dict[str, SyncReport | None] = {}
-        failures_before = self.health.failures
+        failures_before = self.sync_health.failures
         for scope_id in scope_ids:
             results[scope_id] = await self.sync_scope(scope_id)
-        if self.health.failures == failures_before:
-            self.health.last_success = time.time()
+        if self.sync_health.failures == failures_before:
+            self.sync_health.last_success = time.time()
         return results
 
     def active_scopes(self) -> list[str]:
-        return sorted(s for s, h in self.health.scopes.items() if h.dirty_since is not None)
+        return sorted(s for s, h in self.sync_health.scopes.items() if h.dirty_since is not None)
 
     def due_scopes(self) -> list[str]:
         """What a scheduled run syncs: scopes active since the last run — a turn, a request, or
@@ -338,7 +342,7 @@ class SemanticMemory:
             index = self._indexes.pop(scope_id, None)
             if index is not None:
                 index.close()
-            self.health.scopes.pop(scope_id, None)
+            self.sync_health.scopes.pop(scope_id, None)
 
     # --- search ------------------------------------------------------------------
 
@@ -394,12 +398,27 @@ class SemanticMemory:
 
     # --- health ------------------------------------------------------------------
 
+    def problem(self) -> str | None:
+        """Why recall is less than hybrid, in a sentence, or None."""
+        if not self.settings.enabled:
+            return None
+        if self.support.problem:
+            return self.support.problem
+        if self.embedder_state == "unavailable":
+            return f"embedder unavailable, full-text search only: {self.embedder_error}"
+        return None
+
+    def health(self) -> dict[str, Any]:
+        """The admin API's seam (`/status` → `semantic`): the same as `status()`."""
+        return self.status()
+
     def status(self) -> dict[str, Any]:
-        """For `/status` under `semantic`."""
+        """Scheduler health (runs, failures, last success, last error), mode, embedder, and
+        per-scope lag (seconds since unsynced activity, transcript bytes not yet indexed)."""
         now = time.time()
         scopes = []
-        for scope_id in sorted(set(self.health.scopes) | set(self._indexes)):
-            health = self.health.scopes.get(scope_id, ScopeHealth())
+        for scope_id in sorted(set(self.sync_health.scopes) | set(self._indexes)):
+            health = self.sync_health.scopes.get(scope_id, ScopeHealth())
             index = self._indexes.get(scope_id)
             entry: dict[str, Any] = {
                 "scope_id": scope_id,
@@ -426,20 +445,21 @@ class SemanticMemory:
         if self._embedder is not None:
             embedder["dim"] = self._embedder.identity.dim
         job = self._scheduler.get_job("semantic-sync") if self._scheduler is not None else None
+        health = self.sync_health
         return {
             "enabled": self.settings.enabled,
             "mode": self.mode,
+            "problem": self.problem(),
+            "running": self._scheduler is not None,
+            "interval_minutes": self.settings.sync_interval_minutes,
+            "next_run": job.next_run_time.isoformat(timespec="seconds") if job and job.next_run_time else None,
+            "runs": health.runs,
+            "failures": health.failures,
+            "last_run": _iso(health.last_run),
+            "last_success": _iso(health.last_success),
+            "last_error": health.last_error,
+            "last_error_at": _iso(health.last_error_at),
             "sqlite": self.support.as_dict(),
             "embedder": embedder,
-            "scheduler": {
-                "running": self._scheduler is not None,
-                "interval_minutes": self.settings.sync_interval_minutes,
-                "next_run": job.next_run_time.isoformat(timespec="seconds") if job and job.next_run_time else None,
-                "runs": self.health.runs,
-                "failures": self.health.failures,
-                "last_run": _iso(self.health.last_run),
-                "last_success": _iso(self.health.last_success),
-                "last_error": self.health.last_error,
-            },
             "scopes": scopes,
         }
