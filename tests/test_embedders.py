@@ -159,3 +159,15 @@ def _plain_connect(path: Path):  # type: ignore[no-untyped-def]
     import sqlite3
 
     return sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+
+
+async def test_doctor_says_what_recall_can_do(tmp_path: Path, settings_for) -> None:
+    from halo.doctor import check_semantic
+
+    folder = save_concept_model(tmp_path / "m2v")
+    good = await check_semantic(settings_for(f"memory:\n  semantic: {{model: '{folder}'}}\n"))
+    assert good.ok and good.detail.startswith("hybrid: sqlite-vec v") and "model2vec/" in good.detail
+    bad = await check_semantic(settings_for(f"memory:\n  semantic: {{model: '{tmp_path / 'nope'}'}}\n"))
+    assert not bad.ok and bad.detail.startswith("full-text only:") and "memory.semantic.model" in bad.fix
+    off = await check_semantic(settings_for("memory:\n  semantic: {embedder: none}\n"))
+    assert off.ok and "embedder: none" in off.detail

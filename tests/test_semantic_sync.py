@@ -255,3 +255,15 @@ async def test_scheduled_runs_find_changes_no_turn_announced(paths, embedder) ->
     await store.append(other)
     assert semantic.due_scopes() == ["web:wags"]
     await semantic.close()
+
+
+async def test_a_forgotten_scope_is_not_indexed_again_until_it_is_active(paths, embedder) -> None:
+    semantic = service(paths, embedder)
+    write(paths.scope_dir(SCOPE) / "MEMORY.md", "# Facts\nThe van needs new tyres.\n")
+    await semantic.sync_scope(SCOPE)
+    await semantic.forget_scope(SCOPE)  # what purge calls before deleting the folder
+    assert await semantic.sync_scope(SCOPE) is None
+    assert SCOPE not in semantic.due_scopes()
+    semantic.mark_active(SCOPE)  # a new message after the purge
+    assert (await semantic.sync_scope(SCOPE)) is not None
+    await semantic.close()

@@ -86,6 +86,7 @@ class SemanticMemory:
         self._problem_said = False
         self._closed = False
         self._ids_by_hash: dict[str, str] = {}  # folder / transcript file name → scope id
+        self._forgotten: set[str] = set()  # purged: not indexed again until new activity
 
     # --- availability ------------------------------------------------------------
 
@@ -211,6 +212,7 @@ class SemanticMemory:
 
     def mark_active(self, scope_id: str) -> None:
         """Something happened in this scope: the next scheduled run syncs it."""
+        self._forgotten.discard(scope_id)
         health = self.sync_health.scopes.setdefault(scope_id, ScopeHealth())
         if health.dirty_since is None:
             health.dirty_since = time.time()
@@ -237,7 +239,7 @@ class SemanticMemory:
             return None
         lock = self._locks.setdefault(scope_id, asyncio.Lock())
         async with lock:
-            if self._closed:
+            if self._closed or scope_id in self._forgotten:
                 return None
             health = self.sync_health.scopes.setdefault(scope_id, ScopeHealth())
             started = time.time()
@@ -297,7 +299,7 @@ class SemanticMemory:
         a change on disk."""
         due = set(self.active_scopes())
         for scope_id in set(self.known_scopes()) | set(self.transcript_scopes()):
-            if scope_id not in due:
+            if scope_id not in due and scope_id not in self._forgotten:
                 try:
                     if self.changed_on_disk(scope_id):
                         due.add(scope_id)
@@ -337,12 +339,14 @@ class SemanticMemory:
                 self._indexes.pop(scope_id).close()
 
     async def forget_scope(self, scope_id: str) -> None:
-        """Close a scope's index before its folder is purged."""
+        """Close a scope's index before its folder is purged; no sync recreates it until the scope
+        is active again (a sync between this and the purge's delete would write into a doomed folder)."""
         async with self._locks.setdefault(scope_id, asyncio.Lock()):
             index = self._indexes.pop(scope_id, None)
             if index is not None:
                 index.close()
             self.sync_health.scopes.pop(scope_id, None)
+            self._forgotten.add(scope_id)
 
     # --- search ------------------------------------------------------------------
 
