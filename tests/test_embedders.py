@@ -171,3 +171,39 @@ async def test_doctor_says_what_recall_can_do(tmp_path: Path, settings_for) -> N
     assert not bad.ok and bad.detail.startswith("full-text only:") and "memory.semantic.model" in bad.fix
     off = await check_semantic(settings_for("memory:\n  semantic: {embedder: none}\n"))
     assert off.ok and "embedder: none" in off.detail
+
+
+async def test_a_turn_never_waits_for_the_model_to_load(tmp_path: Path) -> None:
+    import asyncio
+    import time
+
+    from memory.embedders import Model2VecEmbedder
+    from tests.semantic_helpers import concept_model
+
+    paths = HaloPaths(tmp_path / "home")
+    paths.ensure()
+    _scope_with_memory(paths)
+    release = asyncio.Event()
+
+    async def slow_loader():  # type: ignore[no-untyped-def]
+        await release.wait()  # a hub download, a slow disk
+        return Model2VecEmbedder(concept_model(), "concept")
+
+    semantic = SemanticMemory(paths, SemanticSettings(), embedder_loader=slow_loader)
+    from memory.semantic.index import ScopeIndex
+    from memory.semantic.sync import SyncReport, sync_markdown
+
+    index = ScopeIndex(semantic.index_path("web:mom"), "web:mom")  # full text indexed, no vectors yet
+    index.ensure_chunking()
+    sync_markdown(index, paths.scope_dir("web:mom"), SyncReport("web:mom"))
+    index.close()
+    started = time.perf_counter()
+    hits = await semantic.search(["web:mom"], "dentist")
+    assert time.perf_counter() - started < 0.5 and hits and hits[0].vector_score is None
+    assert semantic.status()["mode"] == "starting" and semantic.embedder_state == "loading"
+    release.set()
+    await asyncio.sleep(0.05)
+    assert semantic.embedder_state == "ready"
+    await semantic.sync_scope("web:mom")
+    assert (await semantic.search(["web:mom"], "dentist"))[0].vector_score is not None
+    await semantic.close()

@@ -267,3 +267,11 @@ async def test_a_forgotten_scope_is_not_indexed_again_until_it_is_active(paths, 
     semantic.mark_active(SCOPE)  # a new message after the purge
     assert (await semantic.sync_scope(SCOPE)) is not None
     await semantic.close()
+
+
+def test_chunks_carry_no_secrets() -> None:
+    line = TranscriptLine("1", T0, SCOPE, "user", "the wifi password: hunter2hunter2", speaker="mom")
+    (chunk,) = chunk_transcript([NumberedLine(1, line)])
+    assert "hunter2" not in chunk.text and "[redacted]" in chunk.text
+    (note,) = chunk_markdown("MEMORY.md", "- bank pin: 4321\n- api key = sk-abcdefghijklmnopqrstuv\n")
+    assert "4321" not in note.text and "sk-abcdefghijkl" not in note.text

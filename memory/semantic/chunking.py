@@ -1,5 +1,6 @@
 """Cutting memory into chunks: markdown by headings and lines, transcripts by turn pairs.
 
+Chunk text passes `memory.redact` (an index is one more copy a model reads: no secrets in it).
 A chunk's hash is the hash of its text alone, so the same words embedded once are found
 again by hash wherever they reappear (an edited file's untouched sections, a rebuild).
 Changing anything here that changes chunk boundaries must bump CHUNKING_VERSION: the
@@ -14,9 +15,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 
+from memory.redact import redact
 from transcripts import TranscriptLine
 
-CHUNKING_VERSION = "md-400-80/tx-pair-1"
+CHUNKING_VERSION = "md-400-80/tx-pair-1/redacted"
 CHUNK_TOKENS = 400
 OVERLAP_TOKENS = 80
 CHARS_PER_TOKEN = 4  # the same estimate the context budget uses
@@ -77,7 +79,7 @@ def chunk_markdown(
     size = 0
 
     def flush() -> None:
-        body = "\n".join(t for _, t in current).strip()
+        body = redact("\n".join(t for _, t in current).strip())
         if body:
             chunks.append(Chunk(source, current[0][0], current[-1][0], body, ts, keywords))
 
@@ -143,7 +145,7 @@ def chunk_transcript(lines: Iterable[NumberedLine], max_tokens: int = CHUNK_TOKE
 def _pair(items: list[NumberedLine], max_tokens: int) -> Chunk:
     first = items[0].line
     when = first.ts.astimezone()
-    body = "\n".join(f"{_who(i.line)}: {i.line.text.strip()}" for i in items)
+    body = redact("\n".join(f"{_who(i.line)}: {i.line.text.strip()}" for i in items))
     text = f"[{when:%Y-%m-%d %H:%M}] {body}"
     max_chars = max_tokens * CHARS_PER_TOKEN
     if len(text) > max_chars:

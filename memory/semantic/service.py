@@ -85,6 +85,7 @@ class SemanticMemory:
         self._scheduler: AsyncIOScheduler | None = None
         self._problem_said = False
         self._closed = False
+        self._load_task: asyncio.Task[Embedder | None] | None = None
         self._ids_by_hash: dict[str, str] = {}  # folder / transcript file name → scope id
         self._forgotten: set[str] = set()  # purged: not indexed again until new activity
 
@@ -316,6 +317,8 @@ class SemanticMemory:
         self.say_problems()
         if not self.enabled or self._scheduler is not None:
             return
+        if self.support.vectors and self.embedder_state != "off":
+            self._load_in_background()
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._scheduler.add_job(
             self._scheduled_run, IntervalTrigger(minutes=self.settings.sync_interval_minutes),
@@ -331,9 +334,10 @@ class SemanticMemory:
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
-        for task in list(self._queued.values()):
+        pending = [*self._queued.values(), *([self._load_task] if self._load_task else [])]
+        for task in pending:
             task.cancel()
-        await asyncio.gather(*self._queued.values(), return_exceptions=True)
+        await asyncio.gather(*pending, return_exceptions=True)
         for scope_id in list(self._indexes):
             async with self._locks.setdefault(scope_id, asyncio.Lock()):
                 self._indexes.pop(scope_id).close()
@@ -360,8 +364,18 @@ class SemanticMemory:
         values.update(overrides)
         return SearchParams(**values)
 
+    def _load_in_background(self) -> None:
+        if self._load_task is None or self._load_task.done():
+            self._load_task = asyncio.get_running_loop().create_task(self.embedder())
+
     async def query_vector(self, query: str) -> np.ndarray | None:
-        embedder = await self.embedder()
+        """The query's vector, or None while the embedder is not ready: a turn never waits for a
+        model to load (or for the hub to time out); it searches full-text and the load goes on."""
+        if self.embedder_state != "ready":
+            if self.embedder_state != "off" and self.support.vectors:
+                self._load_in_background()
+            return None
+        embedder = self._embedder
         if embedder is None:
             return None
         key = f"{embedder.identity.key}\0{query}"
