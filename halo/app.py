@@ -17,7 +17,12 @@ from halo.adapter import Adapter
 from halo.commands import commands
 from halo.compaction import compact_if_needed
 from halo.context import ContextBuilder, PersonaSource
+from halo.db import HaloDB
+from halo.delivery import Delivery
 from halo.gateway import Gateway, Reply
+from halo.groups import GroupGuard
+from halo.members import FamilyEditor
+from halo.pairing import Pairing
 from halo.providers import build_model, model_settings
 from halo.recall import RecallSource
 from halo.recall import recall as recall_tool
@@ -26,7 +31,7 @@ from halo.sessions import SessionStore
 from halo.starter import write_default_soul
 from halo.tools import default_tools
 from halo.turn import Turn
-from memory.embedders import load_embedder
+from memory.embedders import Embedder, load_embedder
 from memory.semantic import SemanticMemory
 from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
@@ -70,6 +75,7 @@ class Halo:
         if close_semantic is not None:
             await close_semantic()
         await self.services.sessions.close()
+        await self.services.db.close()
 
 
 def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
@@ -81,15 +87,22 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     write_default_soul(paths.soul)
     audit = AuditLog(paths.events_log)
     policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
+    transcripts = TranscriptStore(paths.transcripts)
+    db = HaloDB(paths.halo_db)
+    delivery = Delivery(transcripts)
     services = Services(
         settings=settings,
         paths=paths,
         policy=policy,
-        transcripts=TranscriptStore(paths.transcripts),
+        transcripts=transcripts,
         sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
         audit=audit,
         context=ContextBuilder([PersonaSource(paths.soul), RecallSource()]),
         commands=commands,
+        db=db,
+        delivery=delivery,
+        pairing=Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit),
+        groups=GroupGuard(db, policy, delivery, audit),
         model=model if model is not None else build_model(settings.llm),
         model_settings=model_settings(settings.llm),
         tools=[*default_tools(), recall_tool],
@@ -109,7 +122,15 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             semantic.mark_active(turn.scope.id)  # the next scheduled sync picks it up
 
         gateway.after_turn.append(index_later)
-    return Halo(settings, services, gateway, adapters=[WebChatAdapter(gateway)])
+    adapters: list[Adapter] = [WebChatAdapter(gateway)]
+    if settings.telegram.token is not None:
+        from adapters.telegram import TelegramAdapter
+
+        telegram = TelegramAdapter(gateway, settings.telegram)
+        delivery.register("telegram", telegram)
+        services.groups.register_presence("telegram", telegram.still_in_chat)
+        adapters.append(telegram)
+    return Halo(settings, services, gateway, adapters=adapters)
 
 
 def build_semantic(settings: Settings) -> SemanticMemory:
@@ -119,7 +140,7 @@ def build_semantic(settings: Settings) -> SemanticMemory:
     llm = settings.llm
     openai_like = llm.provider in ("openai", "openai-compatible")
 
-    async def loader():  # type: ignore[no-untyped-def]
+    async def loader() -> Embedder | None:
         return await load_embedder(
             semantic,
             llm_base_url=llm.base_url if openai_like else None,

@@ -117,3 +117,34 @@ async def serve_halo() -> AsyncIterator[Callable[[Settings], Any]]:
         await instance.http.close()
         await instance.server.close()
         await instance.halo.close()
+
+
+class Outbox:
+    """Records what halo sends through `Delivery` for the `telegram` platform, as the
+    adapter would queue it (its `send` contract), for gateway-level tests."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    async def send(self, scope_id: str, text: str) -> None:
+        self.sent.append((scope_id, text))
+
+    def to(self, scope_id: str) -> list[str]:
+        return [text for sid, text in self.sent if sid == scope_id]
+
+
+@pytest.fixture
+async def halo(fake_llm: FakeOpenAI, settings_for: Callable[..., Settings]) -> AsyncIterator[Any]:
+    """halo built from the test family and the fake model, without starting adapters."""
+    from halo.app import build_halo
+
+    running = build_halo(settings_for(llm_yaml(fake_llm)))
+    yield running
+    await running.close()
+
+
+@pytest.fixture
+def outbox(halo: Any) -> Outbox:
+    box = Outbox()
+    halo.services.delivery.register("telegram", box)
+    return box
