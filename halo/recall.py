@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from datetime import timedelta
 
 from agents import RunContextWrapper
 
@@ -97,13 +99,26 @@ def describe(turn: Turn, hit: Hit) -> str:
     return f"[{scope_label(turn, hit.scope_id)} · {hit.location}]"
 
 
+def memory_files_in_context(turn: Turn) -> set[str]:
+    """This scope's files the memory context source shows whole (ARCHITECTURE §2: MEMORY.md,
+    today's and yesterday's notes): recalling chunks of them again would only spend tokens."""
+    today = turn.envelope.ts.astimezone().date()
+    return {"MEMORY.md", f"daily/{today.isoformat()}.md", f"daily/{(today - timedelta(days=1)).isoformat()}.md"}
+
+
 class RecallSource:
     """Adds the chunks most related to this message, each labelled with its source, inside
-    its own token budget so the builder never has to cut them."""
+    its own token budget so the builder never has to cut them. Skips this chat's own recent
+    turns (the session has them) and, given `already_in_context`, this scope's files that
+    another source already shows whole."""
 
-    def __init__(self, title: str = "Recalled from memory", priority: int = 6) -> None:
+    def __init__(
+        self, title: str = "Recalled from memory", priority: int = 6,
+        already_in_context: Callable[[Turn], set[str]] | None = None,
+    ) -> None:
         self.title = title
         self.priority = priority
+        self.already_in_context = already_in_context
 
     async def sections(self, turn: Turn) -> list[ContextSection]:
         semantic = turn.services.semantic
@@ -115,8 +130,9 @@ class RecallSource:
             log.exception("semantic recall failed for %s", turn.scope.id)
             return []
         now = time.time()
-        hits = [h for h in hits if not (h.scope_id == turn.scope.id and h.source == "transcript"
-                                        and h.ts is not None and now - h.ts < RECENT_SECONDS)]
+        shown = self.already_in_context(turn) if self.already_in_context else set()
+        hits = [h for h in hits if not (h.scope_id == turn.scope.id and (
+            h.source in shown or (h.source == "transcript" and h.ts is not None and now - h.ts < RECENT_SECONDS)))]
         budget = semantic.settings.context_tokens
         lines: list[str] = []
         for hit in hits:

@@ -189,3 +189,22 @@ async def test_status_names_a_degraded_recall(fake_llm, settings_for, serve_halo
     assert any(p.startswith("semantic recall: embedder unavailable") for p in body["problems"])
     _, reply = await running.chat("/recall dentist", token="mom-token")
     assert "Dr. Patel" in reply["reply"], "full-text recall still works"
+
+
+async def test_recall_skips_what_the_context_already_shows(fake_llm, settings_for, serve_halo, model_dir) -> None:
+    from halo.recall import RecallSource, memory_files_in_context
+
+    settings = settings_for(llm_yaml(fake_llm) + semantic_yaml(model_dir))
+    await seed_dm_month_ago(settings)
+    settings.paths.scope_dir(DM).mkdir(parents=True, exist_ok=True)
+    (settings.paths.scope_dir(DM) / "MEMORY.md").write_text("# Facts\nThe dentist is Dr. Patel on Elm Street.\n")
+    running = await serve_halo(settings)
+    await running.halo.services.semantic.sync_all([DM])
+    sources = running.halo.services.context.sources
+    sources[:] = [s for s in sources if not isinstance(s, RecallSource)]
+    sources.append(RecallSource(already_in_context=memory_files_in_context))
+    fake_llm.reply("ok")
+    await running.chat(QUESTION, token="mom-token")
+    prompt = fake_llm.last_prompt_text()
+    assert "slot on the 14th" in prompt, "older turns are still recalled"
+    assert "Elm Street" not in prompt, "MEMORY.md is left to the memory source that shows it whole"
