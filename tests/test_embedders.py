@@ -207,3 +207,33 @@ async def test_a_turn_never_waits_for_the_model_to_load(tmp_path: Path) -> None:
     await semantic.sync_scope("web:mom")
     assert (await semantic.search(["web:mom"], "dentist"))[0].vector_score is not None
     await semantic.close()
+
+
+async def test_an_index_with_vectors_opened_without_sqlite_vec_still_searches(tmp_path: Path, monkeypatch) -> None:
+    """Vectors were made while sqlite-vec loaded; today it does not: full-text, no errors."""
+    from tests.semantic_helpers import CountingEmbedder
+
+    paths = HaloPaths(tmp_path / "home")
+    paths.ensure()
+    _scope_with_memory(paths)
+    embedder = CountingEmbedder()
+
+    async def load():  # type: ignore[no-untyped-def]
+        return embedder
+
+    semantic = SemanticMemory(paths, SemanticSettings(), embedder_loader=load)
+    await semantic.sync_scope("web:mom")
+    await semantic.close()
+
+    real = probe()
+    broken = SqliteSupport(real.driver, real.sqlite_version, None, True, "sqlite-vec could not be loaded: test")
+    monkeypatch.setattr(service_module, "probe", lambda: broken)
+    monkeypatch.setattr("memory.semantic.index.connect", lambda path: (_plain_connect(path), broken))
+    semantic = SemanticMemory(paths, SemanticSettings(), embedder_loader=load)
+    (paths.scope_dir("web:mom") / "daily").mkdir()
+    (paths.scope_dir("web:mom") / "daily" / "2026-10-01.md").write_text("- dentist moved to Friday\n")
+    report = await semantic.sync_scope("web:mom")
+    assert report is not None and report.files_changed == ["daily/2026-10-01.md"]
+    hits = await semantic.search(["web:mom"], "dentist")
+    assert {h.source for h in hits} == {"MEMORY.md", "daily/2026-10-01.md"}
+    await semantic.close()

@@ -195,6 +195,9 @@ class ScopeIndex:
         return current is not None
 
     def _has_vec_table(self) -> bool:
+        """The vec0 table exists and this connection can read it (sqlite-vec loaded)."""
+        if not self.support.vectors:
+            return False
         with self._lock:
             row = self._conn.execute("select 1 from sqlite_master where name = 'vectors'").fetchone()
         return row is not None
@@ -276,12 +279,15 @@ class ScopeIndex:
             self._bump_vectors(db)
 
     def collect_garbage(self) -> int:
-        """Forget cached vectors no chunk uses any more; returns how many."""
+        """Forget cached vectors no chunk uses any more; returns how many. Without sqlite-vec the
+        vec0 table cannot be touched, so the cache is kept as it is for when it loads again."""
+        if not self._has_vec_table():
+            return 0
         with self.transaction() as db:
             unused = [r[0] for r in db.execute(
                 "select id from embeddings e where not exists (select 1 from chunks c where c.embedding_id = e.id)"
             )]
-            if unused and self._has_vec_table():
+            if unused:
                 db.executemany("delete from vectors where rowid = ?", [(i,) for i in unused])
             db.executemany("delete from embeddings where id = ?", [(i,) for i in unused])
             if unused:

@@ -398,15 +398,14 @@ class SemanticMemory:
         if not indexes:
             return []
         vector = await self.query_vector(query)
-        identity = self._embedder.identity.key if self._embedder is not None else None
-        usable = vector if vector is not None else None
+        identity = self._embedder.identity.key if vector is not None and self._embedder is not None else None
         chosen = params or self.params(limit)
 
         def run() -> list[Hit]:
             # an index whose vectors come from another model is searched by text alone
             same = [i for i in indexes if identity is not None and i.meta("embedder") == identity]
             other = [i for i in indexes if i not in same]
-            hits = search(same, query, usable, chosen) if same else []
+            hits = search(same, query, vector, chosen) if same else []
             if other:
                 hits += search(other, query, None, chosen)
                 hits = sorted(hits, key=lambda h: h.score, reverse=True)[: chosen.limit]
