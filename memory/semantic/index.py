@@ -345,7 +345,7 @@ class ScopeIndex:
         with self._lock:
             version = self.meta("vectors_version") or "0"
             if self._mirror is not None and self._mirror.version == version:
-                return self._mirror
+                return self._mirror if len(self._mirror.ids) <= max_mirrored else None
             count = int(self._conn.execute("select count(*) from embeddings").fetchone()[0])
             if count > max_mirrored:
                 self._mirror = None
