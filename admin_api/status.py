@@ -109,4 +109,6 @@ def _problems(snapshot: Mapping[str, Any]) -> list[str]:
     semantic = snapshot["semantic"]
     if isinstance(semantic, Mapping) and semantic.get("last_error"):
         problems.append(f"semantic sync: {semantic['last_error']}")
+    if isinstance(semantic, Mapping) and semantic.get("problem"):
+        problems.append(f"semantic recall: {semantic['problem']}")
     return problems

@@ -28,12 +28,16 @@ from halo.memory_tools import memory_tools
 from halo.memory_wiring import build_memory, memory_after_turn
 from halo.pairing import Pairing
 from halo.providers import build_model, model_settings
+from halo.recall import RecallSource, memory_files_in_context
+from halo.recall import recall as recall_tool
 from halo.services import Services
 from halo.sessions import SessionStore
 from halo.starter import write_default_soul, write_default_user_files
 from halo.tools import default_tools
 from halo.turn import Turn
 from memory import daily
+from memory.embedders import Embedder, load_embedder
+from memory.semantic import SemanticMemory
 from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
 
@@ -56,10 +60,16 @@ class Halo:
         return {a.name: a.status() for a in self.adapters}
 
     async def start(self) -> None:
-        """Background work (memory extraction left over from before a restart), then the adapters."""
+        await self.start_background()
+        await self.start_adapters()
+
+    async def start_background(self) -> None:
+        """Work that needs a running loop: extraction left over from before a restart, and
+        the semantic index's sync schedule."""
         if self.services.memory is not None:
             await self.services.memory.start()
-        await self.start_adapters()
+        if self.services.semantic is not None:
+            await self.services.semantic.start()
 
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
@@ -74,6 +84,8 @@ class Halo:
         await self.gateway.drain()
         if self.services.memory is not None:
             await self.services.memory.close()
+        if self.services.semantic is not None:
+            await self.services.semantic.close()
         await self.services.sessions.close()
         await self.services.db.close()
 
@@ -93,6 +105,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     delivery = Delivery(transcripts)
     main_model = model if model is not None else build_model(settings.llm)
     memory = build_memory(settings, policy, transcripts, _extraction_model(settings, model, main_model))
+    semantic = build_semantic(settings)
+    memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
     services = Services(
         settings=settings,
@@ -101,7 +115,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         transcripts=transcripts,
         sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
         audit=audit,
-        context=ContextBuilder([PersonaSource(paths.soul), MemorySource(paths, daily_section=daily_section)]),
+        context=ContextBuilder([
+            PersonaSource(paths.soul),
+            MemorySource(paths, daily_section=daily_section),
+            RecallSource(already_in_context=memory_files_in_context),
+        ]),
         commands=commands,
         db=db,
         delivery=delivery,
@@ -109,8 +127,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         groups=GroupGuard(db, policy, delivery, audit),
         model=main_model,
         model_settings=model_settings(settings.llm),
-        tools=[*default_tools(), *memory_tools()],
+        tools=[*default_tools(), *memory_tools(), recall_tool],
         memory=memory,
+        semantic=semantic,
     )
     gateway = Gateway(services)
 
@@ -120,6 +139,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
     gateway.after_turn.append(keep_session_in_budget)
     gateway.after_turn.append(memory_after_turn(memory))
+
+    async def index_later(turn: Turn, reply: Reply) -> None:
+        semantic.mark_active(turn.scope.id)  # the next scheduled sync picks it up
+
+    gateway.after_turn.append(index_later)
     adapters: list[Adapter] = [WebChatAdapter(gateway)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
@@ -138,6 +162,25 @@ def _extraction_model(settings: Settings, override: Model | None, main: Model | 
     if override is None and settings.llm.cheap_model:
         return build_model(settings.llm, settings.llm.cheap_model)
     return main
+
+
+def build_semantic(settings: Settings) -> SemanticMemory:
+    """The semantic index service, with the configured embedder (loaded lazily, off the loop).
+    Built even when disabled, so /status can say so."""
+    semantic = settings.memory.semantic
+    llm = settings.llm
+    openai_like = llm.provider in ("openai", "openai-compatible")
+
+    async def loader() -> Embedder | None:
+        return await load_embedder(
+            semantic,
+            llm_base_url=llm.base_url if openai_like else None,
+            llm_api_key=llm.resolved_api_key() if openai_like else None,
+        )
+
+    service = SemanticMemory(settings.paths, semantic, embedder_loader=loader)
+    service.say_problems()
+    return service
 
 
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:

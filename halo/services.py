@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from halo.groups import GroupGuard
     from halo.pairing import Pairing
     from halo.sessions import SessionStore
+    from memory.semantic import SemanticMemory
     from memory.service import MemoryService
     from policy import PolicyEngine
     from transcripts import AuditLog, TranscriptStore
@@ -43,6 +44,7 @@ class Services:
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
     memory: MemoryService | None = None
+    semantic: SemanticMemory | None = None  # None: recall is off (tests, tools that need no index)
 
     @property
     def family(self) -> Family:
