@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from admin_api.family import FamilyRoutes
 from halo.access import bearer_token, peer_is_loopback, token_matches
 from halo.app import VERSION, Halo
 
@@ -89,6 +90,7 @@ def create_app(halo: Halo) -> web.Application:
     app[HALO] = halo
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/status", token_required(status))
+    FamilyRoutes(halo).add_routes(app)
     for adapter in halo.adapters:
         add_routes = getattr(adapter, "add_routes", None)
         if add_routes is not None:

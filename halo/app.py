@@ -18,7 +18,12 @@ from halo.commands import commands
 from halo.compaction import compact_if_needed
 from halo.context import ContextBuilder, PersonaSource
 from halo.gateway import Gateway, Reply
+from halo.notify import Notifier, Outbox
 from halo.providers import build_model, model_settings
+from halo.safety.classifier import RiskClassifier
+from halo.safety.gate import SafetyGate
+from halo.safety.profiles import model_name
+from halo.safety.tone import ProfileSource
 from halo.services import Services
 from halo.sessions import SessionStore
 from halo.starter import write_default_soul
@@ -48,6 +53,8 @@ class Halo:
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
             await adapter.start()
+        if self.services.notifier is not None:
+            self.services.notifier.retry_soon()  # alerts a stopped adapter could not deliver
 
     async def close(self) -> None:
         for adapter in reversed(self.adapters):
@@ -68,18 +75,23 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     write_default_soul(paths.soul)
     audit = AuditLog(paths.events_log)
     policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
+    transcripts = TranscriptStore(paths.transcripts)
+    main_model = model if model is not None else build_model(settings.llm)
+    notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit)
     services = Services(
         settings=settings,
         paths=paths,
         policy=policy,
-        transcripts=TranscriptStore(paths.transcripts),
+        transcripts=transcripts,
         sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
         audit=audit,
-        context=ContextBuilder([PersonaSource(paths.soul)]),
+        context=ContextBuilder([PersonaSource(paths.soul), ProfileSource()]),
         commands=commands,
-        model=model if model is not None else build_model(settings.llm),
+        model=main_model,
         model_settings=model_settings(settings.llm),
         tools=default_tools(),
+        notifier=notifier,
+        safety=build_safety(settings, policy, notifier, audit, main_model),
     )
     gateway = Gateway(services)
 
@@ -89,6 +101,26 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
     gateway.after_turn.append(keep_session_in_budget)
     return Halo(settings, services, gateway, adapters=[WebChatAdapter(gateway)])
+
+
+def build_safety(
+    settings: Settings, policy: PolicyEngine, notifier: Notifier, audit: AuditLog, main_model: Model | None
+) -> SafetyGate:
+    """The child guardrails, with the cheap-tier classifier and per-profile models when a
+    provider is configured (built now, so a bad model name fails at start-up)."""
+    llm = settings.llm
+    classifier = None
+    models: dict[str, Model] = {}
+    if main_model is not None:
+        cheap = build_model(llm, llm.cheap_model) if llm.cheap_model and llm.provider != "none" else None
+        classifier = RiskClassifier(cheap or main_model, model_settings(llm), tracing=llm.tracing)
+        for profile in settings.safety.profiles.values():
+            name = model_name(profile, llm)
+            if name and name != llm.model and profile.model not in models:
+                built = build_model(llm, name)
+                if built is not None:
+                    models[profile.model] = built
+    return SafetyGate(policy, notifier, audit, classifier=classifier, models=models)
 
 
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:

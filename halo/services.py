@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from config.settings import Settings
     from halo.commands import CommandRegistry
     from halo.context import ContextBuilder
+    from halo.notify import Notifier
+    from halo.safety.gate import SafetyGate
     from halo.sessions import SessionStore
     from policy import PolicyEngine
     from transcripts import AuditLog, TranscriptStore
@@ -33,6 +35,8 @@ class Services:
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
+    notifier: Notifier | None = None
+    safety: SafetyGate | None = None  # the child guardrails; None only in bare test wiring
 
     @property
     def family(self) -> Family:

@@ -71,9 +71,13 @@ def deflection(age_group: str, parents: list[Member]) -> str:
     )
 
 
-def group_deflection() -> str:
-    """An adult's risky message in a group with children: move it somewhere private."""
-    return "There are children in this chat, so let's take that to a private chat with me."
+def group_deflection(assessment: Assessment | None = None, emergency: str = "") -> str:
+    """An adult's risky message in a group with children: move it somewhere private, and still
+    say where help is when it is about safety."""
+    text = "There are children in this chat, so let's take that to a private chat with me."
+    if assessment is not None and assessment.category in SAFETY_CATEGORIES and emergency:
+        text += f"\n\n{emergency}"
+    return text
 
 
 def alert_text(
