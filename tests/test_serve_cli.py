@@ -174,3 +174,32 @@ def test_terminal_chat_goes_through_the_same_pipeline(tmp_path: Path, threaded_l
     assert "You are Mom" in result.stdout
     lines = [json.loads(line) for f in (home / "transcripts").glob("*.jsonl") for line in f.read_text().splitlines()]
     assert {line["scope_id"] for line in lines} == {"cli:mom"}
+
+
+def test_sigterm_with_a_message_in_flight_loses_nothing(tmp_path: Path, threaded_llm: FakeOpenAI):
+    import threading
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text(FAMILY_YAML + llm_yaml(threaded_llm))
+    port = free_port()
+    proc = halo_cmd("serve", home=home, port=port)
+    result: dict = {}
+    try:
+        wait_healthy(port, proc)
+        threaded_llm.reply("Worth the wait.", delay=1.5)
+        sender = threading.Thread(
+            target=lambda: result.update(post_json(f"http://127.0.0.1:{port}/api/chat", {"text": "slow one"}))
+        )
+        sender.start()
+        deadline = time.monotonic() + 10
+        while not threaded_llm.model_requests and time.monotonic() < deadline:
+            time.sleep(0.02)  # the model call has started
+        proc.send_signal(signal.SIGTERM)
+        sender.join(timeout=20)
+    finally:
+        _, err = proc.communicate(timeout=20)
+    assert result == {"reply": "Worth the wait.", "scope_id": "web:wags"}, err
+    assert proc.returncode == 0
+    lines = [json.loads(line) for line in next((home / "transcripts").glob("*.jsonl")).read_text().splitlines()]
+    assert [line["role"] for line in lines] == ["user", "assistant"]
