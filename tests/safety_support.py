@@ -26,8 +26,8 @@ Verdict = tuple[str, str, str | None]  # level, category ("none" when low), bloc
 
 @dataclass
 class SafetyScript:
-    """A FakeOpenAI responder: requests with a `response_format` are the risk classifier, the
-    rest the assistant. The classifier answers from `verdicts` (first key found in the text),
+    """A fake model's responder: requests carrying the classifier's instructions are the risk
+    classifier, the rest the assistant. The classifier answers from `verdicts` (first key found in the text),
     else "low"; `summary` is what it says to parents."""
 
     reply: str = "Hello from the fake model"
@@ -37,11 +37,15 @@ class SafetyScript:
     answered: list[str] = field(default_factory=list)  # the assistant's prompts' last user text
 
     def __call__(self, body: dict[str, Any]) -> str:
-        messages = body.get("messages") or []
-        text = str(messages[-1].get("content", "")) if messages else ""
-        if body.get("response_format"):
-            system = str(messages[0].get("content", "")) if messages else ""
-            direction = "output" if "DIRECTION: output" in system else "input"
+        # chat completions and Anthropic send "messages", the Responses API "input"
+        messages = body.get("messages") or body.get("input") or []
+        last = messages[-1] if isinstance(messages, list) and messages else {}
+        content = last.get("content", "") if isinstance(last, dict) else ""
+        text = content if isinstance(content, str) else " ".join(
+            part.get("text", "") for part in content if isinstance(part, dict))
+        wire = json.dumps(body)
+        if "child-safety classifier" in wire:
+            direction = "output" if "DIRECTION: output" in wire else "input"
             self.classified.append((direction, text))
             level, category, topic = next(
                 (v for key, v in self.verdicts.items() if key in text), ("low", "none", None)

@@ -11,6 +11,7 @@ from agents import RunContextWrapper
 from halo.tools import guarded_tool
 from halo.turn import Turn
 from tests.conftest import llm_yaml
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.llm_server import FakeOpenAI
 from tests.safety_support import SafetyScript, Verdict, alerts, family_settings, safety_events, transcript
 
@@ -171,3 +172,26 @@ async def test_a_childs_reply_is_never_streamed_unchecked(home, serve_halo) -> N
     assert LONG_SPACE not in raw and "Fact 30" not in raw
     assert raw.count("event: delta") == 1 and "event: done" in raw
     assert not any(r.json.get("stream") for r in fake.chat_requests)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_profile_model_and_cheap_classifier_on_each_provider(provider: str, home, serve_halo) -> None:
+    """llm.cheap_model classifies, llm.models[<profile>] answers the child, llm.model the adults."""
+    script = SafetyScript(reply="A friendly answer.")
+    fake_type = FakeAnthropic if provider == "anthropic" else FakeOpenAI
+    async with fake_type(responder=script) as fake:
+        yaml = (
+            f"llm: {{provider: {provider}, model: main-model, cheap_model: cheap-model, base_url: '{fake.base_url}',"
+            " api_key: k, max_retries: 0, models: {young_child: kid-model}}\n"
+        )
+        running = await serve_halo(family_settings(home, yaml))
+        _, child = await running.chat("What do owls eat?", token="tara-token")
+        _, teen = await running.chat("What do owls eat?", token="aarav-token")
+        _, parent = await running.chat("What do owls eat?", token="mom-token")
+        models = [r.json["model"] for r in fake.model_requests]
+    assert child["reply"] == teen["reply"] == parent["reply"] == "A friendly answer."
+    # tara: classify, answer, classify; aarav: the same on the main model; mom: one call
+    assert models == ["cheap-model", "kid-model", "cheap-model",
+                      "cheap-model", "main-model", "cheap-model",
+                      "main-model"]
+    assert [d for d, _ in script.classified] == ["input", "output", "input", "output"]
