@@ -88,6 +88,16 @@ async def test_children_in_the_family_make_the_whole_group_guarded(home, serve_h
     assert alerts(running.halo, "wags") == []  # an adult's blocked topic is no alarm
 
 
+async def test_a_teen_escalating_in_the_group_is_answered_as_a_teen(home, serve_halo) -> None:
+    async with FakeOpenAI(responder=SafetyScript()) as fake:
+        running = await serve_halo(family_settings(home, llm_yaml(fake), family=WITH_GROUP))
+        reply = await send(running.halo, "aarav", f"telegram:{GROUP}", "halo, sometimes I want to die")
+        await running.halo.gateway.drain()
+    assert reply.kind == "guarded" and "another adult you trust" in (reply.text or "")
+    (alert,) = alerts(running.halo, "wags")
+    assert "in the family group" in alert and "want to die" not in alert  # his profile keeps his words
+
+
 async def test_an_adults_emergency_in_the_group_still_gets_help(home, serve_halo) -> None:
     async with FakeOpenAI(responder=SafetyScript()) as fake:
         running = await serve_halo(family_settings(home, llm_yaml(fake), family=WITH_GROUP))

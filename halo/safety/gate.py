@@ -124,7 +124,8 @@ class SafetyGate:
         """The reply to an input the guardrails stopped; parents told for a child's high risk."""
         state = _state(turn)
         parents = self.family.parents
-        age = state.limits.age_group
+        child = state.limits.child
+        age = child.age_group if child is not None and child.age_group else state.limits.age_group
         if state.input_action == "escalate":
             await self._alert_parents(turn, state.input, "replied calmly and suggested talking to a parent "
                                                          "or trusted adult")
@@ -201,9 +202,10 @@ class SafetyGate:
         """Audit what the guardrails found; tell parents about a child's medium risk per profile."""
         state = _state(turn)
         child = state.limits.child
-        if (state.input.level == "medium" and state.input_action == "pass" and child is not None
+        if (state.input.level == "medium" and state.input_action != "escalate" and child is not None
                 and state.limits.profile.notify_parents_on_medium):
-            await self._alert_parents(turn, state.input, "answered, keeping the reply suitable for their age")
+            did = "changed the subject" if state.input_action == "deflect" else "answered, suitably for their age"
+            await self._alert_parents(turn, state.input, did)
         if state.input.above_low or state.input.topic:
             self._audit(turn, "input", state.input, state.input_action, state)
         if state.output is not None and (state.output.above_low or state.output.topic):
