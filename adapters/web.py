@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from config.family import Member
-from halo.access import bearer_token, peer_is_loopback
+from halo.access import bearer_token, is_local_request
 from halo.envelope import Envelope, Speaker
 from halo.gateway import Gateway
 from halo.scopes import resolve_scope
@@ -41,6 +41,10 @@ class WebChatAdapter:
     def status(self) -> dict[str, Any]:
         return {"connected": True, "messages": self.messages, "path": "/chat"}
 
+    def openapi_paths(self) -> dict[str, Any]:
+        """The web chat's part of the server's /openapi.json."""
+        return openapi_paths()
+
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get("/chat", self.page)
         app.router.add_post("/api/chat", self.chat)
@@ -54,7 +58,7 @@ class WebChatAdapter:
         token = bearer_token(request)
         if token:
             return family.by_web_token(token)
-        return family.local_owner if peer_is_loopback(request) else None
+        return family.local_owner if is_local_request(request) else None
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         member = self._member(request)
@@ -110,3 +114,42 @@ class WebChatAdapter:
         await send("done", {"reply": reply.text, "scope_id": reply.scope_id})
         await response.write_eof()
         return response
+
+
+def openapi_paths() -> dict[str, Any]:
+    """The web chat's part of the server's /openapi.json."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    return {
+        "/chat": {"get": {
+            "summary": "The web chat page", "x-access": "anyone", "security": [], "tags": ["web chat"],
+            "responses": {"200": {
+                "description": "the page", "content": {"text/html": {"schema": {"type": "string"}}},
+            }},
+        }},
+        "/api/chat": {"post": {
+            "summary": "Send a message as a member; the reply comes whole (JSON) or streamed (SSE)",
+            "description": "The member is the one whose web_token is the Bearer token; from this machine with "
+                           "no token, the local owner. `Accept: text/event-stream` streams `delta` events, "
+                           "then `done`.",
+            "x-access": "member", "security": [{}, {"memberToken": []}], "tags": ["web chat"],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["text"],
+                "properties": {"text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS,
+                                        "pattern": r"\S"}},
+            }}}},
+            "responses": {
+                "200": {"description": "the reply", "content": {
+                    "application/json": {"schema": {
+                        "type": "object", "required": ["reply", "scope_id"],
+                        "properties": {"reply": {"type": "string", "nullable": True},
+                                       "scope_id": {"type": "string"}},
+                    }},
+                    "text/event-stream": {"schema": {"type": "string"}},
+                }},
+                "400": {"description": "not JSON, or no text", "content": error},
+                "401": {"description": "no member: send a web_token, or chat from this machine", "content": error},
+                "403": {"description": "the policy refuses this member here", "content": error},
+                "413": {"description": "the message is too long", "content": error},
+            },
+        }},
+    }

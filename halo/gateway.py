@@ -69,9 +69,22 @@ class Gateway:
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
 
+    def scope_lock(self, scope_id: str) -> asyncio.Lock:
+        """Held while a scope handles a message; admin work on the scope (purge) takes it too."""
+        return self._locks.setdefault(scope_id, asyncio.Lock())
+
+    @property
+    def background_tasks(self) -> int:
+        """After-turn work not finished yet (a queue depth for /status)."""
+        return len(self._background)
+
+    @property
+    def busy_scopes(self) -> int:
+        """Scopes handling a message right now (others may be waiting behind each)."""
+        return sum(1 for lock in self._locks.values() if lock.locked())
+
     async def handle(self, envelope: Envelope, on_delta: DeltaCallback | None = None) -> Reply:
-        lock = self._locks.setdefault(envelope.scope.id, asyncio.Lock())
-        async with lock:
+        async with self.scope_lock(envelope.scope.id):
             return await self._handle(Turn(envelope, self.services), on_delta)
 
     async def _handle(self, turn: Turn, on_delta: DeltaCallback | None) -> Reply:

@@ -63,7 +63,7 @@ async def test_adolescent_without_visibility_parents_get_the_category_only(home,
         assert ("event", alert) in transcript(running.halo, f"telegram:{telegram_id}")
         status, notes = await get_json(running, "/family/notifications", token)
         assert status == 200 and notes["notifications"][-1]["text"] == alert
-        assert notes["notifications"][-1]["delivered_via"] == ["telegram"]
+        assert notes["notifications"][-1]["deliveredVia"] == ["telegram"]
     # the child's own transcript says what happened, for whoever may read it
     roles = [role for role, _ in transcript(running.halo, "web:aarav")]
     assert roles == ["user", "event", "assistant"]

@@ -87,16 +87,3 @@ async def test_a_parent_lists_what_they_may_read(home, serve_halo) -> None:
         scopes = set((await resp.json())["scopes"])
     assert {"web:tara", "telegram:1004", "web:wags", "telegram:1001"} <= scopes
     assert not scopes & {"web:aarav", "telegram:1003", "web:mom", "telegram:1002"}
-
-
-async def test_profiles_for_parents_only(home, serve_halo) -> None:
-    running = await serve_halo(family_settings(home, "llm: {provider: none}\n"))
-    async with running.http.get(running.url("/family/profiles"), headers={"Authorization": "Bearer mom-token"}) as r:
-        assert r.status == 200
-        profiles = {p["member"]: p for p in (await r.json())["profiles"]}
-    assert profiles["tara"]["guarded"] and profiles["tara"]["parents_who_may_read_transcript"] == ["wags", "mom"]
-    assert profiles["aarav"]["parents_who_may_read_transcript"] == []
-    assert "outward" in profiles["aarav"]["tool_classes"] and "outward" not in profiles["tara"]["tool_classes"]
-    assert profiles["wags"] == {"member": "wags", "role": "parent", "guarded": False}
-    async with running.http.get(running.url("/family/profiles"), headers={"Authorization": "Bearer aarav-token"}) as r:
-        assert r.status == 403

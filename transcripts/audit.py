@@ -11,7 +11,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -74,8 +74,15 @@ class AuditLog:
         except OSError:
             logger.exception("audit log %s: could not write a %r event", self.path, kind)
 
-    def tail(self, lines: int, scope_id: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
-        """The last `lines` events (oldest first) matching the filters, read from the end of the file."""
+    def tail(
+        self,
+        lines: int,
+        scope_id: str | None = None,
+        kind: str | None = None,
+        match: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The last `lines` events (oldest first) matching the filters, read from the end of the file.
+        `match` is for filters the keyword arguments cannot say (an event *about* a scope)."""
         if lines <= 0 or not self.path.exists():
             return []
         events: list[dict[str, Any]] = []
@@ -91,6 +98,8 @@ class AuditLog:
             if scope_id is not None and event.get("scope_id") != scope_id:
                 continue
             if kind is not None and event.get("kind") != kind:
+                continue
+            if match is not None and not match(event):
                 continue
             events.append(event)
             if len(events) == lines:

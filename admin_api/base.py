@@ -1,0 +1,120 @@
+"""What every admin handler shares: the app key, JSON errors, and parsing of common parameters.
+
+Handlers raise ApiError for anything a client did wrong; the middleware turns it (and any
+aiohttp HTTP error) into `{"error": …}` with the right status, and an unexpected exception
+into a plain 500 — the traceback goes to the server log, never to a client.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from aiohttp import web
+
+from halo.app import Halo
+from halo.envelope import Scope
+from halo.scope_admin import known_scope_ids, parse_scope_id
+from halo.scopes import UnknownScopeError
+
+log = logging.getLogger(__name__)
+
+HALO = web.AppKey("halo", Halo)
+OPENAPI = web.AppKey("openapi", dict)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+T = TypeVar("T")
+
+DEFAULT_LINES = 50
+MAX_LINES = 1000
+
+
+class ApiError(Exception):
+    """A client-facing failure: becomes `{"error": message}` with `status`."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def json_error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def halo_of(request: web.Request) -> Halo:
+    return request.app[HALO]
+
+
+@web.middleware
+async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error is JSON {"error": …}; no traceback ever reaches a client."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return json_error(exc.status, exc.message)
+    except web.HTTPException as exc:
+        if exc.content_type == "application/json" or exc.status < 400:
+            raise
+        response = json_error(exc.status, exc.reason)
+        if "Allow" in exc.headers:  # 405 says which methods would do
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return json_error(500, "internal error (see the server log)")
+
+
+@web.middleware
+async def no_store(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Admin answers describe a family: no cache, no sniffing, never framed by another site."""
+    response = await handler(request)
+    response.headers.setdefault("Cache-Control", "no-store")
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    return response
+
+
+def lines_param(request: web.Request, name: str = "lines") -> int:
+    """`?lines=N`: 1 to MAX_LINES, DEFAULT_LINES when absent."""
+    raw = request.query.get(name)
+    if raw is None:
+        return DEFAULT_LINES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be a whole number from 1 to {MAX_LINES}") from None
+    if not 1 <= value <= MAX_LINES:
+        raise ApiError(400, f"{name} must be a whole number from 1 to {MAX_LINES}")
+    return value
+
+
+async def known_scope(request: web.Request, scope_id: str | None) -> Scope:
+    """The scope a request names: 400 when the id cannot be a scope, 404 when halo has nothing of it."""
+    if scope_id is None:
+        raise ApiError(400, "scopeId is required, e.g. scopeId=telegram:123456")
+    services = halo_of(request).services
+    try:
+        scope = parse_scope_id(services.family, scope_id)
+    except UnknownScopeError as exc:
+        raise ApiError(400, str(exc)) from None
+    if scope.id not in await known_scope_ids(services):
+        raise ApiError(404, f"no scope {scope.id!r}: halo has no session, transcript or memory for it")
+    return scope
+
+
+async def path_scope(request: web.Request) -> Scope:
+    return await known_scope(request, request.match_info["scopeId"])
+
+
+async def query_scope(request: web.Request) -> Scope:
+    return await known_scope(request, request.query.get("scopeId"))
+
+
+async def maybe_await(value: T | Awaitable[T]) -> T:
+    """Seams may be sync or async; the admin API does not mind which."""
+    if inspect.isawaitable(value):
+        return await value
+    return value  # type: ignore[return-value]

@@ -1,0 +1,482 @@
+"""The OpenAPI 3.0 document of the admin server, served at `/openapi.json`.
+
+Written by hand so the contract reads as a contract; a test holds it to the route table
+(every route documented, every documented path routed) and schemathesis holds the
+handlers to it. Adapters that serve pages on the same server add their own paths
+(`openapi_paths()`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from admin_api.routes.pairing import CODE_PATTERN
+from halo.app import VERSION
+from halo.scope_admin import SCOPE_ID_PATTERN
+
+JSON = "application/json"
+Schema = dict[str, Any]
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def nullable(schema: Schema) -> Schema:
+    return {**schema, "nullable": True}
+
+
+def json_body(schema: Schema, description: str) -> Schema:
+    return {"description": description, "content": {JSON: {"schema": schema}}}
+
+
+def error(description: str) -> Schema:
+    return json_body(ref("Error"), description)
+
+
+BAD_SCOPE = error("The scope id cannot be a scope (400)")
+NO_SCOPE = error("halo has no session, transcript or memory for this scope, and halo.yaml does not name it")
+BAD_LINES = error("`lines` is not a whole number from 1 to 1000, or scopeId is missing or malformed")
+
+TOKEN_SECURITY: list[dict[str, list[str]]] = [{}, {"adminToken": []}]  # this machine, or the token
+
+
+def operation(
+    access: str,
+    summary: str,
+    responses: Mapping[str, Schema],
+    *,
+    description: str = "",
+    parameters: list[Schema] | None = None,
+    request_body: Schema | None = None,
+    tags: list[str] | None = None,
+) -> Schema:
+    """One operation, with the refusals its access level implies."""
+    op: Schema = {"summary": summary, "x-access": access, "responses": dict(responses)}
+    who = {
+        "anyone": "Anyone may call this.",
+        "token": "From this machine, or with `Authorization: Bearer <admin.token>`.",
+        "loopback": "Only from the machine halo runs on (socket peer 127.0.0.0/8 or ::1), token or not.",
+        "member": "As a family member: `Authorization: Bearer <web_token>`, or from this machine as the local "
+                  "owner. The policy decides what that member may see.",
+    }[access]
+    op["description"] = f"{description}\n\n{who}".strip()
+    if tags:
+        op["tags"] = tags
+    if parameters:
+        op["parameters"] = parameters
+    if request_body:
+        op["requestBody"] = request_body
+    if access == "token":
+        op["security"] = TOKEN_SECURITY
+        op["responses"].setdefault("401", error("Not from this machine and no valid admin token"))
+    elif access == "loopback":
+        op["security"] = []
+        op["responses"].setdefault("403", error("Not from this machine"))
+    elif access == "member":
+        op["security"] = [{}, {"memberToken": []}]
+        op["responses"].setdefault("401", error("No member: send a web_token, or ask from this machine"))
+    else:
+        op["security"] = []
+    return op
+
+
+SCOPE_PATH: Schema = {
+    "name": "scopeId", "in": "path", "required": True,
+    "description": "`<platform>:<chat id>`, e.g. `telegram:123456`, `web:mom`",
+    "schema": {"type": "string", "pattern": f"^(?:{SCOPE_ID_PATTERN})$"}, "example": "web:mom",
+}
+SCOPE_QUERY: Schema = {**SCOPE_PATH, "in": "query"}
+LINES: Schema = {
+    "name": "lines", "in": "query", "required": False,
+    "description": "how many of the newest records (default 50)",
+    "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
+}
+
+NAME: Schema = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"\S"}
+
+SCHEMAS: dict[str, Schema] = {
+    "Error": {
+        "type": "object", "required": ["error"], "additionalProperties": False,
+        "properties": {"error": {"type": "string"}},
+    },
+    "Health": {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean", "enum": [True]}}},
+    "Status": {
+        "type": "object",
+        "required": [
+            "ok", "version", "started_at", "uptime_seconds", "halo_home", "provider", "adapters", "semantic",
+            "distillation", "pairing", "queues", "policy", "config", "problems",
+        ],
+        "properties": {
+            "ok": {"type": "boolean"},
+            "version": {"type": "string"},
+            "started_at": {"type": "string", "format": "date-time"},
+            "uptime_seconds": {"type": "number", "minimum": 0},
+            "halo_home": {"type": "object", "additionalProperties": {"type": "string"}},
+            "provider": {
+                "type": "object", "required": ["name", "configured"],
+                "properties": {
+                    "name": {"type": "string"}, "model": nullable({"type": "string"}),
+                    "base_url": nullable({"type": "string"}), "configured": {"type": "boolean"},
+                },
+            },
+            "adapters": {
+                "type": "object", "description": "each adapter's own state: connected, last error, counters",
+                "additionalProperties": {"type": "object"},
+            },
+            "semantic": {
+                "type": "object", "required": ["enabled"],
+                "description": "semantic sync scheduler health: runs, failures, last success, last error, lag",
+                "properties": {"enabled": {"type": "boolean"}},
+            },
+            "distillation": {
+                "type": "object", "required": ["enabled", "every_n_items", "available", "scopes"],
+                "properties": {
+                    "enabled": {"type": "boolean"}, "every_n_items": {"type": "integer"},
+                    "available": {"type": "boolean"}, "scopes": {"type": "object"},
+                },
+            },
+            "pairing": {
+                "type": "object", "required": ["available", "pending"],
+                "properties": {"available": {"type": "boolean"}, "pending": {"type": "integer", "minimum": 0}},
+            },
+            "queues": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+            "policy": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "config": {"type": "object", "description": "halo.yaml and the environment, every secret masked"},
+            "problems": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    "SessionCount": {
+        "type": "object", "required": ["scopeId", "itemCount"], "additionalProperties": False,
+        "properties": {"scopeId": {"type": "string"}, "itemCount": {"type": "integer", "minimum": 0}},
+    },
+    "ScopeSummary": {
+        "type": "object",
+        "required": ["scopeId", "type", "ownerId", "configured", "itemCount", "transcriptLines", "lastActivity",
+                     "hasMemory"],
+        "properties": {
+            "scopeId": {"type": "string"},
+            "type": {"type": "string", "enum": ["dm", "parents_group", "family_group", "work_channel", "home"]},
+            "ownerId": nullable({"type": "string"}),
+            "configured": {"type": "boolean", "description": "named by halo.yaml"},
+            "itemCount": {"type": "integer", "minimum": 0},
+            "transcriptLines": {"type": "integer", "minimum": 0},
+            "lastActivity": nullable({"type": "string", "format": "date-time"}),
+            "hasMemory": {"type": "boolean"},
+        },
+    },
+    "Decision": {
+        "type": "object",
+        "required": ["principal", "action", "allowed", "policyIds", "reason", "fromScope"],
+        "properties": {
+            "principal": {"type": "string", "description": "member id, or system:home"},
+            "action": {"type": "string"},
+            "allowed": {"type": "boolean"},
+            "policyIds": {"type": "array", "items": {"type": "string"}},
+            "reason": {"type": "string"},
+            "fromScope": nullable({"type": "string"}),
+        },
+    },
+    "PolicyStatus": {
+        "type": "object", "required": ["actions", "members", "scopes", "policies"],
+        "properties": {
+            "actions": {"type": "array", "items": {"type": "string"}},
+            "members": {"type": "array", "items": {
+                "type": "object", "required": ["id", "name", "role", "ageGroup"],
+                "properties": {
+                    "id": {"type": "string"}, "name": {"type": "string"}, "role": {"type": "string"},
+                    "ageGroup": nullable({"type": "string"}),
+                },
+            }},
+            "scopes": {"type": "array", "items": {
+                "type": "object", "required": ["scopeId", "type", "ownerId", "decisions"],
+                "properties": {
+                    "scopeId": {"type": "string"}, "type": {"type": "string"},
+                    "ownerId": nullable({"type": "string"}),
+                    "decisions": {"type": "array", "items": ref("Decision")},
+                },
+            }},
+            "policies": {"type": "array", "items": {
+                "type": "object", "required": ["id", "effect", "reason", "source", "line"],
+                "properties": {
+                    "id": {"type": "string"}, "effect": {"type": "string", "enum": ["permit", "forbid"]},
+                    "reason": nullable({"type": "string"}), "source": {"type": "string"},
+                    "line": {"type": "integer"},
+                },
+            }},
+        },
+    },
+    "Notification": {
+        "type": "object", "required": ["id", "ts", "kind", "about", "text", "deliveredVia"],
+        "properties": {
+            "id": {"type": "string"}, "ts": {"type": "string", "format": "date-time"}, "kind": {"type": "string"},
+            "about": nullable({"type": "string"}), "text": {"type": "string"},
+            "deliveredVia": {"type": "array", "items": {"type": "string"},
+                             "description": "adapters that delivered it; it is in the web inbox either way"},
+        },
+    },
+    "Cleared": {
+        "type": "object", "required": ["scopeId", "cleared", "itemsRemoved"],
+        "properties": {
+            "scopeId": {"type": "string"}, "cleared": {"type": "boolean"},
+            "itemsRemoved": {"type": "integer", "minimum": 0},
+        },
+    },
+    "Distilled": {
+        "type": "object", "required": ["scopeId", "distilled", "result"],
+        "properties": {
+            "scopeId": {"type": "string"}, "distilled": {"type": "boolean"},
+            "result": {"description": "what the memory service reports about the run"},
+        },
+    },
+    "Purged": {
+        "type": "object", "required": ["scopeId", "purged"],
+        "properties": {
+            "scopeId": {"type": "string"},
+            "purged": {
+                "type": "object", "required": ["sessionItems", "transcript", "memory"],
+                "properties": {
+                    "sessionItems": {"type": "integer", "minimum": 0},
+                    "transcript": {"type": "boolean", "description": "a transcript existed and was deleted"},
+                    "memory": {"type": "boolean", "description": "a memory folder (and index) existed and was deleted"},
+                },
+            },
+        },
+    },
+    "Event": {
+        "type": "object", "required": ["ts", "kind"],
+        "description": "one audit log line; further keys depend on the kind",
+        "properties": {"ts": {"type": "string"}, "kind": {"type": "string"}},
+    },
+    "TranscriptLine": {
+        "type": "object", "required": ["id", "ts", "scope_id", "role", "text"],
+        "properties": {
+            "id": {"type": "string"}, "ts": {"type": "string", "format": "date-time"},
+            "scope_id": {"type": "string"},
+            "role": {"type": "string", "enum": ["user", "assistant", "system", "event"]},
+            "speaker": nullable({"type": "string"}), "target": nullable({"type": "string"}),
+            "platform": nullable({"type": "string"}), "text": {"type": "string"},
+        },
+    },
+    "Memory": {
+        "type": "object", "required": ["scopeId", "exists", "text", "updatedAt", "truncated"],
+        "properties": {
+            "scopeId": {"type": "string"}, "exists": {"type": "boolean"}, "text": {"type": "string"},
+            "updatedAt": nullable({"type": "string", "format": "date-time"}), "truncated": {"type": "boolean"},
+        },
+    },
+    "PairingRequest": {
+        "type": "object",
+        "required": ["code", "platform", "userId", "displayName", "username", "requestedAt", "expiresAt"],
+        "properties": {
+            "code": {"type": "string"},
+            **{k: nullable({"type": "string"})
+               for k in ("platform", "userId", "displayName", "username", "requestedAt", "expiresAt")},
+        },
+    },
+    "Approval": {
+        "description": "who the newcomer is; an age group only for a child (young_child when left out)",
+        "oneOf": [
+            {
+                "type": "object", "required": ["role", "name"],
+                "properties": {
+                    "role": {"type": "string", "enum": ["child"]}, "name": NAME,
+                    "ageGroup": nullable({"type": "string", "enum": ["young_child", "adolescent", None]}),
+                },
+            },
+            {
+                "type": "object", "required": ["role", "name"],
+                "properties": {
+                    "role": {"type": "string", "enum": ["parent", "colleague"]}, "name": NAME,
+                    "ageGroup": nullable({"type": "string", "enum": [None]}),
+                },
+            },
+        ],
+        "example": {"role": "child", "name": "Meera", "ageGroup": "adolescent"},
+    },
+    "Approved": {
+        "type": "object", "required": ["code", "approved", "member"],
+        "properties": {"code": {"type": "string"}, "approved": {"type": "boolean"}, "member": {}},
+    },
+    "Denied": {
+        "type": "object", "required": ["code", "denied"],
+        "properties": {"code": {"type": "string"}, "denied": {"type": "boolean"}},
+    },
+}
+
+CODE_PATH: Schema = {
+    "name": "code", "in": "path", "required": True, "description": "the pairing code the newcomer was given",
+    "schema": {"type": "string", "pattern": f"^{CODE_PATTERN}$"}, "example": "K7PQ2MZX",
+}
+NO_PAIRING = error("No pairing service in this build yet (it comes with the Telegram adapter)")
+PAIRING_REFUSED = error("The code is malformed, or the body is not a valid approval")
+
+PATHS: dict[str, dict[str, Schema]] = {
+    "/healthz": {"get": operation("anyone", "Is halo up?", {"200": json_body(ref("Health"), "halo is up")},
+                                  tags=["health"])},
+    "/status": {"get": operation(
+        "token", "Uptime, version, paths, config (secrets masked), adapters, provider, sync and queues",
+        {"200": json_body(ref("Status"), "the snapshot")}, tags=["health"],
+    )},
+    "/sessions": {"get": operation(
+        "token", "Scopes with a stored session or a transcript",
+        {"200": json_body({"type": "array", "items": {"type": "string"}}, "scope ids")}, tags=["scopes"],
+    )},
+    "/sessions-with-counts": {"get": operation(
+        "token", "The same scopes with the number of items in each session",
+        {"200": json_body({"type": "array", "items": ref("SessionCount")}, "scope ids and item counts")},
+        tags=["scopes"],
+    )},
+    "/scopes": {"get": operation(
+        "token", "Configured and active scopes with item counts, transcript size and last activity",
+        {"200": json_body({"type": "array", "items": ref("ScopeSummary")}, "one entry a scope")},
+        tags=["scopes"],
+    )},
+    "/sessions/{scopeId}/clear": {"post": operation(
+        "token", "Clear the derived session state; the transcript is kept",
+        {"200": json_body(ref("Cleared"), "cleared"), "400": BAD_SCOPE, "404": NO_SCOPE},
+        parameters=[SCOPE_PATH], tags=["scopes"],
+    )},
+    "/sessions/{scopeId}/distill": {"post": operation(
+        "token", "Run memory distillation for the scope now",
+        {
+            "200": json_body(ref("Distilled"), "distilled"), "400": BAD_SCOPE, "404": NO_SCOPE,
+            "409": error("Distillation is disabled (memory.distillation_enabled: false)"),
+            "501": error("No memory service in this build yet"),
+        },
+        parameters=[SCOPE_PATH], tags=["scopes"],
+    )},
+    "/sessions/{scopeId}/purge": {"post": operation(
+        "loopback", "Delete the scope's session, transcript, memory folder and index, for good",
+        {
+            "200": json_body(ref("Purged"), "what was deleted"),
+            "400": error("confirm is missing or differs from the scope id, or the scope id is malformed"),
+            "404": NO_SCOPE,
+        },
+        description="Audited. `confirm` must repeat the scope id exactly.",
+        parameters=[SCOPE_PATH, {
+            "name": "confirm", "in": "query", "required": True,
+            "description": "the scope id again, to confirm", "schema": {"type": "string"}, "example": "web:mom",
+        }],
+        tags=["scopes"],
+    )},
+    "/scopes/{scopeId}/memory": {"get": operation(
+        "token", "The scope's MEMORY.md as it is on disk (audited)",
+        {"200": json_body(ref("Memory"), "the file, or exists: false"), "400": BAD_SCOPE, "404": NO_SCOPE},
+        parameters=[SCOPE_PATH], tags=["memory"],
+    )},
+    "/policy/status": {"get": operation(
+        "token", "Every configured scope: each member's decision for each action, with policy ids and reason",
+        {"200": json_body(ref("PolicyStatus"), "the table")}, tags=["policy"],
+    )},
+    "/events": {"get": operation(
+        "token", "Audit events about one scope (where it happened, or what a decision was about)",
+        {"200": json_body({"type": "array", "items": ref("Event")}, "oldest first"), "400": BAD_LINES,
+         "404": NO_SCOPE},
+        parameters=[{**SCOPE_QUERY, "required": True}, LINES], tags=["events"],
+    )},
+    "/events/tail": {"get": operation(
+        "loopback", "The newest audit events",
+        {"200": json_body({"type": "array", "items": ref("Event")}, "oldest first"), "400": BAD_LINES},
+        parameters=[LINES], tags=["events"],
+    )},
+    "/transcripts/tail": {"get": operation(
+        "loopback", "The newest lines of one scope's transcript (audited)",
+        {"200": json_body({"type": "array", "items": ref("TranscriptLine")}, "oldest first"), "400": BAD_LINES,
+         "404": NO_SCOPE},
+        parameters=[{**SCOPE_QUERY, "required": True}, LINES], tags=["events"],
+    )},
+    "/pairing/requests": {"get": operation(
+        "token", "Pending pairing requests (empty until a pairing service is plugged in)",
+        {"200": json_body({"type": "array", "items": ref("PairingRequest")}, "pending requests")},
+        tags=["pairing"],
+    )},
+    "/pairing/requests/{code}/approve": {"post": operation(
+        "token", "Approve a newcomer as a member",
+        {"200": json_body(ref("Approved"), "approved"), "400": PAIRING_REFUSED,
+         "404": error("No pending request with that code"), "501": NO_PAIRING},
+        parameters=[CODE_PATH], request_body={"required": True, "content": {JSON: {"schema": ref("Approval")}}},
+        tags=["pairing"],
+    )},
+    "/pairing/requests/{code}/deny": {"post": operation(
+        "token", "Deny a pairing request",
+        {"200": json_body(ref("Denied"), "denied"), "400": PAIRING_REFUSED,
+         "404": error("No pending request with that code"), "501": NO_PAIRING},
+        parameters=[CODE_PATH], tags=["pairing"],
+    )},
+    "/family/transcripts": {"get": operation(
+        "member", "The DM transcripts this member may read",
+        {"200": json_body({
+            "type": "object", "required": ["member", "scopes"],
+            "properties": {"member": {"type": "string"}, "scopes": {"type": "array", "items": {"type": "string"}}},
+        }, "scope ids")},
+        tags=["family"],
+    )},
+    "/family/transcript": {"get": operation(
+        "member", "A DM transcript, as the read_transcript policy allows this member (audited)",
+        {"200": json_body({
+            "type": "object", "required": ["scopeId", "owner", "lines"],
+            "properties": {
+                "scopeId": {"type": "string"}, "owner": nullable({"type": "string"}),
+                "lines": {"type": "array", "items": ref("TranscriptLine")},
+            },
+        }, "oldest first"), "400": BAD_LINES,
+         "403": error("The policy does not let this member read that transcript (the refusal is audited)")},
+        description="A parent reads a young child's DM, an adolescent's only with parental_visibility, never "
+                    "another parent's. A scope halo holds nothing of is refused or empty, never a 404.",
+        parameters=[{**SCOPE_QUERY, "required": True}, LINES], tags=["family"],
+    )},
+    "/family/notifications": {"get": operation(
+        "member", "This member's notifications (safety alerts), delivered by an adapter or not",
+        {"200": json_body({
+            "type": "object", "required": ["member", "notifications"],
+            "properties": {"member": {"type": "string"},
+                           "notifications": {"type": "array", "items": ref("Notification")}},
+        }, "oldest first"), "400": BAD_LINES},
+        parameters=[LINES], tags=["family"],
+    )},
+    "/": {"get": operation(
+        "token", "The dashboard",
+        {
+            "200": {"description": "the dashboard page", "content": {"text/html": {"schema": {"type": "string"}}}},
+            "401": {
+                "description": "Not from this machine and no valid admin token: a browser (Accept: text/html) "
+                               "gets the sign-in page, which holds no data; anything else the JSON error",
+                "content": {JSON: {"schema": ref("Error")}, "text/html": {"schema": {"type": "string"}}},
+            },
+        },
+        tags=["dashboard"],
+    )},
+    "/openapi.json": {"get": operation(
+        "anyone", "This document", {"200": json_body({"type": "object"}, "OpenAPI 3.0")}, tags=["dashboard"],
+    )},
+}
+
+
+def build_spec(extra_paths: Mapping[str, Mapping[str, Schema]] | None = None) -> dict[str, Any]:
+    """The document, with paths other parts of the server (adapters) contribute."""
+    paths = copy.deepcopy(PATHS)
+    for path, operations in (extra_paths or {}).items():
+        paths.setdefault(path, {}).update(copy.deepcopy(dict(operations)))
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "halo admin API",
+            "version": VERSION,
+            "description": "Look inside halo and steer it (ARCHITECTURE §7). Errors are JSON "
+                           '`{"error": "…"}`. "This machine" is the socket peer address; forwarded-for '
+                           "headers are never trusted, and a request from this machine that names another "
+                           "host or comes from another site's page counts as remote.",
+        },
+        "servers": [{"url": "/"}],
+        "paths": paths,
+        "components": {
+            "schemas": copy.deepcopy(SCHEMAS),
+            "securitySchemes": {
+                "adminToken": {"type": "http", "scheme": "bearer", "description": "admin.token from halo.yaml"},
+                "memberToken": {"type": "http", "scheme": "bearer", "description": "a member's web_token"},
+            },
+        },
+    }

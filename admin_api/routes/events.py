@@ -1,0 +1,51 @@
+"""What happened: the audit log (whole tail from this machine, per scope with the token) and
+a scope's transcript tail (this machine only)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+
+from admin_api.base import halo_of, lines_param, query_scope
+from admin_api.guards import actor
+from admin_api.routes import Route
+
+_SCOPE_KEYS = ("scope_id", "resource", "from_scope")
+
+
+async def events_tail(request: web.Request) -> web.Response:
+    lines = lines_param(request)
+    audit = halo_of(request).services.audit
+    return web.json_response(await asyncio.to_thread(audit.tail, lines))
+
+
+async def scope_events(request: web.Request) -> web.Response:
+    """Audit events about one scope: where it happened, or what a decision was about."""
+    lines = lines_param(request)
+    scope = await query_scope(request)
+    audit = halo_of(request).services.audit
+
+    def about(event: dict[str, Any]) -> bool:
+        return any(event.get(key) == scope.id for key in _SCOPE_KEYS)
+
+    return web.json_response(await asyncio.to_thread(audit.tail, lines, match=about))
+
+
+async def transcripts_tail(request: web.Request) -> web.Response:
+    lines = lines_param(request)
+    scope = await query_scope(request)
+    store = halo_of(request).services.transcripts
+    tail = await asyncio.to_thread(store.tail, scope.id, lines)
+    halo_of(request).services.audit.write(
+        "admin_read_transcript", scope_id=scope.id, actor=actor(request), lines=len(tail)
+    )
+    return web.json_response([line.to_dict() for line in tail])
+
+
+ROUTES = [
+    Route("GET", "/events", scope_events, "token"),
+    Route("GET", "/events/tail", events_tail, "loopback"),
+    Route("GET", "/transcripts/tail", transcripts_tail, "loopback"),
+]

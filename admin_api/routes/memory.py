@@ -1,0 +1,40 @@
+"""A scope's MEMORY.md, read as it is on disk: what halo remembers there. Every read is audited."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from admin_api.base import halo_of, path_scope
+from admin_api.guards import actor
+from admin_api.routes import Route
+
+MAX_MEMORY_BYTES = 512 * 1024
+
+
+def read_memory_file(path: Path) -> dict[str, Any]:
+    """The file's text (at most MAX_MEMORY_BYTES of it) and when it last changed."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_MEMORY_BYTES + 1)
+            mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()
+    except FileNotFoundError:
+        return {"exists": False, "text": "", "updatedAt": None, "truncated": False}
+    truncated = len(data) > MAX_MEMORY_BYTES
+    text = data[:MAX_MEMORY_BYTES].decode("utf-8", "replace")
+    return {"exists": True, "text": text, "updatedAt": mtime, "truncated": truncated}
+
+
+async def scope_memory(request: web.Request) -> web.Response:
+    scope = await path_scope(request)
+    services = halo_of(request).services
+    found = await asyncio.to_thread(read_memory_file, services.paths.scope_dir(scope.id) / "MEMORY.md")
+    services.audit.write("admin_read_memory", scope_id=scope.id, actor=actor(request), exists=found["exists"])
+    return web.json_response({"scopeId": scope.id, **found})
+
+
+ROUTES = [Route("GET", "/scopes/{scopeId}/memory", scope_memory, "token")]

@@ -1,0 +1,94 @@
+"""Scopes and their sessions: list, clear, distill now, purge (ARCHITECTURE §7)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from admin_api import seams
+from admin_api.base import ApiError, halo_of, maybe_await, path_scope
+from admin_api.guards import actor
+from admin_api.routes import Route
+from halo.scope_admin import active_scope_ids, clear_session, purge_scope, scope_summaries
+
+
+async def sessions(request: web.Request) -> web.Response:
+    """Every scope with a stored session or a transcript, as scope id strings."""
+    return web.json_response(await active_scope_ids(halo_of(request).services))
+
+
+async def sessions_with_counts(request: web.Request) -> web.Response:
+    services = halo_of(request).services
+    counts = await services.sessions.item_counts()
+    ids = await active_scope_ids(services)
+    return web.json_response([{"scopeId": scope_id, "itemCount": counts.get(scope_id, 0)} for scope_id in ids])
+
+
+async def scopes(request: web.Request) -> web.Response:
+    """Configured and active scopes with counts and last activity: the dashboard's list."""
+    summaries = await scope_summaries(halo_of(request).services)
+    return web.json_response([
+        {
+            "scopeId": s.scope.id,
+            "type": s.scope.type,
+            "ownerId": s.scope.owner_id,
+            "configured": s.configured,
+            "itemCount": s.item_count,
+            "transcriptLines": s.transcript_lines,
+            "lastActivity": s.last_activity.isoformat() if s.last_activity else None,
+            "hasMemory": s.has_memory,
+        }
+        for s in summaries
+    ])
+
+
+async def clear(request: web.Request) -> web.Response:
+    """Forget the derived session (what the model sees); the transcript stays."""
+    scope = await path_scope(request)
+    halo = halo_of(request)
+    async with halo.gateway.scope_lock(scope.id):
+        removed = await clear_session(halo.services, scope.id, actor=actor(request))
+    return web.json_response({"scopeId": scope.id, "cleared": True, "itemsRemoved": removed})
+
+
+async def distill(request: web.Request) -> web.Response:
+    scope = await path_scope(request)
+    services = halo_of(request).services
+    if not services.settings.memory.distillation_enabled:
+        raise ApiError(409, "distillation is disabled (memory.distillation_enabled: false)")
+    memory = seams.memory(services)
+    if memory is None:
+        raise ApiError(501, "distillation is not available in this build yet (no memory service)")
+    try:
+        result = await maybe_await(memory.distill(scope.id))
+    except LookupError as exc:
+        raise ApiError(404, str(exc) or f"nothing to distill for {scope.id}") from None
+    services.audit.write("admin_distill", scope_id=scope.id, actor=actor(request))
+    return web.json_response({"scopeId": scope.id, "distilled": True, "result": seams.jsonable(result)})
+
+
+async def purge(request: web.Request) -> web.Response:
+    """Delete everything of one scope. Loopback only, and `confirm` must repeat the scope id."""
+    raw_id = request.match_info["scopeId"]
+    confirm = request.query.get("confirm")
+    if confirm is None:
+        raise ApiError(400, f"purge deletes the transcript for good: add ?confirm={raw_id} to confirm")
+    if confirm != raw_id:
+        raise ApiError(400, "confirm must equal the scope id exactly; nothing was deleted")
+    scope = await path_scope(request)
+    halo = halo_of(request)
+    async with halo.gateway.scope_lock(scope.id):
+        result = await purge_scope(halo.services, scope.id, actor=actor(request))
+    return web.json_response({
+        "scopeId": scope.id,
+        "purged": {"sessionItems": result.session_items, "transcript": result.transcript, "memory": result.memory},
+    })
+
+
+ROUTES = [
+    Route("GET", "/sessions", sessions, "token"),
+    Route("GET", "/sessions-with-counts", sessions_with_counts, "token"),
+    Route("GET", "/scopes", scopes, "token"),
+    Route("POST", "/sessions/{scopeId}/clear", clear, "token"),
+    Route("POST", "/sessions/{scopeId}/distill", distill, "token"),
+    Route("POST", "/sessions/{scopeId}/purge", purge, "loopback"),
+]

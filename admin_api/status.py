@@ -1,0 +1,113 @@
+"""The `/status` snapshot: everything a parent (or a monitor) needs to know halo is well.
+
+Secrets never leave: the config snapshot masks every secret-looking key and the password
+part of any URL, whatever the settings model thinks is secret.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from admin_api import seams
+from admin_api.base import maybe_await
+from halo.app import VERSION, Halo
+from transcripts.audit import is_secret_key
+
+MASK = "**********"
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<password>[^@/\s]+)@", re.I)
+SEMANTIC_PLACEHOLDER = {"enabled": False, "reason": "the semantic index is not part of this build yet"}
+
+
+def mask_secrets(value: Any) -> Any:
+    """A copy with secret-looking string values masked (the key stays, so a parent sees it is
+    set) and URL passwords replaced. Numbers pass: `history_token_budget` is no secret."""
+    if isinstance(value, Mapping):
+        return {
+            k: MASK if is_secret_key(str(k)) and isinstance(v, str) and v else mask_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [mask_secrets(v) for v in value]
+    if isinstance(value, str):
+        return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", value)
+    return value
+
+
+async def status_snapshot(halo: Halo) -> dict[str, Any]:
+    settings = halo.settings
+    services = halo.services
+    paths = settings.paths
+    memory = seams.memory(services)
+    pairing = seams.pairing(services)
+    semantic = seams.semantic(services)
+    pending = len(list(await maybe_await(pairing.pending()))) if pairing else 0
+    adapters = mask_secrets(seams.jsonable(halo.adapter_status()))
+    snapshot: dict[str, Any] = {
+        "ok": True,
+        "version": VERSION,
+        "started_at": datetime.fromtimestamp(halo.started_at, UTC).isoformat(),
+        "uptime_seconds": round(time.time() - halo.started_at, 1),
+        "halo_home": {
+            "home": str(paths.home),
+            "config": str(paths.config_file),
+            "soul": str(paths.soul),
+            "members": str(paths.members),
+            "policies": str(paths.policies),
+            "transcripts": str(paths.transcripts),
+            "sessions_db": str(paths.sessions_db),
+            "memory": str(paths.scopes),
+            "halo_db": str(paths.halo_db),
+            "events_log": str(paths.events_log),
+        },
+        "provider": mask_secrets({
+            "name": settings.llm.provider,
+            "model": settings.llm.model if settings.llm.provider != "none" else None,
+            "base_url": settings.llm.base_url,
+            "configured": services.model is not None,
+        }),
+        "adapters": adapters,
+        "semantic": mask_secrets(seams.jsonable(semantic.health())) if semantic else dict(SEMANTIC_PLACEHOLDER),
+        "distillation": _distillation(halo, memory),
+        "pairing": {"available": pairing is not None, "pending": pending},
+        "queues": {
+            "gateway_background_tasks": halo.gateway.background_tasks,
+            "busy_scopes": halo.gateway.busy_scopes,
+            "pending_pairing_requests": pending,
+        },
+        "policy": {"policies": len(services.policy.policies), "members": len(services.family.members)},
+        "config": mask_secrets(settings.redacted()),
+    }
+    snapshot["problems"] = _problems(snapshot)
+    return snapshot
+
+
+def _distillation(halo: Halo, memory: seams.MemorySeam | None) -> dict[str, Any]:
+    settings = halo.settings.memory
+    state_of = getattr(memory, "distillation_state", None)
+    return {
+        "enabled": settings.distillation_enabled,
+        "every_n_items": settings.distillation_every_n_items,
+        "available": memory is not None,
+        "scopes": mask_secrets(seams.jsonable(state_of())) if state_of else {},
+    }
+
+
+def _problems(snapshot: Mapping[str, Any]) -> list[str]:
+    """Plain sentences for the dashboard's health line; empty when all is well."""
+    problems = []
+    if not snapshot["provider"]["configured"]:
+        problems.append("No language model is configured (llm.provider): halo answers commands only.")
+    for name, state in snapshot["adapters"].items():
+        if isinstance(state, Mapping):
+            if state.get("last_error"):
+                problems.append(f"{name}: {state['last_error']}")
+            elif state.get("connected") is False:
+                problems.append(f"{name} is not connected.")
+    semantic = snapshot["semantic"]
+    if isinstance(semantic, Mapping) and semantic.get("last_error"):
+        problems.append(f"semantic sync: {semantic['last_error']}")
+    return problems

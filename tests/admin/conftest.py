@@ -1,0 +1,139 @@
+"""One halo, served at once to this machine and to peers that are not loopback (see peers.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from admin_api.server import create_app
+from halo.app import Halo, build_halo
+from tests.admin.fakes import WithSeams
+from tests.admin.peers import SPOOFED_PEER, PeerSite, non_loopback_ipv4
+from transcripts import TranscriptLine
+
+ADMIN_TOKEN = "admin-secret-token-0123456789"
+ADMIN_YAML = f"admin: {{token: {ADMIN_TOKEN}}}\n"
+SEEDED = "web:mom"
+_INTERFACE = non_loopback_ipv4()
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any
+    headers: Any
+    text: str
+
+
+class Endpoint:
+    """A base URL and how its peers look to the server: "local", "transport" or "interface"."""
+
+    def __init__(self, http: aiohttp.ClientSession, base: str, mode: str) -> None:
+        self.http = http
+        self.base = base
+        self.mode = mode
+
+    async def call(
+        self, method: str, path: str, *, token: str | None = None, headers: dict[str, str] | None = None,
+        json_body: Any = None,
+    ) -> Reply:
+        sent = dict(headers or {})
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token}"
+        async with self.http.request(method, self.base + path, headers=sent, json=json_body) as resp:
+            text = await resp.text()
+            try:
+                body = json.loads(text)
+            except ValueError:
+                body = None
+            return Reply(resp.status, body, resp.headers, text)
+
+
+class AdminHarness:
+    def __init__(self, halo: Halo, runner: web.AppRunner, http: aiohttp.ClientSession) -> None:
+        self.halo = halo
+        self.runner = runner
+        self.http = http
+        self.local: Endpoint
+        self.remotes: list[Endpoint] = []
+
+    @property
+    def services(self) -> Any:
+        return self.halo.services
+
+    def attach(self, **seams: Any) -> None:
+        """Plug fakes in where later issues will plug the real parts."""
+        self.halo.services = WithSeams(self.halo.services, **seams)  # type: ignore[assignment]
+
+    async def seed(self, scope_id: str = SEEDED) -> None:
+        await seed_scope(self.services, scope_id)
+
+
+async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
+    """A scope with something everywhere purge must reach: session, transcript, memory, index."""
+    for role, text in (("user", "The dentist is on Friday."), ("assistant", "Noted: dentist on Friday.")):
+        await services.transcripts.append(TranscriptLine(
+            id=f"{role}-{scope_id}", ts=datetime.now(UTC), scope_id=scope_id, role=role, text=text,
+            speaker="mom" if role == "user" else "halo", platform=scope_id.split(":")[0],
+        ))
+    session = services.sessions.get(scope_id)
+    await session.add_items([{"role": "user", "content": "The dentist is on Friday."},
+                             {"role": "assistant", "content": "Noted."}])
+    await services.sessions.flush(scope_id)
+    folder = services.paths.scope_dir(scope_id)
+    (folder / "daily").mkdir(parents=True, exist_ok=True)
+    (folder / "MEMORY.md").write_text("# Memory\n\n- Dentist: Friday <script>alert(1)</script>\n")
+    (folder / "daily" / "2026-01-02.md").write_text("[09:00] mom: dentist\n")
+    (folder / "semantic.db").write_bytes(b"SQLite format 3\x00")
+    (folder / "scope.json").write_text(json.dumps({"scope_id": scope_id, "type": "dm"}))
+    services.audit.write("policy", principal="mom", action="read_memory", resource=scope_id,
+                         allowed=True, policy_ids=["memory-own-scope"], reason="seeded")
+
+
+def remote_modes() -> list[str]:
+    return ["transport", "interface"] if _INTERFACE else ["transport"]
+
+
+@pytest.fixture
+async def admin(settings_for: Callable[..., Any]) -> AsyncIterator[Callable[..., Awaitable[AdminHarness]]]:
+    """`await admin(extra_yaml)` → halo served on 127.0.0.1 (local), through a transport that
+    reports a TEST-NET peer, and on this machine's non-loopback interface when it has one."""
+    started: list[AdminHarness] = []
+
+    async def start(extra_yaml: str = ADMIN_YAML) -> AdminHarness:
+        halo = build_halo(settings_for(extra_yaml))
+        runner = web.AppRunner(create_app(halo))
+        await runner.setup()
+        http = aiohttp.ClientSession()
+        harness = AdminHarness(halo, runner, http)
+        started.append(harness)
+        local = web.TCPSite(runner, "127.0.0.1", 0)
+        await local.start()
+        harness.local = Endpoint(http, f"http://127.0.0.1:{_port(local)}", "local")
+        spoofed = PeerSite(runner, SPOOFED_PEER)
+        await spoofed.start()
+        harness.remotes.append(Endpoint(http, f"http://127.0.0.1:{spoofed.port}", "transport"))
+        if _INTERFACE:
+            nic = web.TCPSite(runner, _INTERFACE, 0)
+            await nic.start()
+            harness.remotes.append(Endpoint(http, f"http://{_INTERFACE}:{_port(nic)}", "interface"))
+        return harness
+
+    yield start
+    for harness in started:
+        await harness.http.close()
+        await harness.runner.cleanup()
+        await harness.halo.close()
+
+
+def _port(site: web.TCPSite) -> int:
+    server = site._server
+    assert server is not None
+    return int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]

@@ -1,0 +1,137 @@
+"""The dashboard in a real browser: Playwright driving Debian's Chromium (/usr/bin/chromium).
+
+Playwright's own browser download does not work here, so the system Chromium is used; the
+tests skip, saying why, only when it is not installed (`apt-get install chromium`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
+from tests.admin.fakes import FakeMemory, FakePairing, FakeSemantic
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 900}
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian's Chromium is not at /usr/bin/chromium (apt-get install -y chromium)"
+)
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        await chromium.close()
+
+
+async def open_dashboard(browser: Any, url: str, viewport: dict[str, int]) -> tuple[Any, list[str]]:
+    """A page on the dashboard, and a list that collects script errors and CSP violations."""
+    page = await browser.new_page(viewport=viewport)
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
+    await page.goto(url)
+    return page, problems
+
+
+async def family_halo(admin: Any) -> tuple[AdminHarness, FakePairing]:
+    harness = await admin()
+    pairing = FakePairing("K7PQ2MZX")
+    harness.attach(memory=FakeMemory(), pairing=pairing, semantic=FakeSemantic())
+    await harness.seed()
+    await harness.seed("telegram:1003")
+    return harness, pairing
+
+
+async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, tmp_path: Path):
+    from playwright.async_api import expect
+
+    harness, pairing = await family_halo(admin)
+    page, problems = await open_dashboard(browser, harness.local.base + "/", DESKTOP)
+    await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
+
+    # Scopes, with their counts.
+    mom = page.locator(f'[data-scope="{SEEDED}"]')
+    await expect(mom).to_be_visible()
+    await expect(mom).to_contain_text("Mom's private chat")
+    await expect(mom).to_contain_text("2 transcript lines")
+    await expect(page.locator('[data-scope="telegram:-1001234"]')).to_contain_text("Parents group")
+    await expect(page.locator("#adapters [data-adapter=web]")).to_contain_text("connected")
+    await expect(page.locator("#semantic-health")).to_contain_text("healthy")
+    await page.screenshot(path=str(tmp_path / "dashboard-desktop.png"), full_page=True)
+
+    # A newcomer is approved by clicking.
+    request = page.locator('[data-code="K7PQ2MZX"]')
+    await expect(request).to_contain_text("Cousin Meera")
+    await request.get_by_label("name").fill("Meera")
+    await request.get_by_label("role").select_option("child")
+    await request.get_by_label("age group").select_option("adolescent")
+    await request.locator("button.approve").click()
+    await expect(page.locator('[data-code="K7PQ2MZX"]')).to_have_count(0)
+    await expect(page.locator("#pairing-list")).to_contain_text("No one is waiting")
+    assert pairing.approved[0]["name"] == "Meera" and pairing.approved[0]["age_group"] == "adolescent"
+    assert pairing.approved[0]["approved_by"] == "admin:local"
+
+    # What halo remembers is shown as text: markup in a memory file never runs.
+    await mom.get_by_role("button", name="Memory").click()
+    await expect(page.locator("#memory-text")).to_contain_text("Dentist: Friday <script>alert(1)</script>")
+
+    # The policy table explains a decision when tapped.
+    await page.locator("#policy-scope").select_option("telegram:-1001234")
+    await page.locator('tr[data-principal="aarav"] button').first.click()
+    await expect(page.locator("#policy-why")).to_contain_text("parents group is for parents only")
+
+    # Recent events, and clearing a chat (the confirm dialog is accepted).
+    await expect(page.locator("#event-list")).to_contain_text("admin pairing approve")
+    page.once("dialog", lambda dialog: dialog.accept())
+    await mom.get_by_role("button", name="Clear chat").click()
+    await expect(mom).to_contain_text("0 in session")
+    assert problems == []
+
+    phone, phone_problems = await open_dashboard(browser, harness.local.base + "/", PHONE)
+    await expect(phone.locator(f'[data-scope="{SEEDED}"]')).to_be_visible()
+    width = await phone.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], "the page must not scroll sideways on a phone"
+    await phone.screenshot(path=str(tmp_path / "dashboard-phone.png"), full_page=True)
+    assert phone_problems == []
+    assert (tmp_path / "dashboard-desktop.png").stat().st_size > 10_000
+
+
+async def test_from_another_machine_the_page_asks_for_the_token(admin, browser, tmp_path: Path):
+    from playwright.async_api import expect
+
+    harness, _ = await family_halo(admin)
+    remote = harness.remotes[0]
+    page, problems = await open_dashboard(browser, remote.base + "/", PHONE)
+    await expect(page.locator("#signin")).to_be_visible()
+    assert await page.locator('[data-scope]').count() == 0
+    await page.screenshot(path=str(tmp_path / "dashboard-signin-phone.png"))
+    await page.locator("#token-input").fill("wrong")
+    await page.locator("#signin button[type=submit]").click()
+    await expect(page.locator("#signin-error")).to_contain_text("not accepted")
+    await page.locator("#token-input").fill(ADMIN_TOKEN)
+    await page.locator("#signin button[type=submit]").click()
+    await expect(page.locator(f'[data-scope="{SEEDED}"]')).to_be_visible()
+    await expect(page.locator("#signin")).to_be_hidden()
+    # Loopback-only powers are not offered from another machine.
+    assert await page.get_by_role("button", name="Purge…").count() == 0
+    await expect(page.locator("#events-note")).to_contain_text("Events about telegram:1003")  # the latest chat
+    await expect(page.locator("#event-list")).to_contain_text("mom read memory telegram:1003")
+    await page.screenshot(path=str(tmp_path / "dashboard-remote-phone.png"), full_page=True)
+    # The browser saw only the refusals themselves (the first 401s, and 403 from the loopback-only
+    # event log, which is how the page learns it is remote): no script error, no CSP violation.
+    assert all("status of 401" in p or "status of 403" in p for p in problems), problems

@@ -1,0 +1,107 @@
+"""/openapi.json is the contract: it documents every route, routes every documented path, and
+the handlers keep to it (schemathesis, a bounded number of generated requests per operation)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, settings
+from schemathesis.config import SchemathesisConfig
+
+from adapters.web import openapi_paths as web_chat_paths
+from admin_api.openapi import build_spec
+from admin_api.routes import admin_routes
+from config.loader import load_settings
+from halo.app import Halo
+from tests.admin.conftest import ADMIN_YAML, seed_scope
+from tests.admin.fakes import FakeMemory, FakePairing, FakeSemantic, WithSeams
+from tests.admin.threaded import ThreadedHalo
+from tests.conftest import write_home
+
+EXAMPLES_PER_OPERATION = 25
+
+
+async def test_every_route_is_documented_and_every_documented_path_is_routed(admin):
+    harness = await admin()
+    spec = (await harness.local.call("GET", "/openapi.json")).body
+    assert spec == SPEC
+    documented = {(method.upper(), path) for path, ops in spec["paths"].items() for method in ops}
+    routed = {
+        (route.method, route.resource.canonical)
+        for route in harness.runner.app.router.routes()
+        if route.method != "HEAD" and route.resource is not None
+    }
+    assert documented == routed
+    access = {(r.method, r.path): r.access for r in admin_routes()}
+    for (method, path), level in access.items():
+        assert spec["paths"][path][method.lower()]["x-access"] == level, (method, path)
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            assert op.get("summary") and op.get("responses"), (method, path)
+            if op["x-access"] == "token":
+                assert "401" in op["responses"], (method, path)
+            if op["x-access"] == "loopback":
+                assert "403" in op["responses"], (method, path)
+
+
+def _seams(halo: Halo):
+    async def prepare() -> None:
+        halo.services = WithSeams(  # type: ignore[assignment]
+            halo.services, memory=FakeMemory(), pairing=FakePairing("K7PQ2MZX"), semantic=FakeSemantic()
+        )
+        await seed_scope(halo.services)
+        await seed_scope(halo.services, "telegram:1003")
+
+    return prepare()
+
+
+@pytest.fixture(scope="module")
+def running_halo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedHalo]:
+    home = write_home(Path(tmp_path_factory.mktemp("schemathesis")) / "home", ADMIN_YAML + "llm: {provider: none}\n")
+    server = ThreadedHalo(load_settings(home), prepare=_seams, remote_peer=("203.0.113.9", 40000)).start()
+    yield server
+    server.stop()
+
+
+# The document `halo serve` serves (the admin API and the web chat); the first test checks they agree.
+SPEC = build_spec(web_chat_paths())
+# Two things no OpenAPI schema can say, told to schemathesis instead:
+# - purge's `confirm` must equal the path's scopeId: a schema-valid pair that differs is rightly refused (400);
+# - the web chat answers an over-long message with 413 Content Too Large, a rejection like any 4xx.
+CONFIG = SchemathesisConfig.from_str("""
+[[operations]]
+include-path = "/sessions/{scopeId}/purge"
+checks.positive_data_acceptance.enabled = false
+
+[[operations]]
+include-path = "/api/chat"
+checks.negative_data_rejection.expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 415, 422]
+""")
+schema = schemathesis.openapi.from_dict(SPEC, config=CONFIG)
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
+    phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
+)
+def test_api_keeps_to_its_schema_from_this_machine(case: schemathesis.Case, running_halo: ThreadedHalo) -> None:
+    case.call_and_validate(base_url=running_halo.url)
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES_PER_OPERATION // 5, deadline=None, derandomize=True, database=None,
+    phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
+)
+def test_api_keeps_to_its_schema_for_a_remote_peer_without_token(
+    case: schemathesis.Case, running_halo: ThreadedHalo
+) -> None:
+    """Refusals are documented too, and nothing but a refusal (or the router's 404/405) comes back."""
+    response = case.call_and_validate(base_url=running_halo.remote_url)
+    access = case.operation.definition.raw.get("x-access")
+    if access in ("token", "loopback") and response.status_code not in (404, 405):
+        assert response.status_code == (401 if access == "token" else 403)
