@@ -187,7 +187,7 @@ SCHEMAS: dict[str, Schema] = {
                 "type": "object", "required": ["id", "name", "role", "ageGroup"],
                 "properties": {
                     "id": {"type": "string"}, "name": {"type": "string"}, "role": {"type": "string"},
-                    "ageGroup": nullable({"type": "string"}),
+                    "ageGroup": nullable({"type": "string"}), "safety": ref("SafetyProfile"),
                 },
             }},
             "scopes": {"type": "array", "items": {
@@ -206,6 +206,20 @@ SCHEMAS: dict[str, Schema] = {
                     "line": {"type": "integer"},
                 },
             }},
+        },
+    },
+    "SafetyProfile": {
+        "type": "object", "required": ["member", "role", "guarded"],
+        "description": "a member's effective age profile (halo.yaml safety.profiles); only children are guarded",
+        "properties": {
+            "member": {"type": "string"}, "role": {"type": "string"}, "guarded": {"type": "boolean"},
+            "age_group": {"type": "string"}, "model_key": {"type": "string"}, "model": nullable({"type": "string"}),
+            "tool_classes": {"type": "array", "items": {"type": "string"}},
+            "max_reply_chars": {"type": "integer"},
+            "blocked_topics": {"type": "array", "items": {"type": "string"}},
+            "tone": {"type": "string"}, "notify_parents_on_medium": {"type": "boolean"},
+            "notify_parents_on_high": {"type": "boolean"}, "parental_visibility": {"type": "boolean"},
+            "parents_who_may_read_transcript": {"type": "array", "items": {"type": "string"}},
         },
     },
     "Notification": {

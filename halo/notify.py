@@ -107,6 +107,10 @@ class Outbox:
     def undelivered(self, via: str, since: datetime) -> list[Notification]:
         return [n for n in self._notes.values() if n.ts >= since and via not in self._delivered.get(n.id, ())]
 
+    def undelivered_count(self) -> int:
+        """Notifications no sink has delivered (they are in the member's web inbox all the same)."""
+        return sum(1 for note_id in self._notes if not self._delivered.get(note_id))
+
     def for_member(self, member_id: str, limit: int = 50) -> list[Notification]:
         """The member's latest notifications, oldest first."""
         mine = [n for n in self._notes.values() if n.member_id == member_id]

@@ -101,6 +101,8 @@ async def test_escalation_without_any_adapter_is_kept_and_delivered_later(provid
         assert fake.model_requests == []  # the floor decided: no model, not even the classifier
         notifier = running.halo.services.notifier
         assert len(alerts(running.halo, "wags")) == 1  # durable in the outbox and the web inbox already
+        async with running.http.get(running.url("/status")) as resp:
+            assert (await resp.json())["queues"]["undelivered_notifications"] == 2
 
         flaky = RecordingSink(fail_times=2)
         notifier.register(flaky)  # an adapter starting later: it gets what is undelivered
@@ -110,6 +112,8 @@ async def test_escalation_without_any_adapter_is_kept_and_delivered_later(provid
         assert len(failures) == 2
         await notifier.retry()
         assert sorted(scope for scope, _ in flaky.sent) == ["telegram:1001", "telegram:1002"]
+        async with running.http.get(running.url("/status")) as resp:
+            assert (await resp.json())["queues"]["undelivered_notifications"] == 0
         await notifier.retry()
         assert len(flaky.sent) == 2  # delivered once, never twice
         assert all('"I want to hurt myself"' in text for _, text in flaky.sent)  # a young child: words shared

@@ -87,3 +87,15 @@ async def test_a_parent_lists_what_they_may_read(home, serve_halo) -> None:
         scopes = set((await resp.json())["scopes"])
     assert {"web:tara", "telegram:1004", "web:wags", "telegram:1001"} <= scopes
     assert not scopes & {"web:aarav", "telegram:1003", "web:mom", "telegram:1002"}
+
+
+async def test_policy_status_shows_each_members_safety_profile(home, serve_halo) -> None:
+    running = await serve_halo(family_settings(home, "llm: {provider: none}\n"))
+    async with running.http.get(running.url("/policy/status")) as r:  # this machine: the admin
+        assert r.status == 200
+        profiles = {m["id"]: m["safety"] for m in (await r.json())["members"]}
+    assert profiles["tara"]["guarded"] and profiles["tara"]["parents_who_may_read_transcript"] == ["wags", "mom"]
+    assert profiles["aarav"]["parents_who_may_read_transcript"] == []
+    assert "outward" in profiles["aarav"]["tool_classes"] and "outward" not in profiles["tara"]["tool_classes"]
+    assert profiles["tara"]["max_reply_chars"] == 600 and profiles["tara"]["notify_parents_on_medium"]
+    assert profiles["wags"] == {"member": "wags", "role": "parent", "guarded": False}

@@ -163,7 +163,8 @@ discord: {{token: {secrets['dc']}}}
     assert status["adapters"]["web"]["connected"] is True
     assert status["semantic"] == {"enabled": False, "reason": "the semantic index is not part of this build yet"}
     assert status["distillation"] == {"enabled": True, "every_n_items": 20, "available": False, "scopes": {}}
-    assert status["queues"] == {"gateway_background_tasks": 0, "busy_scopes": 0, "pending_pairing_requests": 0}
+    assert status["queues"] == {"gateway_background_tasks": 0, "busy_scopes": 0, "pending_pairing_requests": 0,
+                                "undelivered_notifications": 0}
     assert status["uptime_seconds"] >= 0 and status["version"]
 
 
