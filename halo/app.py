@@ -19,7 +19,7 @@ from halo.compaction import compact_if_needed
 from halo.context import ContextBuilder, PersonaSource
 from halo.gateway import Gateway, Reply
 from halo.notify import Notifier, Outbox
-from halo.providers import build_model, model_settings
+from halo.providers import build_model, close_model, model_settings
 from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
 from halo.safety.profiles import model_name
@@ -46,6 +46,7 @@ class Halo:
     gateway: Gateway
     adapters: list[Adapter] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
+    owned_models: list[Model] = field(default_factory=list)  # their HTTP clients are closed on close()
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.name: a.status() for a in self.adapters}
@@ -64,6 +65,8 @@ class Halo:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
         await self.services.sessions.close()
+        for model in self.owned_models:
+            await close_model(model)
 
 
 def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
@@ -78,6 +81,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     transcripts = TranscriptStore(paths.transcripts)
     main_model = model if model is not None else build_model(settings.llm)
     notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit)
+    safety = build_safety(settings, policy, notifier, audit, main_model)
     services = Services(
         settings=settings,
         paths=paths,
@@ -91,7 +95,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         model_settings=model_settings(settings.llm),
         tools=default_tools(),
         notifier=notifier,
-        safety=build_safety(settings, policy, notifier, audit, main_model),
+        safety=safety,
     )
     gateway = Gateway(services)
 
@@ -100,7 +104,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             await compact_if_needed(services.sessions, turn.scope.id, services.model, settings.llm.tracing)
 
     gateway.after_turn.append(keep_session_in_budget)
-    return Halo(settings, services, gateway, adapters=[WebChatAdapter(gateway)])
+    # close_model closes only clients build_model made, once: a model passed in stays the caller's
+    owned = [m for m in (main_model, *safety.owned_models()) if m is not None]
+    return Halo(settings, services, gateway, adapters=[WebChatAdapter(gateway)], owned_models=owned)
 
 
 def build_safety(

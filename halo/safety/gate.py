@@ -78,6 +78,13 @@ class SafetyGate:
     def family(self) -> Family:
         return self.policy.family
 
+    def owned_models(self) -> list[Model]:
+        """The per-profile models and the classifier's, for whoever closes them at shutdown."""
+        found = list(self.models.values())
+        if self.classifier is not None:
+            found.append(self.classifier.model)
+        return found
+
     def begin(self, turn: Turn) -> SafetyState | None:
         limits = turn_profile(self.family, turn.envelope)
         turn.safety = SafetyState(limits) if limits else None
