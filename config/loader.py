@@ -72,6 +72,12 @@ def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
     data: Any = {}
     if paths.config_file.exists():
         data = read_yaml(paths.config_file)
+    return settings_from(paths, data, **overrides)
+
+
+def settings_from(paths: HaloPaths, data: Any, **overrides: Any) -> Settings:
+    """Validate a parsed halo.yaml (plus HALO_* environment overrides) as `load_settings` does,
+    so an edit can be checked before it is written."""
     plain = _plain(data)
     plain.setdefault("home", paths.home)
     plain.update(overrides)

@@ -43,8 +43,12 @@ class LLMSettings(BaseModel):
 class TelegramSettings(BaseModel):
     model_config = _STRICT
     token: SecretStr | None = None
-    base_url: str | None = None
-    webhook_url: str | None = None
+    base_url: str | None = Field(default=None, description="a self-hosted Bot API server, e.g. http://127.0.0.1:8081/bot")
+    webhook_url: str | None = Field(default=None, description="public https URL; unset means long polling")
+    webhook_secret: SecretStr | None = Field(default=None, description="default: derived from the token")
+    poll_timeout_seconds: float = Field(default=30, ge=0, le=60, description="long-poll wait per getUpdates")
+    send_retries: int = Field(default=3, ge=0, le=10, description="tries before a reply waits in the outbox")
+    retry_backoff_seconds: float = Field(default=1.0, gt=0, description="first wait after a network error")
 
 
 class DiscordSettings(BaseModel):

@@ -17,8 +17,13 @@ from halo.adapter import Adapter
 from halo.commands import commands
 from halo.compaction import compact_if_needed
 from halo.context import ContextBuilder, PersonaSource
+from halo.db import HaloDB
+from halo.delivery import Delivery
 from halo.gateway import Gateway, Reply
+from halo.groups import GroupGuard
+from halo.members import FamilyEditor
 from halo.notify import Notifier, Outbox
+from halo.pairing import Pairing
 from halo.providers import build_model, close_model, model_settings
 from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
@@ -65,6 +70,7 @@ class Halo:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
         await self.services.sessions.close()
+        await self.services.db.close()
         for model in self.owned_models:
             await close_model(model)
 
@@ -79,8 +85,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     audit = AuditLog(paths.events_log)
     policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
     transcripts = TranscriptStore(paths.transcripts)
+    db = HaloDB(paths.halo_db)
+    delivery = Delivery(transcripts)
     main_model = model if model is not None else build_model(settings.llm)
-    notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit)
+    # safety alerts reach parents through whichever adapters register with `delivery`
+    notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit, delivery)
     safety = build_safety(settings, policy, notifier, audit, main_model)
     services = Services(
         settings=settings,
@@ -91,6 +100,10 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         audit=audit,
         context=ContextBuilder([PersonaSource(paths.soul), ProfileSource()]),
         commands=commands,
+        db=db,
+        delivery=delivery,
+        pairing=Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit),
+        groups=GroupGuard(db, policy, delivery, audit),
         model=main_model,
         model_settings=model_settings(settings.llm),
         tools=default_tools(),
@@ -104,9 +117,17 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             await compact_if_needed(services.sessions, turn.scope.id, services.model, settings.llm.tracing)
 
     gateway.after_turn.append(keep_session_in_budget)
+    adapters: list[Adapter] = [WebChatAdapter(gateway)]
+    if settings.telegram.token is not None:
+        from adapters.telegram import TelegramAdapter
+
+        telegram = TelegramAdapter(gateway, settings.telegram)
+        delivery.register("telegram", telegram)
+        services.groups.register_presence("telegram", telegram.still_in_chat)
+        adapters.append(telegram)
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, *safety.owned_models()) if m is not None]
-    return Halo(settings, services, gateway, adapters=[WebChatAdapter(gateway)], owned_models=owned)
+    return Halo(settings, services, gateway, adapters=adapters, owned_models=owned)
 
 
 def build_safety(

@@ -13,8 +13,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from config.family import Member
+from halo.pairing import APPROVE_USAGE, PairingError, parse_approve
 from halo.safety.profiles import effective_profile
 from halo.turn import Turn
+from policy import SYSTEM
 
 Handler = Callable[[Turn, str], Awaitable[str]]
 
@@ -121,3 +123,51 @@ async def new_command(turn: Turn, args: str) -> str:
     await turn.services.sessions.clear(turn.scope.id)
     turn.services.audit.write("session_cleared", scope_id=turn.scope.id, by=turn.envelope.speaker.label)
     return "Fresh start: I've cleared this chat's working memory. The transcript is kept."
+
+
+def _refuse_unless_admin(turn: Turn, what: str) -> str | None:
+    """Administering halo is for those the policy says may (parents). Asked without a
+    from-scope: it is about who the person is, and works from a suspended group too."""
+    decision = turn.services.policy.decide(
+        "admin", principal=turn.member, resource=SYSTEM,
+        unknown_id=None if turn.member else turn.envelope.speaker.platform_user_id,
+    )
+    return None if decision.allowed else f"Sorry, only parents can {what}: {decision.reason}"
+
+
+@commands.command("approve", "Let someone who asked to join talk to me", usage=APPROVE_USAGE)
+async def approve_command(turn: Turn, args: str) -> str:
+    if refusal := _refuse_unless_admin(turn, "approve join requests"):
+        return refusal
+    try:
+        code, role, name, age_group = parse_approve(args)
+        member = await turn.services.pairing.approve(
+            code, role=role, name=name, age_group=age_group, by=turn.envelope.speaker.label
+        )
+    except PairingError as exc:
+        return str(exc)
+    extra = f", {member.age_group}" if member.role == "child" else ""
+    return (f"Approved: {member.name} ({member.role}{extra}, id {member.id}) can talk to me now. "
+            "I added them to halo.yaml and kept the previous file as halo.yaml.bak.")
+
+
+@commands.command("deny", "Turn down a join request", usage="CODE")
+async def deny_command(turn: Turn, args: str) -> str:
+    if refusal := _refuse_unless_admin(turn, "deny join requests"):
+        return refusal
+    if not args.split():
+        return "Usage: /deny CODE"
+    try:
+        request = await turn.services.pairing.deny(args.split()[0], by=turn.envelope.speaker.label)
+    except PairingError as exc:
+        return str(exc)
+    return f"Denied: {request.who} will not hear from me again."
+
+
+@commands.command("resume", "Start using the parents group again after I stopped")
+async def resume_command(turn: Turn, args: str) -> str:
+    if refusal := _refuse_unless_admin(turn, "resume the parents group"):
+        return refusal
+    assert turn.member is not None  # the policy permits admin only to members
+    groups = turn.services.groups
+    return await groups.resume(turn.member, turn.scope.id if groups.guards(turn.scope) else None)

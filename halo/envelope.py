@@ -22,6 +22,7 @@ class Scope:
     type: ScopeType
     owner_id: str | None = None  # the member whose DM this is
     configured: bool = True  # a group chat is untrusted until halo.yaml names it
+    suspended: bool = False  # a guarded group halo stopped using (halo/groups.py)
 
     @property
     def hash(self) -> str:

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 # "guarded": halo's own reply for a child's turn the guardrails stopped (escalation, deflection)
 ReplyKind = Literal["model", "command", "denied", "silent", "kept", "no_model", "provider_error", "guarded"]
 DeltaCallback = Callable[[str], Awaitable[None]]
+ModelStartCallback = Callable[[], Awaitable[None]]
 AfterTurnHook = Callable[[Turn, "Reply"], Awaitable[None]]
 
 PROVIDER_DOWN = "I can't reach my language model right now — your message is saved."
@@ -45,10 +46,6 @@ NO_MODEL = (
     "No language model is configured yet, so I can only answer commands (try /help). "
     "To talk freely, set llm.provider in halo.yaml (openai, openai-compatible or anthropic) "
     "with its api_key or base_url, or set HALO_LLM__PROVIDER and HALO_LLM__API_KEY."
-)
-UNKNOWN_DM = (
-    "Hi! I'm this family's assistant and I don't know you yet. "
-    "Please ask a parent in the family to add you."
 )
 
 
@@ -83,20 +80,33 @@ class Gateway:
         """Scopes handling a message right now (others may be waiting behind each)."""
         return sum(1 for lock in self._locks.values() if lock.locked())
 
-    async def handle(self, envelope: Envelope, on_delta: DeltaCallback | None = None) -> Reply:
+    async def handle(
+        self,
+        envelope: Envelope,
+        on_delta: DeltaCallback | None = None,
+        on_model_start: ModelStartCallback | None = None,
+    ) -> Reply:
+        """`on_delta` receives streamed reply text; `on_model_start` is awaited just before the
+        model is asked (an adapter shows "typing…" from then on)."""
         async with self.scope_lock(envelope.scope.id):
-            return await self._handle(Turn(envelope, self.services), on_delta)
+            envelope = await self.services.groups.current(envelope)
+            return await self._handle(Turn(envelope, self.services), on_delta, on_model_start)
 
-    async def _handle(self, turn: Turn, on_delta: DeltaCallback | None) -> Reply:
+    async def _handle(
+        self, turn: Turn, on_delta: DeltaCallback | None, on_model_start: ModelStartCallback | None
+    ) -> Reply:
         env = turn.envelope
         decision = turn.decide("converse")
         if not decision.allowed:
-            return self._denied(turn, decision)
+            return await self._denied(turn, decision)
         await self._record(turn, "user", env.text)
         if not env.addressed:
             if self.services.safety is not None:
                 await self.services.safety.watch(turn)  # a child's cry for help still reaches the parents
-            return Reply(None, env.scope.id, "kept", decision)
+            reply = Reply(None, env.scope.id, "kept", decision)
+            await self._keep_as_context(turn)
+            self._after(turn, reply)
+            return reply
 
         # the child guardrails: only a child's turn, or the family group with children, pays for them
         safety = self.services.safety
@@ -112,6 +122,8 @@ class Gateway:
         elif self.services.model is None:
             reply = Reply(NO_MODEL, env.scope.id, "no_model", decision)
         else:
+            if on_model_start is not None:
+                await on_model_start()
             # a guarded reply is checked whole before anything of it is sent: no streaming
             reply = await self._run_agent(turn, None if safety is not None else on_delta, decision)
         if safety is not None:
@@ -124,13 +136,27 @@ class Gateway:
         self._after(turn, reply)
         return reply
 
-    def _denied(self, turn: Turn, decision: Decision) -> Reply:
+    async def _denied(self, turn: Turn, decision: Decision) -> Reply:
         env = turn.envelope
+        services = self.services
         if env.speaker.member is None and env.scope.type == "dm":
-            return Reply(UNKNOWN_DM, env.scope.id, "denied", decision)
+            # A stranger: one pairing reply at most, and the message goes nowhere else.
+            text = await services.pairing.on_stranger(env.platform, env.speaker)
+            return Reply(text, env.scope.id, "denied" if text else "silent", decision)
         if env.scope.type == "dm" or env.platform in ("web", "cli"):
             return Reply(f"Sorry, I can't do that here: {decision.reason}", env.scope.id, "denied", decision)
+        if services.groups.guards(env.scope):
+            text = await services.groups.on_denied(turn)
+            if text is not None:
+                return Reply(text, env.scope.id, "command", decision)
         return Reply(None, env.scope.id, "silent", decision)  # groups: silence, the audit log has it
+
+    async def _keep_as_context(self, turn: Turn) -> None:
+        """A message not addressed to halo (a group's chatter) joins the scope's history, so
+        the next answer there knows what was said."""
+        await self.services.sessions.get(turn.scope.id).add_items(
+            [{"role": "user", "content": _model_input(turn)}]
+        )
 
     async def _record(self, turn: Turn, role: Literal["user", "assistant", "event"], text: str) -> int:
         env = turn.envelope

@@ -1,7 +1,8 @@
 """Telling a member something privately: the seam between the core and whichever adapters run.
 
-The core calls `Notifier.notify_parents(...)`. An adapter that can reach a member privately
-(Telegram DM, Discord DM …) registers itself as a `NotificationSink`. A notification is
+The core calls `Notifier.notify_parents(...)`. Every adapter registered with `Delivery`
+(halo/delivery.py: Telegram …) reaches members through it, in their DM on that platform;
+anything else that can reach a member registers as a `NotificationSink`. A notification is
 durable before any delivery is tried: it goes into the outbox and, as a role "event" line,
 into the member's web DM transcript (`web:<id>`, the inbox the web chat and the family API
 read), so a parent hears about it even when no adapter is running. Deliveries that have not
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from config.family import Family, Member
+from halo.delivery import Delivery, Sender
+from halo.scopes import member_scopes
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -117,16 +120,35 @@ class Outbox:
         return mine[-limit:] if limit > 0 else []
 
 
+class PlatformSink:
+    """A NotificationSink over an adapter's outbound side (Delivery's `Sender`): the member's
+    DM on that platform, as halo.yaml names it."""
+
+    def __init__(self, platform: str, sender: Sender, family: Callable[[], Family]) -> None:
+        self.name = platform
+        self.sender = sender
+        self._family = family
+
+    def dm_scope(self, member: Member) -> str | None:
+        return next((s.id for s in member_scopes(self._family())
+                     if s.type == "dm" and s.owner_id == member.id and s.platform == self.name), None)
+
+    async def send(self, scope_id: str, text: str) -> None:
+        await self.sender.send(scope_id, text)
+
+
 class Notifier:
     """Persists, records and delivers private notifications; delivery never delays the caller."""
 
     def __init__(
-        self, family: Callable[[], Family], transcripts: TranscriptStore, outbox: Outbox, audit: AuditLog
+        self, family: Callable[[], Family], transcripts: TranscriptStore, outbox: Outbox, audit: AuditLog,
+        delivery: Delivery | None = None,
     ) -> None:
         self._family = family
         self.transcripts = transcripts
         self.outbox = outbox
         self.audit = audit
+        self.delivery = delivery
         self.sinks: list[NotificationSink] = []
         self._in_flight: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -161,7 +183,7 @@ class Notifier:
         """Try every (notification, sink) pair not yet delivered."""
         since = datetime.now(UTC) - RETRY_WINDOW
         family = self._family()
-        for sink in list(self.sinks):
+        for sink in self._all_sinks():
             for note in self.outbox.undelivered(sink.name, since):
                 member = family.member(note.member_id)
                 scope_id = sink.dm_scope(member) if member else None
@@ -172,6 +194,15 @@ class Notifier:
                     await self._deliver(sink, note, scope_id)
                 finally:
                     self._in_flight.discard((note.id, sink.name))
+
+    def _all_sinks(self) -> list[NotificationSink]:
+        """Registered sinks, then one per Delivery platform no registered sink already covers."""
+        found = list(self.sinks)
+        names = {sink.name for sink in found}
+        if self.delivery is not None:
+            found += [PlatformSink(platform, sender, self._family)
+                      for platform, sender in self.delivery.senders().items() if platform not in names]
+        return found
 
     async def _deliver(self, sink: NotificationSink, note: Notification, scope_id: str) -> None:
         try:

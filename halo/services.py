@@ -15,7 +15,11 @@ if TYPE_CHECKING:
     from config.settings import Settings
     from halo.commands import CommandRegistry
     from halo.context import ContextBuilder
+    from halo.db import HaloDB
+    from halo.delivery import Delivery
+    from halo.groups import GroupGuard
     from halo.notify import Notifier
+    from halo.pairing import Pairing
     from halo.safety.gate import SafetyGate
     from halo.sessions import SessionStore
     from policy import PolicyEngine
@@ -32,6 +36,10 @@ class Services:
     audit: AuditLog
     context: ContextBuilder
     commands: CommandRegistry
+    db: HaloDB
+    delivery: Delivery
+    pairing: Pairing
+    groups: GroupGuard
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
@@ -40,5 +48,6 @@ class Services:
 
     @property
     def family(self) -> Family:
-        """The live family: the policy engine is rebuilt when members change."""
+        """The live family: the policy engine is rebuilt when members change (halo/members.py).
+        `settings` stays the start-up snapshot; read people and groups from here."""
         return self.policy.family

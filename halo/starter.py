@@ -41,7 +41,7 @@ llm:
   # api_key: …                            # or HALO_LLM__API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY
 
 telegram:
-  token: null
+  token: null               # from @BotFather; see "Telegram" in README.md
 
 admin:
   host: 127.0.0.1

@@ -83,7 +83,8 @@ class Decision:
 
 class ScopeLike(Protocol):
     """Anything shaped like a scope: ScopeRef, or halo's own `Scope`. A missing `configured`
-    counts as False for a group (untrusted until named), True otherwise."""
+    counts as False for a group (untrusted until named), True otherwise; a missing
+    `suspended` as False."""
 
     @property
     def id(self) -> str: ...
@@ -339,7 +340,8 @@ def _scope_ref(scope: ScopeLike) -> ScopeRef:
     if isinstance(scope, ScopeRef):
         return scope
     configured = getattr(scope, "configured", scope.type not in GROUP_TYPES)
-    return ScopeRef(scope.id, scope.type, scope.owner_id, bool(configured))
+    suspended = getattr(scope, "suspended", False)
+    return ScopeRef(scope.id, scope.type, scope.owner_id, bool(configured), bool(suspended))
 
 
 def _principal_label(key: _Key) -> str:

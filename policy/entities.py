@@ -19,6 +19,7 @@ class ScopeRef:
     type: str  # dm | parents_group | family_group | work_channel | home
     owner_id: str | None = None  # for a dm: the member whose DM it is
     configured: bool = True  # groups: False until halo.yaml names the chat
+    suspended: bool = False  # a group halo stopped using until a parent's /resume
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,8 @@ def base_entities(family: Family) -> list[dict[str, Any]]:
 def scope_entity(scope: ScopeRef, member_ids: frozenset[str]) -> dict[str, Any]:
     """A scope as an entity. An owner the config does not know is dropped: the DM then has no owner."""
     attrs: dict[str, Any] = {"scope_type": scope.type, "configured": scope.configured}
+    if scope.suspended:
+        attrs["suspended"] = True
     if scope.owner_id is not None and scope.owner_id in member_ids:
         attrs["owner"] = {"__entity": uid("Member", scope.owner_id)}
     return {"uid": uid("Scope", scope.id), "attrs": attrs, "parents": []}

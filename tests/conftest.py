@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import textwrap
 from collections.abc import AsyncIterator, Callable
@@ -58,9 +59,19 @@ llm:
 """
 
 
+def low_risk_classifier(body: dict[str, Any]) -> str | None:
+    """Answers halo's child-safety classifier "low", so a test scripting a child's reply with
+    `fake_llm.reply(...)` gets it for the reply and not for the classification around it.
+    Tests about the classifier itself script it (tests/safety_support.py)."""
+    if "child-safety classifier" not in json.dumps(body):
+        return None
+    return json.dumps({"level": "low", "category": "none", "blocked_topic": None, "summary": ""})
+
+
 @pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(default_reply="Hello from the fake model") as fake:
+        fake.interceptors.append(low_risk_classifier)
         yield fake
 
 
@@ -117,3 +128,34 @@ async def serve_halo() -> AsyncIterator[Callable[[Settings], Any]]:
         await instance.http.close()
         await instance.server.close()
         await instance.halo.close()
+
+
+class Outbox:
+    """Records what halo sends through `Delivery` for the `telegram` platform, as the
+    adapter would queue it (its `send` contract), for gateway-level tests."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    async def send(self, scope_id: str, text: str) -> None:
+        self.sent.append((scope_id, text))
+
+    def to(self, scope_id: str) -> list[str]:
+        return [text for sid, text in self.sent if sid == scope_id]
+
+
+@pytest.fixture
+async def halo(fake_llm: FakeOpenAI, settings_for: Callable[..., Settings]) -> AsyncIterator[Any]:
+    """halo built from the test family and the fake model, without starting adapters."""
+    from halo.app import build_halo
+
+    running = build_halo(settings_for(llm_yaml(fake_llm)))
+    yield running
+    await running.close()
+
+
+@pytest.fixture
+def outbox(halo: Any) -> Outbox:
+    box = Outbox()
+    halo.services.delivery.register("telegram", box)
+    return box

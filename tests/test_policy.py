@@ -39,6 +39,7 @@ SCOPES: dict[str, ScopeRef] = {
     "web:mom": ScopeRef("web:mom", "dm", "mom"),
     "pg": ScopeRef("telegram:-1001", "parents_group"),
     "pg-unconfigured": ScopeRef("telegram:-1999", "parents_group", configured=False),
+    "pg-suspended": ScopeRef("telegram:-1001", "parents_group", suspended=True),
     "fg": ScopeRef("telegram:-1002", "family_group"),
     "fg-unconfigured": ScopeRef("telegram:-1998", "family_group", configured=False),
     "work": ScopeRef("discord:3001", "work_channel"),
@@ -111,6 +112,8 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
     ("system", "converse", "home", None, None, True, "home-system"),
     ("wags", "converse", "home", None, None, False, "home-system-only"),
     ("system", "converse", "pg", None, None, False, "system-home-only"),
+    ("wags", "converse", "pg-suspended", None, None, False, "group-suspended"),
+    ("aarav", "converse", "pg-suspended", None, None, False, "group-suspended"),
     # read_memory on a scope
     ("aarav", "read_memory", "dm:aarav", "dm:aarav", None, True, "memory-own-scope"),
     ("wags", "read_memory", "pg", "pg", None, True, "memory-own-scope"),
@@ -135,6 +138,8 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
     ("wags", "read_memory", "dm:tara", "fg", None, False, "family-group-own-memory"),
     ("wags", "read_memory", "dm:tara", "dm:mom", None, False, "outside-scope"),
     ("wags", "read_memory", "pg-unconfigured", "dm:wags", None, False, "group-untrusted"),
+    ("wags", "read_memory", "pg-suspended", "dm:wags", None, False, "group-suspended"),
+    ("wags", "read_memory", "dm:wags", "pg-suspended", None, False, "group-suspended"),
     ("unknown", "read_memory", "dm:wags", "dm:wags", None, False, "unknown-sender"),
     # read_memory on a member (their USER.md)
     ("aarav", "read_memory", "member:aarav", "dm:aarav", None, True, "profile-self"),
@@ -180,6 +185,7 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
      "proactive-child-dm-by-rule"),
     ("system", "receive_proactive", "work", None, None, False, "proactive-not-to-work"),
     ("system", "receive_proactive", "pg-unconfigured", None, None, False, "group-untrusted"),
+    ("system", "receive_proactive", "pg-suspended", None, None, False, "group-suspended"),
     ("system", "receive_proactive", "dm:priya", None, None, False, None),
     # use_tool
     ("wags", "use_tool", "dm:wags", None, {"tool": "calendar", "tool_class": "private"}, True, "tool-in-scope"),
@@ -202,6 +208,7 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
     # admin
     ("wags", "admin", "pg", None, None, True, "admin-parents"),
     ("mom", "admin", "system", None, None, True, "admin-parents"),
+    ("wags", "admin", "system", "pg-suspended", None, False, "group-suspended"),
     ("aarav", "admin", "pg", None, None, False, "admin-parents-only"),
     ("priya", "admin", "system", None, None, False, "admin-parents-only"),
     ("unknown", "admin", "system", None, None, False, "unknown-sender"),

@@ -70,6 +70,8 @@ class RecordedRequest:
 
 
 Responder = Callable[[JSON], Reply | str]
+Interceptor = Callable[[JSON], Reply | str | None]
+"""Answers the requests it recognises (None: not mine), before the scripted queue."""
 
 # Keys in a prompt that carry structure, not words the model reads.
 _PROMPT_METADATA_KEYS = frozenset(
@@ -92,6 +94,10 @@ class ScriptedModelServer:
     def __init__(self, *, default_reply: str = "ok", responder: Responder | None = None) -> None:
         self.default_reply = default_reply
         self.responder = responder
+        # e.g. halo's child-safety classifier (tests/conftest.py): its calls then leave the
+        # scripted replies to the calls a test is about
+        self.interceptors: list[Interceptor] = []
+        self._intercepted: set[int] = set()  # id() of the request bodies an interceptor answered
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._ids = itertools.count(1)
@@ -146,9 +152,15 @@ class ScriptedModelServer:
         """Every piece of text the model was sent in one request, one piece per line."""
         return self._prompt_of(request.json)
 
+    @property
+    def intercepted_requests(self) -> list[RecordedRequest]:
+        """Model calls an interceptor answered (side calls such as a classification)."""
+        return [r for r in self.model_requests if id(r.json) in self._intercepted]
+
     def last_prompt_text(self) -> str:
-        """The prompt of the latest model call: system, history and user turn as one string."""
-        requests = self.model_requests
+        """The prompt of the latest model call an interceptor did not answer (the call a test
+        scripts): system, history and user turn as one string."""
+        requests = [r for r in self.model_requests if id(r.json) not in self._intercepted]
         if not requests:
             raise LookupError(f"{type(self).__name__} has received no model request")
         return self.prompt_text(requests[-1])
@@ -234,6 +246,11 @@ class ScriptedModelServer:
         return body
 
     def _next_reply(self, body: JSON) -> Reply:
+        for intercept in self.interceptors:
+            answer = intercept(body)
+            if answer is not None:
+                self._intercepted.add(id(body))
+                return Reply(text=answer) if isinstance(answer, str) else answer
         if self._queue:
             return self._queue.popleft()
         if self.responder is not None:

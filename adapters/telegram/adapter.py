@@ -1,0 +1,319 @@
+"""The Telegram adapter: updates in as envelopes, replies out through a persisted outbox.
+
+python-telegram-bot long-polls by default; with `telegram.webhook_url` set, Telegram posts
+updates to halo's own HTTP server instead (a reverse proxy forwards that one path). Each
+update is handled once (ids are recorded in halo.db), chats are handled concurrently and
+each chat in order. The adapter translates and delivers; what to answer, and whether to
+answer at all, is the gateway's and the policy's business.
+
+halo keeps running when Telegram is unreachable: connecting is retried in the background
+with growing pauses, replies wait in the outbox, and `status()` says what is wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlparse
+
+from aiohttp import web
+from telegram import BotCommand, ChatMemberRestricted, Update
+from telegram.constants import ChatAction, ChatMemberStatus
+from telegram.error import BadRequest, InvalidToken, TelegramError
+from telegram.ext import Application, ContextTypes, TypeHandler
+
+from adapters.telegram.connection import (
+    Health,
+    PerChatOrder,
+    TrackedRequest,
+    describer,
+    hide_token_in_logs,
+)
+from adapters.telegram.normalise import BotIdentity, speaker_of, to_envelope
+from adapters.telegram.outbox import Outbox
+from adapters.telegram.store import Outgoing, TelegramStore
+from config.settings import TelegramSettings
+from halo.access import token_matches
+from halo.gateway import Gateway
+from halo.scopes import resolve_scope
+
+log = logging.getLogger(__name__)
+
+ALLOWED_UPDATES = ["message"]  # text, and the join/leave service messages the group guard needs
+MAX_RECONNECT_PAUSE = 60.0
+STOP_POLLING_WITHIN = 5.0
+TYPING_EVERY = 4.0  # Telegram shows "typing…" for about five seconds per action
+DEFAULT_WEBHOOK_PATH = "/telegram/webhook"
+
+
+def unconfigured_notice(chat_id: int) -> str:
+    return (
+        "Hi! I'm this family's assistant. I don't work in this group until a parent sets it up: "
+        f"put its chat id {chat_id} under parents_group.telegram_chat_id in halo.yaml. "
+        "Until then I stay quiet here."
+    )
+
+
+class TelegramAdapter:
+    name = "telegram"
+
+    def __init__(self, gateway: Gateway, settings: TelegramSettings) -> None:
+        if settings.token is None:
+            raise ValueError("telegram.token is not set")
+        self.gateway = gateway
+        self.settings = settings
+        token = settings.token.get_secret_value()
+        hide_token_in_logs(token)
+        self.describe = describer(token)
+        self.health = Health()
+        self.store = TelegramStore(gateway.services.db)
+        self.identity: BotIdentity | None = None
+        self.last_update_id: int | None = None
+        self.webhook_secret = (
+            settings.webhook_secret.get_secret_value() if settings.webhook_secret
+            else hashlib.sha256(f"halo-webhook:{token}".encode()).hexdigest()[:48]
+        )
+        self.webhook_path: str | None = None
+        if settings.webhook_url:
+            self.webhook_path = urlparse(settings.webhook_url).path or DEFAULT_WEBHOOK_PATH
+        self.app = self._application(token)
+        self.outbox = Outbox(
+            self.store, self.app.bot, gateway.services.audit,
+            retries=settings.send_retries, backoff=settings.retry_backoff_seconds, describe=self.describe,
+        )
+        self._runner: asyncio.Task[None] | None = None
+
+    def _application(self, token: str) -> Application[Any, Any, Any, Any, Any, Any]:
+        timeouts = {"connect_timeout": 10.0, "read_timeout": 20.0, "write_timeout": 20.0, "pool_timeout": 10.0}
+        builder = (
+            Application.builder()
+            .token(token)
+            .request(TrackedRequest(self.health, self.describe, connection_pool_size=32, **timeouts))
+            .get_updates_request(TrackedRequest(self.health, self.describe, connection_pool_size=1, **timeouts))
+            .concurrent_updates(PerChatOrder(64))
+            .job_queue(None)
+        )
+        if self.settings.base_url:
+            builder = builder.base_url(self.settings.base_url)
+        if self.settings.webhook_url:
+            builder = builder.updater(None)
+        app = builder.build()
+        app.add_handler(TypeHandler(Update, self._on_update))
+        app.add_error_handler(self._on_error)
+        return app
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Returns at once; connecting (and reconnecting) happens in the background."""
+        self.last_update_id = await self.store.last_update_id()
+        await self.store.forget_old_updates()
+        self.outbox.counts = await self.store.counts()
+        self._runner = asyncio.create_task(self._connect_until_up(), name="telegram-connect")
+
+    async def _connect_until_up(self) -> None:
+        pause = self.settings.retry_backoff_seconds
+        while True:
+            try:
+                await self._connect()
+                break
+            except InvalidToken:
+                self.health.failed("Telegram rejected the bot token: check telegram.token (from @BotFather)")
+                log.error("Telegram rejected the bot token; the Telegram adapter is not running")
+                return
+            except Exception as exc:  # unreachable, or anything else: halo runs on, /status says why
+                self.health.failed(self.describe(exc))
+                log.warning("Telegram is unreachable, trying again in %.0fs: %s", pause, self.describe(exc),
+                            exc_info=not isinstance(exc, TelegramError))
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, MAX_RECONNECT_PAUSE)
+        self.outbox.start()
+        log.info("Telegram: @%s is %s", self.identity.username if self.identity else "?",
+                 "receiving a webhook" if self.settings.webhook_url else "polling")
+
+    async def _connect(self) -> None:
+        app = self.app
+        await app.initialize()  # getMe: checks the token and tells us who we are
+        me = app.bot.bot
+        self.identity = BotIdentity(me.id, me.username or "")
+        if not app.running:
+            await app.start()
+        await self._register_commands()
+        if self.settings.webhook_url:
+            await app.bot.set_webhook(
+                self.settings.webhook_url, secret_token=self.webhook_secret, allowed_updates=ALLOWED_UPDATES
+            )
+        elif app.updater is not None and not app.updater.running:
+            await app.updater.start_polling(
+                timeout=self.settings.poll_timeout_seconds, allowed_updates=ALLOWED_UPDATES,
+                error_callback=self._polling_error,
+            )
+        self.health.ok()
+
+    async def _register_commands(self) -> None:
+        """The command menu: the shared commands, so every platform offers the same ones."""
+        menu = [BotCommand(c.name, c.summary[:256]) for c in self.gateway.services.commands]
+        try:
+            await self.app.bot.set_my_commands(menu)
+        except TelegramError as exc:  # a missing menu is cosmetic; commands still work
+            log.warning("could not register the Telegram command menu: %s", self.describe(exc))
+
+    def _polling_error(self, exc: TelegramError) -> None:
+        """python-telegram-bot retries polling itself (backing off up to 30 s); we keep status."""
+        self.health.failed(self.describe(exc))
+        log.warning("Telegram polling failed, retrying: %s", self.describe(exc))
+
+    async def stop(self) -> None:
+        """Stop receiving, finish updates in progress and their deliveries, close connections."""
+        if self._runner is not None and not self._runner.done():
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+        app = self.app
+        if app.updater is not None and app.updater.running:
+            try:  # its retry pause after a network error is not interruptible: bound the wait
+                await asyncio.wait_for(app.updater.stop(), STOP_POLLING_WITHIN)
+            except TimeoutError:
+                log.warning("Telegram polling did not stop in time; unconfirmed updates come again next start")
+        if app.running:
+            await app.stop()  # waits for the updates being handled
+        await self.outbox.stop()
+        await app.shutdown()
+        await app.bot.shutdown()  # also when initialising never succeeded
+
+    def status(self) -> dict[str, Any]:
+        health = self.health
+        return {
+            "connected": health.connected,
+            "mode": "webhook" if self.settings.webhook_url else "polling",
+            "bot": f"@{self.identity.username}" if self.identity else None,
+            "last_ok_at": _iso(health.last_ok_at),
+            "last_error": health.last_error,
+            "last_error_at": _iso(health.last_error_at),
+            "last_update_id": self.last_update_id,
+            "outbox": dict(self.outbox.counts),
+        }
+
+    # --- outbound --------------------------------------------------------------------
+
+    async def send(self, scope_id: str, text: str) -> None:
+        """Queue `text` for a Telegram chat (`telegram:<chat id>`). Returns once it is stored;
+        it is delivered in the background, retried until Telegram takes it."""
+        platform, _, chat = scope_id.partition(":")
+        if platform != "telegram":
+            raise ValueError(f"{scope_id!r} is not a Telegram scope")
+        await self.store.enqueue([Outgoing(int(chat), text)])
+        self.outbox.flush_soon(int(chat))
+
+    async def still_in_chat(self, scope_id: str, user_id: str) -> bool | None:
+        """Whether a user is still in a group, or None when Telegram cannot say (unreachable)."""
+        try:
+            member = await self.app.bot.get_chat_member(int(scope_id.partition(":")[2]), int(user_id))
+        except BadRequest as exc:
+            return False if "not found" in exc.message.lower() else None
+        except TelegramError:
+            return None
+        if isinstance(member, ChatMemberRestricted):
+            return member.is_member
+        return member.status not in (ChatMemberStatus.LEFT, ChatMemberStatus.BANNED)
+
+    # --- inbound ---------------------------------------------------------------------
+
+    async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        if await self.store.seen(update.update_id):
+            log.info("Telegram update %s was handled before; not answering it again", update.update_id)
+            return
+        replies = await self._handle(update)
+        await self.store.complete(update.update_id, replies)
+        self.last_update_id = max(self.last_update_id or 0, update.update_id)
+        for chat_id in dict.fromkeys(r.chat_id for r in replies):
+            await self.outbox.flush(chat_id)
+
+    async def _handle(self, update: Update) -> list[Outgoing]:
+        message = update.message
+        if message is None or self.identity is None:
+            return []
+        services = self.gateway.services
+        family = services.family  # live: a member approved a moment ago is known now
+        chat = message.chat
+        scope = resolve_scope(family, f"telegram:{chat.id}")
+        replies: list[Outgoing] = []
+        if chat.type != "private" and not scope.configured and await self.store.first_notice(chat.id):
+            replies.append(Outgoing(chat.id, unconfigured_notice(chat.id)))
+        for user in message.new_chat_members or ():
+            if user.id != self.identity.id:
+                await services.groups.seen(scope, speaker_of(user, family), "joined it")
+        if message.left_chat_member is not None:
+            await services.groups.left(scope.id, str(message.left_chat_member.id))
+
+        envelope = to_envelope(message, scope, family, self.identity)
+        if envelope is None:
+            return replies
+        typing = _Typing(self, chat.id)
+        try:
+            reply = await self.gateway.handle(envelope, on_model_start=typing.start)
+        finally:
+            await typing.stop()
+        if reply.text:
+            quote = message.message_id if chat.type != "private" else None
+            replies.append(Outgoing(chat.id, reply.text, reply_to=quote))
+        return replies
+
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        error = context.error
+        update_id = update.update_id if isinstance(update, Update) else None
+        log.error("handling Telegram update %s failed: %s", update_id,
+                  self.describe(error) if error else "unknown error", exc_info=error)
+
+    # --- webhook ---------------------------------------------------------------------
+
+    def add_routes(self, app: web.Application) -> None:
+        """In webhook mode, Telegram posts updates to the admin server at the webhook URL's path."""
+        if self.webhook_path is not None:
+            app.router.add_post(self.webhook_path, self._webhook)
+
+    async def _webhook(self, request: web.Request) -> web.Response:
+        given = request.headers.get("X-Telegram-Bot-Api-Secret-Token")
+        if not token_matches(given, self.webhook_secret):
+            return web.json_response({"error": "wrong or missing secret token"}, status=403)
+        if not self.app.running:
+            return web.json_response({"error": "not ready; Telegram will retry"}, status=503)
+        try:
+            update = Update.de_json(await request.json(), self.app.bot)
+        except (ValueError, TypeError, KeyError):
+            return web.json_response({"error": "not a Telegram update"}, status=400)
+        await self.app.update_queue.put(update)
+        return web.json_response({"ok": True})
+
+
+class _Typing:
+    """Shows "typing…" in a chat from when the model starts until the reply is ready."""
+
+    def __init__(self, adapter: TelegramAdapter, chat_id: int) -> None:
+        self.adapter = adapter
+        self.chat_id = chat_id
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TelegramError):  # cosmetic: never retried, never fatal
+                await self.adapter.app.bot.send_chat_action(self.chat_id, ChatAction.TYPING)
+            await asyncio.sleep(TYPING_EVERY)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def _iso(ts: float | None) -> str | None:
+    return datetime.fromtimestamp(ts, UTC).isoformat() if ts is not None else None

@@ -1,0 +1,75 @@
+"""A Telegram message → an envelope: who wrote it, in which scope, and whether it is for halo.
+
+The speaker comes from `from.id` (a member when halo.yaml names that Telegram id), the
+scope from `chat.id` (`telegram:<chat id>`, resolved in halo/scopes.py). In a private
+chat every message is for halo; in a group only a mention of the bot, a reply to one of
+its messages, or a command meant for it — or everything, when the parents group is set
+to `respond_to_all`. Telegram's `/start`, sent when someone opens the chat, is `/help`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from telegram import Message, MessageEntity, User
+
+from config.family import Family
+from halo.envelope import Envelope, Scope, Speaker
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    id: int
+    username: str
+
+
+def speaker_of(user: User, family: Family) -> Speaker:
+    return Speaker(
+        platform_user_id=str(user.id),
+        member=family.by_telegram(user.id),
+        display_name=user.full_name,
+        username=user.username,
+    )
+
+
+def is_for_bot(message: Message, bot: BotIdentity) -> bool:
+    """Mentioned (`@name` or a text mention), replied to, or sent a command not meant for another bot."""
+    replied = message.reply_to_message
+    if replied is not None and replied.from_user is not None and replied.from_user.id == bot.id:
+        return True
+    kinds = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION, MessageEntity.BOT_COMMAND]
+    found = message.parse_entities(kinds) if message.text else message.parse_caption_entities(kinds)
+    handle = bot.username.lower()
+    for entity, value in found.items():
+        if entity.type == MessageEntity.MENTION and value.lower() == f"@{handle}":
+            return True
+        if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == bot.id:
+            return True
+        if entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
+            _, _, target = value.partition("@")
+            if not target or target.lower() == handle:
+                return True
+    return False
+
+
+def to_envelope(message: Message, scope: Scope, family: Family, bot: BotIdentity) -> Envelope | None:
+    """None for what halo does not read: messages without text, and posts with no sender."""
+    text = message.text or message.caption
+    if not text or not text.strip() or message.from_user is None:
+        return None
+    answers_all = scope.type == "parents_group" and family.parents_group.respond_to_all
+    addressed = message.chat.type == "private" or answers_all or is_for_bot(message, bot)
+    command, _, _ = text.strip().partition(" ")
+    if command.lower() in ("/start", f"/start@{bot.username.lower()}"):
+        text = "/help"  # what a Telegram client sends when someone opens the chat
+    replied = message.reply_to_message
+    return Envelope(
+        platform="telegram",
+        scope=scope,
+        speaker=speaker_of(message.from_user, family),
+        text=text.strip(),
+        addressed=addressed,
+        platform_message_id=str(message.message_id),
+        reply_to=str(replied.message_id) if replied is not None else None,
+        ts=message.date,
+    )

@@ -1,0 +1,128 @@
+"""Edits to halo.yaml that keep what a person wrote there.
+
+Comments, key order, quotes and indentation survive (ruamel round-trip). The edited
+document is validated before anything is written; the new file replaces the old one
+atomically and the previous one is kept as `halo.yaml.bak`. A file lock keeps two halo
+processes (or `halo serve` and a CLI command) from interleaving edits.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from filelock import FileLock
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.representer import RoundTripRepresenter
+
+from config.loader import ConfigError
+
+T = TypeVar("T")
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never re-wrap a long flow mapping a person wrote on one line
+    yaml.Representer = _Representer
+    return yaml
+
+
+class _Representer(RoundTripRepresenter):
+    """Round-trip, except that `key: null` stays written out instead of becoming `key:`."""
+
+    def represent_none(self, data: None) -> Any:
+        return self.represent_scalar("tag:yaml.org,2002:null", "null")
+
+
+_Representer.add_representer(type(None), _Representer.represent_none)
+
+
+# (mapping, sequence, offset) indents people commonly write; the one that reproduces the
+# file as it is, is the one used to write it back.
+_STYLES = ((2, 4, 2), (2, 2, 0), (4, 4, 2), (4, 6, 4), (4, 4, 0), (4, 2, 0), (2, 3, 1), (3, 3, 1))
+
+
+def _load(path: Path) -> tuple[CommentedMap, YAML]:
+    yaml = _yaml()
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    try:
+        data = yaml.load(text)
+    except YAMLError as exc:
+        raise ConfigError(f"{path}: is not valid YAML, so it was not changed: {exc}") from None
+    if data is None:
+        data = CommentedMap()
+    if not isinstance(data, CommentedMap):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys")
+    yaml.indent(*_closest_style(data, text))
+    return data, yaml
+
+
+def _closest_style(data: CommentedMap, text: str) -> tuple[int, int, int]:
+    original = text.splitlines()
+
+    def differing_lines(style: tuple[int, int, int]) -> int:
+        yaml = _yaml()
+        yaml.indent(*style)
+        buffer = io.StringIO()
+        yaml.dump(data, buffer)
+        dumped = buffer.getvalue().splitlines()
+        return sum(a != b for a, b in zip(original, dumped, strict=False)) + abs(len(original) - len(dumped))
+
+    return min(_STYLES, key=differing_lines)
+
+
+def edit_config(path: Path, change: Callable[[CommentedMap], None], validate: Callable[[Any], T]) -> T:
+    """Apply `change` to the document, `validate` the result (raise to refuse), then replace
+    the file atomically, keeping the previous one as `<name>.bak`. Returns what `validate` did."""
+    with FileLock(str(path.with_name(f".{path.name}.lock"))):
+        data, yaml = _load(path)
+        change(data)
+        result = validate(data)
+        buffer = io.StringIO()
+        yaml.dump(data, buffer)
+        _replace_atomically(path, buffer.getvalue())
+        return result
+
+
+def append_member(entry: dict[str, Any]) -> Callable[[CommentedMap], None]:
+    """A change that adds one member, written in the style of the members already there."""
+
+    def change(data: CommentedMap) -> None:
+        members = data.get("members")
+        if members is None:
+            members = data["members"] = CommentedSeq()
+        item = CommentedMap(entry)
+        if members and isinstance(members[-1], CommentedMap) and members[-1].fa.flow_style():
+            item.fa.set_flow_style()
+        members.append(item)
+
+    return change
+
+
+def _replace_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600  # halo.yaml may hold tokens
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            shutil.copy2(path, path.with_name(f"{path.name}.bak"))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -1,0 +1,66 @@
+"""halo.db: the small durable state of the core and the adapters (pairing requests, group
+state, Telegram's outbox), through SQLAlchemy so it moves to PostgreSQL with the rest.
+
+Each store declares its own `MetaData`; its tables are created on first use. Writes take
+turns in-process because SQLite has one writer at a time, and are fully synchronous: an
+outgoing message or a processed-update mark must survive a power cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import MetaData, event
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+
+def _sqlite_durable_pragmas(dbapi_connection: Any, _: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = FULL")
+        cursor.execute("PRAGMA busy_timeout = 5000")
+    finally:
+        cursor.close()
+
+
+class HaloDB:
+    def __init__(self, path: Path, url: str | None = None) -> None:
+        if url is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            url = f"sqlite+aiosqlite:///{path}"
+        self.engine: AsyncEngine = create_async_engine(url)
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine.sync_engine, "connect", _sqlite_durable_pragmas)
+        self._created: set[int] = set()
+        self._schema_lock = asyncio.Lock()
+        self._write_turns = asyncio.Lock()
+
+    async def _ensure(self, metadata: MetaData) -> None:
+        if id(metadata) in self._created:
+            return
+        async with self._schema_lock:
+            if id(metadata) not in self._created:
+                async with self.engine.begin() as conn:
+                    await conn.run_sync(metadata.create_all)
+                self._created.add(id(metadata))
+
+    @asynccontextmanager
+    async def write(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
+        """One transaction, committed on exit (rolled back on an exception)."""
+        await self._ensure(metadata)
+        async with self._write_turns, self.engine.begin() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def read(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
+        await self._ensure(metadata)
+        async with self.engine.connect() as conn:
+            yield conn
+
+    async def close(self) -> None:
+        await self.engine.dispose()

@@ -1,0 +1,383 @@
+"""A local Telegram Bot API that the real python-telegram-bot talks to in tests.
+
+It answers `/bot<token>/<method>` on 127.0.0.1 the way Telegram does: getUpdates long-polls
+the queued updates and forgets those below the `offset` it is given (so an update that was
+never confirmed is delivered again, as after a crash), sendMessage returns a Message, and
+errors carry `error_code`, `description` and, for 429, `parameters.retry_after`. Every call
+is recorded. Tests queue updates with `message`/`join`/`leave`, script failures with `fail`
+or `unreachable`, and wait for what halo sent with `wait_sent`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any, Self
+
+from aiohttp import web
+
+JSON = dict[str, Any]
+
+TOKEN = "123456789:AAHfakeTokenForTestsOnly-abcdefghijk"
+BOT_ID = 999
+BOT_USERNAME = "halo_family_bot"
+
+# Parameters PTB sends as plain strings; every other form value is JSON-encoded.
+_STRING_PARAMS = frozenset({"text", "parse_mode", "action", "url", "secret_token", "description", "caption"})
+
+
+@dataclass(frozen=True, slots=True)
+class BotCall:
+    method: str
+    params: JSON
+    at: float  # time.monotonic() when it arrived
+    ok: bool  # whether it was answered with success
+
+
+@dataclass(slots=True)
+class _Failure:
+    method: str
+    code: int
+    description: str
+    retry_after: int | None
+    times: int
+
+
+@dataclass(slots=True)
+class _Chat:
+    id: int
+    type: str
+    title: str | None = None
+    members: dict[int, str] = field(default_factory=dict)  # user id → status
+
+
+class FakeTelegram:
+    def __init__(
+        self, token: str = TOKEN, *, bot_id: int = BOT_ID, bot_username: str = BOT_USERNAME, port: int = 0
+    ) -> None:
+        self.token = token
+        self.bot = {"id": bot_id, "is_bot": True, "first_name": "halo", "username": bot_username}
+        self.calls: list[BotCall] = []
+        self.unreachable: set[str] = set()  # methods whose connections are dropped
+        self.webhook: JSON | None = None
+        self._pending: list[JSON] = []
+        self._arrived = asyncio.Event()
+        self._failures: list[_Failure] = []
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(1)
+        self._chats: dict[int, _Chat] = {}
+        self._runner: web.AppRunner | None = None
+        self._port = port
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """What goes in `telegram.base_url` (PTB appends the token)."""
+        return f"http://127.0.0.1:{self._port}/bot"
+
+    async def start(self) -> Self:
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._serve)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.2, handler_cancellation=True, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self._port).start()
+        self._port = self._runner.addresses[0][1]
+        return self
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self._runner = None
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # --- updates -------------------------------------------------------------------------
+
+    def push(self, update: JSON) -> JSON:
+        """Queue an update (an `update_id` is assigned when missing) for the next getUpdates."""
+        update.setdefault("update_id", next(self._update_ids))
+        self._pending.append(update)
+        self._pending.sort(key=lambda u: u["update_id"])
+        self._arrived.set()
+        return update
+
+    def redeliver(self, update: JSON) -> JSON:
+        """Queue an update that was already delivered, as Telegram does when it was not confirmed."""
+        return self.push(dict(update))
+
+    def user(self, user_id: int, first_name: str = "", username: str | None = None, is_bot: bool = False) -> JSON:
+        user: JSON = {"id": user_id, "is_bot": is_bot, "first_name": first_name or f"User{user_id}"}
+        if username:
+            user["username"] = username
+        return user
+
+    def chat(self, chat_id: int, title: str | None = None) -> JSON:
+        chat = self._chats.get(chat_id)
+        if chat is None:
+            kind = "private" if chat_id > 0 else "supergroup"
+            chat = self._chats[chat_id] = _Chat(chat_id, kind, title or (None if chat_id > 0 else "Family chat"))
+        data: JSON = {"id": chat.id, "type": chat.type}
+        if chat.title:
+            data["title"] = chat.title
+        return data
+
+    def message(
+        self,
+        chat_id: int,
+        sender: int | JSON,
+        text: str,
+        *,
+        mention: bool = False,
+        reply_to: JSON | None = None,
+        entities: list[JSON] | None = None,
+        **extra: Any,
+    ) -> JSON:
+        """Queue a text message from `sender` (a user id or a `user(...)` dict) in `chat_id`.
+        `mention=True` prefixes `@<bot username> ` with its entity, as Telegram clients do."""
+        from_user = sender if isinstance(sender, dict) else self.user(sender)
+        entities = list(entities or [])
+        if mention:
+            handle = f"@{self.bot['username']}"
+            text = f"{handle} {text}"
+            entities.insert(0, {"type": "mention", "offset": 0, "length": len(handle)})
+        if text.startswith("/"):
+            command = text.split()[0]
+            entities.insert(0, {"type": "bot_command", "offset": 0, "length": len(command)})
+        message = self._message(chat_id, from_user, text=text, **extra)
+        if entities:
+            message["entities"] = entities
+        if reply_to is not None:
+            message["reply_to_message"] = reply_to
+        self._chats[chat_id].members.setdefault(from_user["id"], "member")
+        return self.push({"message": message})
+
+    def join(self, chat_id: int, *users: JSON, by: int | None = None) -> JSON:
+        """Queue a `new_chat_members` service message."""
+        adder = self.user(by) if by is not None else users[0]
+        for user in users:
+            self.chat(chat_id)
+            self._chats[chat_id].members[user["id"]] = "member"
+        return self.push({"message": self._message(chat_id, adder, new_chat_members=list(users))})
+
+    def leave(self, chat_id: int, user: JSON) -> JSON:
+        """Queue a `left_chat_member` service message; getChatMember then says "left"."""
+        self.chat(chat_id)
+        self._chats[chat_id].members[user["id"]] = "left"
+        return self.push({"message": self._message(chat_id, user, left_chat_member=user)})
+
+    def _message(self, chat_id: int, from_user: JSON, **fields: Any) -> JSON:
+        return {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": self.chat(chat_id),
+            "from": from_user,
+            **fields,
+        }
+
+    # --- scripting -----------------------------------------------------------------------
+
+    def fail(
+        self, method: str, code: int = 429, description: str | None = None, *,
+        retry_after: int | None = None, times: int = 1,
+    ) -> None:
+        """The next `times` calls of `method` get this error."""
+        if code == 429 and retry_after is None:
+            retry_after = 1
+        text = description or (f"Too Many Requests: retry after {retry_after}" if code == 429 else "Bad Request")
+        self._failures.append(_Failure(method, code, text, retry_after, times))
+
+    # --- what happened -------------------------------------------------------------------
+
+    def calls_to(self, method: str) -> list[BotCall]:
+        return [c for c in self.calls if c.method == method]
+
+    def sent(self, chat_id: int | None = None) -> list[JSON]:
+        """Parameters of every sendMessage that succeeded, optionally to one chat."""
+        return [
+            c.params for c in self.calls
+            if c.method == "sendMessage" and c.ok and (chat_id is None or c.params["chat_id"] == chat_id)
+        ]
+
+    def texts(self, chat_id: int) -> list[str]:
+        return [p["text"] for p in self.sent(chat_id)]
+
+    async def wait_for(self, condition: Callable[[], Any], within: float = 5.0, what: str = "") -> Any:
+        """Poll `condition` until it is truthy (and return it), or fail after `within` seconds."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            result = condition()
+            if result:
+                return result
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"timed out waiting for {what or condition}; calls: {[c.method for c in self.calls]}")
+
+    async def wait_sent(self, chat_id: int, count: int = 1, within: float = 5.0) -> list[str]:
+        """The texts sent to `chat_id`, once there are at least `count` of them."""
+        await self.wait_for(lambda: len(self.sent(chat_id)) >= count, within, f"{count} message(s) to {chat_id}")
+        return self.texts(chat_id)
+
+    # --- the API -------------------------------------------------------------------------
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        method = request.match_info["method"]
+        params = await _params(request)
+        if request.match_info["token"] != self.token:
+            self.calls.append(BotCall(method, params, time.monotonic(), ok=False))
+            return _error(401, "Unauthorized")
+        if method in self.unreachable:
+            self.calls.append(BotCall(method, params, time.monotonic(), ok=False))
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response()
+        failure = next((f for f in self._failures if f.method == method), None)
+        if failure is not None:
+            failure.times -= 1
+            if failure.times <= 0:
+                self._failures.remove(failure)
+            self.calls.append(BotCall(method, params, time.monotonic(), ok=False))
+            return _error(failure.code, failure.description, failure.retry_after)
+        handler = getattr(self, f"_api_{method}", None)
+        if handler is None:
+            self.calls.append(BotCall(method, params, time.monotonic(), ok=False))
+            return _error(404, "Not Found: method not found")
+        arrived = time.monotonic()
+        try:
+            result = await handler(params)
+        except _ApiError as exc:
+            self.calls.append(BotCall(method, params, arrived, ok=False))
+            return _error(exc.code, exc.description)
+        if method == "getUpdates":  # recorded with what it delivered
+            params = {**params, "delivered": [u["update_id"] for u in result]}
+        self.calls.append(BotCall(method, params, arrived, ok=True))
+        return web.json_response({"ok": True, "result": result})
+
+    async def _api_getMe(self, params: JSON) -> JSON:
+        return {**self.bot, "can_join_groups": True, "can_read_all_group_messages": True,
+                "supports_inline_queries": False}
+
+    async def _api_getUpdates(self, params: JSON) -> list[JSON]:
+        offset = int(params.get("offset") or 0)
+        if offset:
+            self._pending = [u for u in self._pending if u["update_id"] >= offset]
+        deadline = time.monotonic() + float(params.get("timeout") or 0)
+        while not self._pending and time.monotonic() < deadline:
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), deadline - time.monotonic())
+            except TimeoutError:
+                break
+        return self._pending[: int(params.get("limit") or 100)]
+
+    async def _api_deleteWebhook(self, params: JSON) -> bool:
+        self.webhook = None
+        return True
+
+    async def _api_setWebhook(self, params: JSON) -> bool:
+        self.webhook = params
+        return True
+
+    async def _api_setMyCommands(self, params: JSON) -> bool:
+        return True
+
+    async def _api_sendChatAction(self, params: JSON) -> bool:
+        return True
+
+    async def _api_sendMessage(self, params: JSON) -> JSON:
+        text = params.get("text", "")
+        if not visible_text(text, params.get("parse_mode")).strip():
+            raise _ApiError(400, "Bad Request: message text is empty")
+        if len(visible_text(text, params.get("parse_mode")).encode("utf-16-le")) // 2 > 4096:
+            raise _ApiError(400, "Bad Request: message is too long")
+        return self._message(int(params["chat_id"]), self.bot, text=text)
+
+    async def _api_getChatMember(self, params: JSON) -> JSON:
+        chat = self._chats.get(int(params["chat_id"]))
+        user_id = int(params["user_id"])
+        status = chat.members.get(user_id, "left") if chat else "left"
+        return {"status": status, "user": self.user(user_id)}
+
+
+class _ApiError(Exception):
+    def __init__(self, code: int, description: str) -> None:
+        super().__init__(description)
+        self.code = code
+        self.description = description
+
+
+_HTML_TAGS = frozenset({"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "code", "pre", "a",
+                        "blockquote", "tg-spoiler", "span", "tg-emoji"})
+
+
+class _TelegramHTML(HTMLParser):
+    """Parses text the way Telegram's HTML mode does, as strictly: unknown or unbalanced tags
+    are the "can't parse entities" error a real bot gets."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[str] = []
+        self.visible: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag not in _HTML_TAGS:
+            raise _ApiError(400, f"Bad Request: can't parse entities: unsupported start tag \"{tag}\"")
+        self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.open or self.open.pop() != tag:
+            raise _ApiError(400, f"Bad Request: can't parse entities: unmatched end tag \"{tag}\"")
+
+    def handle_data(self, data: str) -> None:
+        self.visible.append(data)
+
+
+def visible_text(text: str, parse_mode: str | None) -> str:
+    """The text a reader sees, which is what Telegram's length limit counts."""
+    if parse_mode is None:
+        return text
+    if parse_mode != "HTML":
+        raise _ApiError(400, f"Bad Request: unsupported parse_mode {parse_mode} in this fake")
+    parser = _TelegramHTML()
+    parser.feed(text)
+    parser.close()
+    if parser.open:
+        raise _ApiError(400, f"Bad Request: can't parse entities: unclosed tag \"{parser.open[-1]}\"")
+    return "".join(parser.visible)
+
+
+def _error(code: int, description: str, retry_after: int | None = None) -> web.Response:
+    body: JSON = {"ok": False, "error_code": code, "description": description}
+    if retry_after is not None:
+        body["parameters"] = {"retry_after": retry_after}
+    return web.json_response(body, status=code)
+
+
+async def _params(request: web.Request) -> JSON:
+    """PTB posts form fields (JSON-encoded unless they are strings) or, at times, a JSON body."""
+    if request.content_type == "application/json":
+        return dict(await request.json())
+    form = await request.post()
+    params: JSON = {}
+    for key, value in form.items():
+        if not isinstance(value, str) or key in _STRING_PARAMS:
+            params[key] = value
+            continue
+        try:
+            params[key] = json.loads(value)
+        except ValueError:
+            params[key] = value
+    params.update({k: v for k, v in request.query.items() if k not in params})
+    return params
