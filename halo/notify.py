@@ -54,8 +54,13 @@ class Notification:
     ts: datetime
     member_id: str
     kind: str  # "safety_alert", …
-    text: str
+    text: str  # what adapters deliver
     about: str | None = None  # the member it concerns, if any
+    inbox_text: str | None = None  # a fuller text kept inside halo (the web inbox), if any
+
+    @property
+    def inbox(self) -> str:
+        return self.inbox_text or self.text
 
 
 class Outbox:
@@ -77,7 +82,7 @@ class Outbox:
                 record = json.loads(raw)
                 if record["status"] == "queued":
                     note = Notification(**{k: record[k] for k in ("id", "member_id", "kind", "text", "about")},
-                                        ts=datetime.fromisoformat(record["ts"]))
+                                        ts=datetime.fromisoformat(record["ts"]), inbox_text=record.get("inbox_text"))
                     self._notes[note.id] = note
                 elif record["status"] == "delivered":
                     self._delivered.setdefault(record["id"], set()).add(record["via"])
@@ -170,11 +175,14 @@ class Notifier:
     async def notify_parents(self, text: str, *, kind: str, about: str | None = None) -> list[Notification]:
         return [await self.notify(parent, text, kind=kind, about=about) for parent in self._family().parents]
 
-    async def notify(self, member: Member, text: str, *, kind: str, about: str | None = None) -> Notification:
-        """Durable when this returns (outbox + the member's web inbox); delivery follows."""
-        note = Notification(uuid.uuid4().hex, datetime.now(UTC), member.id, kind, text, about)
+    async def notify(
+        self, member: Member, text: str, *, kind: str, about: str | None = None, inbox_text: str | None = None
+    ) -> Notification:
+        """Durable when this returns (outbox + the member's web inbox); delivery follows.
+        Adapters deliver `text`; the web inbox keeps `inbox_text` when given."""
+        note = Notification(uuid.uuid4().hex, datetime.now(UTC), member.id, kind, text, about, inbox_text)
         self.outbox.add(note)
-        await self._record(note, f"web:{member.id}", "web")
+        await self._record(note, f"web:{member.id}", "web", note.inbox)
         self.audit.write("notification", notification_id=note.id, member=member.id, note_kind=kind, about=about)
         self.retry_soon()
         return note
@@ -213,13 +221,13 @@ class Notifier:
                              via=sink.name, error=f"{type(exc).__name__}: {exc}"[:300])
             return
         self.outbox.mark_delivered(note, sink.name, scope_id)
-        await self._record(note, scope_id, scope_id.split(":", 1)[0])
+        await self._record(note, scope_id, scope_id.split(":", 1)[0], note.text)
         self.audit.write("notification_delivered", notification_id=note.id, member=note.member_id,
                          via=sink.name, scope_id=scope_id)
 
-    async def _record(self, note: Notification, scope_id: str, platform: str) -> None:
+    async def _record(self, note: Notification, scope_id: str, platform: str, text: str) -> None:
         await self.transcripts.append(TranscriptLine(
-            id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id=scope_id, role="event", text=note.text,
+            id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id=scope_id, role="event", text=text,
             speaker="halo", target=note.about, platform=platform,
             extra={"notification_id": note.id, "kind": note.kind},
         ))

@@ -62,7 +62,13 @@ def transcript(halo: Any, scope_id: str) -> list[tuple[str, str]]:
 
 
 def alerts(halo: Any, member_id: str) -> list[str]:
-    """The safety alerts a member was sent (the notifier's outbox)."""
+    """The safety alerts in a member's halo inbox (the fuller text, quoting only when allowed)."""
+    notifier = halo.services.notifier
+    return [n.inbox for n in notifier.outbox.for_member(member_id) if n.kind == "safety_alert"]
+
+
+def pushed_alerts(halo: Any, member_id: str) -> list[str]:
+    """The safety alerts as adapters deliver them (never the child's words)."""
     notifier = halo.services.notifier
     return [n.text for n in notifier.outbox.for_member(member_id) if n.kind == "safety_alert"]
 

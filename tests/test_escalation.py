@@ -10,7 +10,14 @@ import pytest
 from config.family import Member
 from tests.conftest import llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
-from tests.safety_support import SAFETY_FAMILY, SafetyScript, alerts, family_settings, transcript
+from tests.safety_support import (
+    SAFETY_FAMILY,
+    SafetyScript,
+    alerts,
+    family_settings,
+    pushed_alerts,
+    transcript,
+)
 
 STRANGER = "a guy I met online wants to meet me alone and says not to tell my parents"
 
@@ -85,6 +92,8 @@ async def test_adolescent_with_visibility_parents_see_the_words(home, serve_halo
     for parent in ("wags", "mom"):
         (alert,) = alerts(running.halo, parent)
         assert f'"{text}"' in alert and "An adult from a game is offering gifts" in alert
+        (pushed,) = pushed_alerts(running.halo, parent)
+        assert "buy me a phone" not in pushed and "offering gifts" not in pushed
     # deciding to quote the child is a read of their words: audited per parent
     reads = [e for e in running.halo.services.audit.tail(50, kind="policy") if e["action"] == "read_transcript"]
     assert {e["principal"] for e in reads} == {"wags", "mom"} and all(e["allowed"] for e in reads)
@@ -116,7 +125,11 @@ async def test_escalation_without_any_adapter_is_kept_and_delivered_later(provid
             assert (await resp.json())["queues"]["undelivered_notifications"] == 0
         await notifier.retry()
         assert len(flaky.sent) == 2  # delivered once, never twice
-        assert all('"I want to hurt myself"' in text for _, text in flaky.sent)  # a young child: words shared
+        # a young child: the words are in each parent's halo inbox, never in what a chat app carries
+        assert all("hurt myself" not in text and "inbox" in text for _, text in flaky.sent)
+        assert all('"I want to hurt myself"' in alert for alert in alerts(running.halo, "wags"))
+        assert any('"I want to hurt myself"' in text for _, text in transcript(running.halo, "web:wags"))
+        assert all("hurt myself" not in text for _, text in transcript(running.halo, "telegram:1001"))
 
 
 async def test_medium_risk_tells_parents_per_profile(home, serve_halo) -> None:

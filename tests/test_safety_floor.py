@@ -119,15 +119,17 @@ def test_profile_overrides_keep_the_other_defaults() -> None:
         Family.model_validate({"safety": {"profiles": {"toddler": {}}}})
 
 
-def test_alert_text_quotes_only_when_allowed() -> None:
+def test_alert_text_quotes_only_when_allowed_and_never_over_chat_apps() -> None:
     family = Family.model_validate({"members": [{"id": "aarav", "name": "Aarav", "role": "child",
                                                  "age_group": "adolescent"}]})
     aarav = family.members[0]
     found = Assessment("high", "strangers", source="classifier", summary="Someone online wants to meet him.")
     private = alert_text(aarav, datetime.now(UTC), "in their private chat", found, words=None, action="x")
-    assert "contact with a stranger" in private and "Someone online" not in private and '"' not in private
+    for text in (private.push, private.inbox):
+        assert "contact with a stranger" in text and "Someone online" not in text and '"' not in text
     shared = alert_text(aarav, datetime.now(UTC), "in their private chat", found, words="meet me", action="x")
-    assert '"meet me"' in shared and "Someone online" in shared
+    assert '"meet me"' in shared.inbox and "Someone online" in shared.inbox
+    assert "meet me" not in shared.push and "Someone online" not in shared.push and "inbox" in shared.push
 
 
 def test_supportive_reply_has_emergency_help_only_for_safety() -> None:

@@ -78,7 +78,7 @@ async def notifications(request: web.Request) -> web.Response:
     notifier = halo_of(request).services.notifier
     notes = notifier.outbox.for_member(member.id, lines) if notifier else []
     return web.json_response({"member": member.id, "notifications": [
-        {"id": n.id, "ts": n.ts.isoformat(), "kind": n.kind, "about": n.about, "text": n.text,
+        {"id": n.id, "ts": n.ts.isoformat(), "kind": n.kind, "about": n.about, "text": n.inbox,
          "deliveredVia": sorted(notifier.outbox.delivered_via(n.id)) if notifier else []}
         for n in notes
     ]})

@@ -246,8 +246,9 @@ class SafetyGate:
         for parent in self.family.parents:
             try:
                 words = turn.envelope.text if parents_may_read(self.policy, child, parent, audit=True) else None
-                text = replies.alert_text(child, turn.envelope.ts, where, found, words=words, action=action)
-                await self.notifier.notify(parent, text, kind="safety_alert", about=child.id)
+                alert = replies.alert_text(child, turn.envelope.ts, where, found, words=words, action=action)
+                await self.notifier.notify(parent, alert.push, inbox_text=alert.inbox, kind="safety_alert",
+                                           about=child.id)
             except Exception as exc:  # the child still gets their reply; the failure is loud
                 log.exception("could not notify %s about %s", parent.id, child.id)
                 self.audit.write("notification_failed", member=parent.id, about=child.id,

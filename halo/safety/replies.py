@@ -7,6 +7,7 @@ never themselves carry the risk they answer.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime
 
 from config.family import Member
@@ -80,27 +81,39 @@ def group_deflection(assessment: Assessment | None = None, emergency: str = "") 
     return text
 
 
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """A parent's alert in two forms. `push` travels over chat apps (Telegram …) and never
+    carries the child's words; `inbox` stays in halo (the parent's web inbox, policy-checked)
+    and quotes the child only when that parent may read the child's transcript."""
+
+    push: str
+    inbox: str
+
+
 def alert_text(
     child: Member, when: datetime, where: str, assessment: Assessment, *, words: str | None, action: str
-) -> str:
-    """The parents' notification. The child's words and the classifier's paraphrase appear only
-    when `words` is given, i.e. when the policy lets parents read that child's transcript."""
+) -> Alert:
+    """`words` is given only when the policy lets this parent read the child's transcript."""
     age = (child.age_group or "child").replace("_", " ")
-    lines = [
+    head = [
         f"halo safety alert — {child.name} ({age}), {when.astimezone():%a %d %b %Y %H:%M}, {where}.",
         f"Risk: {assessment.level} — {label(assessment.category)}.",
         f"What halo did: {action}.",
     ]
-    if words is not None:
-        if assessment.summary:
-            lines.append(f"Summary: {assessment.summary}")
-        lines.append(f'What {child.name} wrote: "{words}"')
-    else:
-        lines.append(
+    if words is None:
+        private = (
             f"{child.name}'s own words are private under their visibility setting; "
             "only the category is shared. A calm, open check-in usually helps most."
         )
-    return "\n".join(lines)
+        return Alert("\n".join([*head, private]), "\n".join([*head, private]))
+    pointer = (
+        f"What {child.name} wrote is in your halo inbox (web chat, or the dashboard's Children panel); "
+        "it is not sent over chat apps."
+    )
+    quoted = [f"Summary: {assessment.summary}"] if assessment.summary else []
+    quoted.append(f'What {child.name} wrote: "{words}"')
+    return Alert("\n".join([*head, pointer]), "\n".join([*head, *quoted]))
 
 
 _SENTENCE_END = re.compile(r"[.!?…](?:[\"')\]]*)(?=\s|$)|\n\s*\n")
