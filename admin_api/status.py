@@ -88,14 +88,13 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
 
 
 def _distillation(halo: Halo, memory: seams.MemorySeam | None) -> dict[str, Any]:
-    settings = halo.settings.memory
-    state_of = getattr(memory, "distillation_state", None)
-    return {
-        "enabled": settings.distillation_enabled,
-        "every_n_items": settings.distillation_every_n_items,
-        "available": memory is not None,
-        "scopes": mask_secrets(seams.jsonable(state_of())) if state_of else {},
-    }
+    """The memory service's own account: settings, per-scope watermarks, failures, retries."""
+    status = getattr(memory, "status", None)
+    if status is None:
+        settings = halo.settings.memory
+        return {"enabled": settings.distillation_enabled, "every_n_items": settings.distillation_every_n_items,
+                "available": False, "scopes": {}}
+    return {"available": True, **mask_secrets(seams.jsonable(status()))}
 
 
 def _problems(snapshot: Mapping[str, Any]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 
@@ -67,6 +68,19 @@ class HaloPaths:
 
     def scope_dir(self, scope_id: str) -> Path:
         return self.scopes / scope_hash(scope_id)
+
+    def memory_file(self, scope_id: str) -> Path:
+        return self.scope_dir(scope_id) / "MEMORY.md"
+
+    def memory_meta(self, scope_id: str) -> Path:
+        """The sidecar keeping what MEMORY.md's rendering leaves out (confidence, evidence, source)."""
+        return self.scope_dir(scope_id) / "MEMORY.meta.json"
+
+    def daily_file(self, scope_id: str, day: date) -> Path:
+        return self.scope_dir(scope_id) / "daily" / f"{day.isoformat()}.md"
+
+    def scope_json(self, scope_id: str) -> Path:
+        return self.scope_dir(scope_id) / "scope.json"
 
     def transcript(self, scope_id: str) -> Path:
         return self.transcripts / f"{scope_hash(scope_id)}.jsonl"

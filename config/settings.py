@@ -80,6 +80,14 @@ class MemorySettings(BaseModel):
     model_config = _STRICT
     distillation_enabled: bool = True
     distillation_every_n_items: int = Field(default=20, ge=1)
+    extractor: Literal["deterministic", "llm"] = Field(
+        default="deterministic",
+        description="llm: also learn from quiet scopes with llm.cheap_model (or llm.model)",
+    )
+    quiet_minutes: float = Field(default=10, gt=0, description="model extraction runs after this much quiet")
+    extraction_chunk_turns: int = Field(default=12, ge=1, description="signal turns sent to the model at once")
+    extraction_overlap_turns: int = Field(default=2, ge=0, description="turns repeated as context between chunks")
+    daily_transcript: bool = Field(default=True, description="[user]/[halo] lines in each scope's daily file")
     semantic: SemanticSettings = Field(default_factory=SemanticSettings)
 
 

@@ -13,6 +13,7 @@ from agents import Model
 from aiohttp import web
 
 from config.settings import Settings
+from halo import memory_commands  # noqa: F401  (registers /remember, /forget, /memory, /share)
 from halo.adapter import Adapter
 from halo.commands import commands
 from halo.compaction import compact_if_needed
@@ -22,6 +23,9 @@ from halo.delivery import Delivery
 from halo.gateway import Gateway, Reply
 from halo.groups import GroupGuard
 from halo.members import FamilyEditor
+from halo.memory_context import MemorySource
+from halo.memory_tools import memory_tools
+from halo.memory_wiring import build_memory, memory_after_turn
 from halo.notify import Notifier, Outbox
 from halo.pairing import Pairing
 from halo.providers import build_model, close_model, model_settings
@@ -31,9 +35,10 @@ from halo.safety.profiles import model_name
 from halo.safety.tone import ProfileSource
 from halo.services import Services
 from halo.sessions import SessionStore
-from halo.starter import write_default_soul
+from halo.starter import write_default_soul, write_default_user_files
 from halo.tools import default_tools
 from halo.turn import Turn
+from memory import daily
 from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
 
@@ -56,6 +61,12 @@ class Halo:
     def adapter_status(self) -> dict[str, Any]:
         return {a.name: a.status() for a in self.adapters}
 
+    async def start(self) -> None:
+        """Background work (memory extraction left over from before a restart), then the adapters."""
+        if self.services.memory is not None:
+            await self.services.memory.start()
+        await self.start_adapters()
+
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
             await adapter.start()
@@ -69,6 +80,8 @@ class Halo:
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
+        if self.services.memory is not None:
+            await self.services.memory.close()
         await self.services.sessions.close()
         await self.services.db.close()
         for model in self.owned_models:
@@ -82,12 +95,16 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     paths = settings.paths
     paths.ensure()
     write_default_soul(paths.soul)
+    write_default_user_files(paths, settings.members)
     audit = AuditLog(paths.events_log)
     policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
     transcripts = TranscriptStore(paths.transcripts)
     db = HaloDB(paths.halo_db)
     delivery = Delivery(transcripts)
     main_model = model if model is not None else build_model(settings.llm)
+    extraction_model = _extraction_model(settings, model, main_model)
+    memory = build_memory(settings, policy, transcripts, extraction_model)
+    daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
     # safety alerts reach parents through whichever adapters register with `delivery`
     notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit, delivery)
     safety = build_safety(settings, policy, notifier, audit, main_model)
@@ -98,7 +115,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         transcripts=transcripts,
         sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
         audit=audit,
-        context=ContextBuilder([PersonaSource(paths.soul), ProfileSource()]),
+        context=ContextBuilder([
+            PersonaSource(paths.soul), ProfileSource(), MemorySource(paths, daily_section=daily_section),
+        ]),
         commands=commands,
         db=db,
         delivery=delivery,
@@ -106,7 +125,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         groups=GroupGuard(db, policy, delivery, audit),
         model=main_model,
         model_settings=model_settings(settings.llm),
-        tools=default_tools(),
+        tools=[*default_tools(), *memory_tools()],
+        memory=memory,
         notifier=notifier,
         safety=safety,
     )
@@ -117,6 +137,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             await compact_if_needed(services.sessions, turn.scope.id, services.model, settings.llm.tracing)
 
     gateway.after_turn.append(keep_session_in_budget)
+    gateway.after_turn.append(memory_after_turn(memory))
     adapters: list[Adapter] = [WebChatAdapter(gateway)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
@@ -126,7 +147,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         services.groups.register_presence("telegram", telegram.still_in_chat)
         adapters.append(telegram)
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
-    owned = [m for m in (main_model, *safety.owned_models()) if m is not None]
+    owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
     return Halo(settings, services, gateway, adapters=adapters, owned_models=owned)
 
 
@@ -150,6 +171,15 @@ def build_safety(
     return SafetyGate(policy, notifier, audit, classifier=classifier, models=models)
 
 
+def _extraction_model(settings: Settings, override: Model | None, main: Model | None) -> Model | None:
+    """The cheap tier for memory extraction (llm.cheap_model), else the main model."""
+    if settings.memory.extractor != "llm" or main is None:
+        return None
+    if override is None and settings.llm.cheap_model:
+        return build_model(settings.llm, settings.llm.cheap_model)
+    return main
+
+
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     """Run until SIGINT/SIGTERM, then stop adapters and finish accepted messages."""
     from admin_api.server import create_app
@@ -160,7 +190,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     await runner.setup()
     site = web.TCPSite(runner, settings.admin.host, settings.admin.port)
     await site.start()
-    await halo.start_adapters()
+    await halo.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

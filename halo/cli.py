@@ -1,4 +1,4 @@
-"""The `halo` command: serve, chat, doctor, policy explain."""
+"""The `halo` command: serve, chat, doctor, policy explain, distill."""
 
 from __future__ import annotations
 
@@ -99,6 +99,47 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
     return 0 if decision.allowed else 1
 
 
+def cmd_distill(args: argparse.Namespace) -> int:
+    """Distil one scope now (and with --extract, run model extraction too), then say what changed."""
+    from halo.app import build_halo
+    from halo.scopes import UnknownScopeError, resolve_scope
+    from memory.service import DistillationDisabled, ExtractionUnavailable
+
+    settings = _settings()
+    try:
+        resolve_scope(settings.family_view(), args.scope)
+    except UnknownScopeError as exc:
+        raise StartupError(str(exc)) from None
+
+    async def run() -> int:
+        halo = build_halo(settings)
+        memory = halo.services.memory
+        assert memory is not None
+        try:
+            result = await memory.distill(args.scope)
+            print(
+                f"distilled {args.scope}: {result.items} new transcript items "
+                f"(bytes {result.from_offset}→{result.to_offset}); facts +{result.facts_added}, "
+                f"superseded {result.facts_superseded}, forgotten {result.facts_forgotten}; "
+                f"notes +{result.notes_added}"
+            )
+            if args.extract:
+                extracted = await memory.extract(args.scope)
+                print(
+                    f"extracted {args.scope}: {extracted.chunks} chunks, {extracted.failed_chunks} failed "
+                    f"(kept for later), {extracted.added} new entries, {extracted.duplicates} duplicates"
+                )
+            print(f"memory file: {memory.memory_path(args.scope)}")
+            return 0
+        except (DistillationDisabled, ExtractionUnavailable) as exc:
+            print(f"halo: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            await halo.close()
+
+    return asyncio.run(run())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="halo", description="A family-first chat-bot gateway.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -109,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="talk to halo in this terminal")
     chat.add_argument("--member", help="member id to speak as (default: the local owner)")
     chat.set_defaults(fn=cmd_chat)
+
+    distill = sub.add_parser("distill", help="distil a scope's transcript into its memory files now")
+    distill.add_argument("scope", help="scope id, e.g. telegram:1002 or web:mom")
+    distill.add_argument("--extract", action="store_true", help="also run model extraction (memory.extractor: llm)")
+    distill.set_defaults(fn=cmd_distill)
 
     from halo.doctor import cmd_doctor
 

@@ -100,7 +100,7 @@ class Gateway:
         if not decision.allowed:
             return await self._denied(turn, decision)
         await self._record(turn, "user", env.text)
-        if not env.addressed:
+        if not env.addressed:  # kept, not answered; memory still counts and logs it
             if self.services.safety is not None:
                 await self.services.safety.watch(turn)  # a child's cry for help still reaches the parents
             reply = Reply(None, env.scope.id, "kept", decision)

@@ -59,3 +59,9 @@ def member_scopes(family: Family) -> list[Scope]:
         found.append(Scope(f"telegram:{family.family_group.telegram_chat_id}", "family_group"))
     found.extend(Scope(f"discord:{c}", "work_channel") for c in family.work.discord_channel_ids)
     return found
+
+
+def parents_group_scope(family: Family) -> Scope | None:
+    """The configured parents group, where shared things go; None when halo.yaml names none."""
+    chat_id = family.parents_group.telegram_chat_id
+    return None if chat_id is None else Scope(f"telegram:{chat_id}", "parents_group")

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from halo.pairing import Pairing
     from halo.safety.gate import SafetyGate
     from halo.sessions import SessionStore
+    from memory.service import MemoryService
     from policy import PolicyEngine
     from transcripts import AuditLog, TranscriptStore
 
@@ -43,6 +44,7 @@ class Services:
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
+    memory: MemoryService | None = None
     notifier: Notifier | None = None
     safety: SafetyGate | None = None  # the child guardrails; None only in bare test wiring
 

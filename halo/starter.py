@@ -6,6 +6,8 @@ import getpass
 import re
 from pathlib import Path
 
+from config.family import Member
+from config.paths import HaloPaths
 from halo.context import DEFAULT_SOUL
 
 STARTER = """\
@@ -39,6 +41,11 @@ llm:
   model: gpt-4.1-mini
   # base_url: http://127.0.0.1:11434/v1   # openai-compatible servers (Ollama, vLLM, OpenRouter)
   # api_key: …                            # or HALO_LLM__API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY
+
+memory:
+  distillation_enabled: true      # facts and notes from conversations, by rules (no model)
+  distillation_every_n_items: 20
+  extractor: deterministic        # llm: also learn from quiet chats with llm.cheap_model
 
 telegram:
   token: null               # from @BotFather; see "Telegram" in README.md
@@ -77,3 +84,24 @@ def write_default_soul(path: Path) -> bool:
         return False
     path.write_text(DEFAULT_SOUL, encoding="utf-8")
     return True
+
+
+USER_TEMPLATE = """# {name}
+
+<!-- What halo knows about {name} ({role}). halo reads this file into its context when the
+policy allows it; it never writes here, so it holds only what you put in. One fact a line,
+e.g. "- Loves dinosaurs", "- Allergic to peanuts". -->
+"""
+
+
+def write_default_user_files(paths: HaloPaths, members: list[Member]) -> int:
+    """members/<id>/USER.md for each member who has none yet; returns how many were written."""
+    written = 0
+    for member in members:
+        path = paths.user_file(member.id)
+        if path.exists():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(USER_TEMPLATE.format(name=member.name, role=member.role), encoding="utf-8")
+        written += 1
+    return written

@@ -32,8 +32,9 @@ class Turn:
     def member(self) -> Member | None:
         return self.envelope.speaker.member
 
-    def decide(self, action: str, resource: Any = None, **context: Any) -> Decision:
-        """Ask the policy about this turn's speaker, from this turn's scope."""
+    def decide(self, action: str, resource: Any = None, *, audit: bool = True, **context: Any) -> Decision:
+        """Ask the policy about this turn's speaker, from this turn's scope. `audit=False` for
+        routine reads made on every turn (the scope's own memory), which would flood the log."""
         return self.services.policy.decide(
             action,  # type: ignore[arg-type]
             principal=self.member,
@@ -41,6 +42,7 @@ class Turn:
             from_scope=self.scope,
             unknown_id=None if self.member else self.envelope.speaker.platform_user_id,
             context=context or None,
+            audit=audit,
         )
 
     def allow_tool(self, tool: str, tool_class: str = "internal") -> Decision:

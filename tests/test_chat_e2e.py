@@ -111,7 +111,8 @@ async def test_scopes_do_not_share_history(fake_llm, settings_for, serve_halo):
 
 async def test_new_clears_session_but_keeps_transcript(fake_llm, settings_for, serve_halo):
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
-    await running.chat("Remember the blue car.", token="mom-token")
+    # Not "Remember …": that is a durable fact, which /new rightly keeps (tests/test_memory_e2e.py).
+    await running.chat("I parked the blue car outside.", token="mom-token")
     _, body = await running.chat("/new", token="mom-token")
     assert "cleared" in body["reply"]
     await running.chat("What car?", token="mom-token")

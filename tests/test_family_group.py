@@ -1,5 +1,6 @@
 """The whole-family group: answered only when addressed, guarded for its children, no private
-tools, and nothing from a parent's DM (or the parents group) in its prompts."""
+tools, and nothing from a parent's DM (or the parents group) in its prompts — neither what was
+said there nor what memory keeps of it."""
 
 from __future__ import annotations
 
@@ -158,12 +159,16 @@ async def _scenario(case: dict[str, Any], fake: FakeOpenAI) -> None:
             teller = case["teller"]
             where = {"telegram_dm": f"telegram:{100 + int(teller[1:])}", "web_dm": f"web:{teller}",
                      "parents_group": "telegram:-1001"}[case["source"]]
-            told = await send(halo, teller, where, f"remember that the alarm code is {case['fact']}")
-            assert told.kind in ("model", "command"), told
+            # durable memory of that scope (the /remember command), and its conversation
+            kept = await send(halo, teller, where, f"/remember the surprise party is at {case['fact']}")
+            assert kept.kind == "command", kept
+            assert case["fact"] in (halo.settings.paths.scope_dir(where) / "MEMORY.md").read_text()
+            told = await send(halo, teller, where, f"remember that the surprise party is at {case['fact']}")
+            assert told.kind == "model", told
             before = len(fake.model_requests)
             # the fact did reach a model where it was told, so its absence below means something
             assert any(case["fact"] in fake.prompt_text(r) for r in fake.model_requests[start:before])
-            asked = await send(halo, case["asker"], f"telegram:{GROUP}", "halo, what is the alarm code?")
+            asked = await send(halo, case["asker"], f"telegram:{GROUP}", "halo, where is the surprise party?")
             assert asked.kind in ("model", "guarded"), asked
             await halo.gateway.drain()
             group_prompts = [fake.prompt_text(r) for r in fake.model_requests[before:]]

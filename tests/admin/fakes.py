@@ -27,11 +27,16 @@ class FakeMemory:
         self.distilled.append(scope_id)
         return {"facts_added": 2, "watermark": 1234, "ran_at": datetime(2026, 1, 2, 3, 4, tzinfo=UTC)}
 
-    def distillation_state(self) -> dict[str, Any]:
-        return {"web:mom": {"last_run": "2026-01-02T03:04:00+00:00", "last_error": None, "next_retry": None}}
+    def status(self) -> dict[str, Any]:
+        return {"enabled": True, "every_n_items": 20, "scopes": {
+            "web:mom": {"distill": {"last_run": "2026-01-02T03:04:00+00:00", "last_error": None, "next_retry": None}}
+        }}
 
     def forget_scope(self, scope_id: str) -> None:
         self.forgotten.append(scope_id)
+
+    async def close(self) -> None:
+        return None
 
 
 @dataclass

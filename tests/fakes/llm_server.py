@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -67,6 +68,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     json: Any
+    intercepted: bool = False  # answered by an interceptor, not from the script
 
 
 Responder = Callable[[JSON], Reply | str]
@@ -97,7 +99,6 @@ class ScriptedModelServer:
         # e.g. halo's child-safety classifier (tests/conftest.py): its calls then leave the
         # scripted replies to the calls a test is about
         self.interceptors: list[Interceptor] = []
-        self._intercepted: set[int] = set()  # id() of the request bodies an interceptor answered
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._ids = itertools.count(1)
@@ -155,12 +156,17 @@ class ScriptedModelServer:
     @property
     def intercepted_requests(self) -> list[RecordedRequest]:
         """Model calls an interceptor answered (side calls such as a classification)."""
-        return [r for r in self.model_requests if id(r.json) in self._intercepted]
+        return [r for r in self.model_requests if r.intercepted]
+
+    @property
+    def scripted_requests(self) -> list[RecordedRequest]:
+        """Model calls no interceptor answered: the calls a test scripts and counts."""
+        return [r for r in self.model_requests if not r.intercepted]
 
     def last_prompt_text(self) -> str:
         """The prompt of the latest model call an interceptor did not answer (the call a test
         scripts): system, history and user turn as one string."""
-        requests = [r for r in self.model_requests if id(r.json) not in self._intercepted]
+        requests = self.scripted_requests
         if not requests:
             raise LookupError(f"{type(self).__name__} has received no model request")
         return self.prompt_text(requests[-1])
@@ -245,12 +251,14 @@ class ScriptedModelServer:
         self.requests.append(RecordedRequest(request.method, request.path, headers, body))
         return body
 
-    def _next_reply(self, body: JSON) -> Reply:
+    def _intercept(self, body: JSON) -> Reply | None:
         for intercept in self.interceptors:
             answer = intercept(body)
             if answer is not None:
-                self._intercepted.add(id(body))
                 return Reply(text=answer) if isinstance(answer, str) else answer
+        return None
+
+    def _next_reply(self, body: JSON) -> Reply:
         if self._queue:
             return self._queue.popleft()
         if self.responder is not None:
@@ -266,7 +274,11 @@ class ScriptedModelServer:
     ) -> web.StreamResponse:
         """Record the call, take the next reply and send it in the shape the request asked for."""
         body = await self._record(request)
-        reply = self._next_reply(body)
+        reply = self._intercept(body)
+        if reply is not None:  # mark the request just recorded (no await since: it is the last one)
+            self.requests[-1] = dataclasses.replace(self.requests[-1], intercepted=True)
+        else:
+            reply = self._next_reply(body)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.status != 200:

@@ -1,0 +1,155 @@
+"""One scope's memory folder: MEMORY.md, daily notes and scope.json, written safely.
+
+`memory/scopes/<scope hash>/` is named by a hash, so `scope.json` says whose folder it is.
+All writes of a scope happen under its lock (see memory.files); these methods block and
+are meant to run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+
+from config.paths import HaloPaths
+from memory import daily, facts
+from memory.files import (
+    ScopeLock,
+    Transform,
+    append_line_block,
+    atomic_write,
+    read_text,
+    remove_stale_temps,
+    update_text,
+)
+from memory.markdown import append_to_section
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeInfo:
+    """What scope.json says: which chat this folder belongs to, and who talks there."""
+
+    scope_id: str
+    scope_type: str = "unknown"
+    owner: str | None = None
+    members: list[str] = field(default_factory=list)
+    description: str = "this chat"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, indent=2) + "\n"
+
+
+Describe = Callable[[str], ScopeInfo]
+
+
+class ScopeFiles:
+    def __init__(self, paths: HaloPaths, describe: Describe | None = None) -> None:
+        self.paths = paths
+        self.describe = describe or (lambda scope_id: ScopeInfo(scope_id))
+        self._locks: dict[str, ScopeLock] = {}
+        self._guard = threading.Lock()
+        self._ready: set[str] = set()
+        self._info: dict[str, ScopeInfo] = {}
+
+    def lock(self, scope_id: str) -> ScopeLock:
+        with self._guard:
+            if (lock := self._locks.get(scope_id)) is None:
+                lock = self._locks[scope_id] = ScopeLock(self.paths.scope_dir(scope_id))
+        return lock
+
+    def info(self, scope_id: str) -> ScopeInfo:
+        """What the scope is, asked once per process (it asks the policy about every member)."""
+        if (info := self._info.get(scope_id)) is None:
+            info = self._info[scope_id] = self.describe(scope_id)
+        return info
+
+    def ensure(self, scope_id: str) -> None:
+        """Once per process and scope (under its lock): scope.json up to date, crash leftovers gone."""
+        if scope_id in self._ready:
+            return
+        folder = self.paths.scope_dir(scope_id)
+        remove_stale_temps(folder)
+        path = self.paths.scope_json(scope_id)
+        text = self.info(scope_id).to_json()
+        if read_text(path) != text:
+            atomic_write(path, text, durable=False)  # rewritten from the config whenever it differs
+        self._ready.add(scope_id)
+
+    def purge(self, scope_id: str) -> bool:
+        """Delete what memory keeps of a scope (MEMORY.md, its sidecar, daily files, scope.json);
+        other files in the folder (the semantic index) belong to their owners. True if any existed."""
+        folder = self.paths.scope_dir(scope_id)
+        if not folder.exists():
+            return False
+        with self.lock(scope_id):
+            for path in (self.memory_path(scope_id), self.paths.memory_meta(scope_id), self.paths.scope_json(scope_id)):
+                path.unlink(missing_ok=True)
+            shutil.rmtree(folder / "daily", ignore_errors=True)
+            remove_stale_temps(folder)
+        (folder / ".lock").unlink(missing_ok=True)
+        if not any(folder.iterdir()):
+            folder.rmdir()
+        self.forget_scope(scope_id)
+        return True
+
+    def forget_scope(self, scope_id: str) -> None:
+        """After a purge, or when the family changed: describe the scope afresh next time."""
+        self._ready.discard(scope_id)
+        self._info.pop(scope_id, None)
+        self._locks.pop(scope_id, None)
+
+    # --- MEMORY.md -------------------------------------------------------------------
+
+    def memory_path(self, scope_id: str) -> Path:
+        return self.paths.memory_file(scope_id)
+
+    def memory_text(self, scope_id: str) -> str:
+        return read_text(self.memory_path(scope_id))
+
+    def memory_header(self, scope_id: str) -> str:
+        return facts.memory_header(scope_id, self.info(scope_id).description)
+
+    def update_memory(self, scope_id: str, transform: Transform) -> tuple[str, str]:
+        return update_text(self.memory_path(scope_id), transform)
+
+    # --- daily notes -----------------------------------------------------------------
+
+    def daily_path(self, scope_id: str, day: date) -> Path:
+        return self.paths.daily_file(scope_id, day)
+
+    def add_daily(
+        self, scope_id: str, day: date, section: str, lines: list[str], dedupe: bool, durable: bool = True,
+    ) -> None:
+        """Append lines to a section of that day's file; `dedupe` skips lines already there."""
+        header = daily.daily_header(day, scope_id)
+
+        def change(text: str) -> str:
+            if dedupe:
+                return daily.add_lines(text, section, lines, header)
+            return append_to_section(text, section, lines, header)
+
+        update_text(self.daily_path(scope_id, day), change, durable=durable)
+
+    def log_daily(self, scope_id: str, day: date, lines: list[str]) -> None:
+        """The per-turn `[user]`/`[halo]` lines: a plain append when the file ends in its Transcript
+        section (the usual case, and cheap on every turn), else a rewrite that puts them there."""
+        path = self.daily_path(scope_id, day)
+        text = read_text(path)
+        if text.endswith("\n") and daily.ends_in_section(text, daily.TRANSCRIPT):
+            append_line_block(path, "\n".join(lines) + "\n")
+        else:
+            self.add_daily(scope_id, day, daily.TRANSCRIPT, lines, dedupe=False, durable=False)
+
+    def forget_in_daily(self, scope_id: str, query: str, only_of: str | None) -> int:
+        """"Forget" reaches the daily files too: matching note and log lines are removed."""
+        folder = self.paths.scope_dir(scope_id) / "daily"
+        paths = sorted(folder.glob("*.md")) if folder.is_dir() else []
+        removed = 0
+        for path in paths:
+            before, after = update_text(path, lambda text: daily.forget(text, query, only_of)[0])
+            removed += before.count("\n") - after.count("\n")
+        return removed
