@@ -26,10 +26,15 @@ from halo.members import FamilyEditor
 from halo.memory_context import MemorySource
 from halo.memory_tools import memory_tools
 from halo.memory_wiring import build_memory, memory_after_turn
+from halo.notify import Notifier, Outbox
 from halo.pairing import Pairing
-from halo.providers import build_model, model_settings
+from halo.providers import build_model, close_model, model_settings
 from halo.recall import RecallSource, memory_files_in_context
 from halo.recall import recall as recall_tool
+from halo.safety.classifier import RiskClassifier
+from halo.safety.gate import SafetyGate
+from halo.safety.profiles import model_name
+from halo.safety.tone import ProfileSource
 from halo.services import Services
 from halo.sessions import SessionStore
 from halo.starter import write_default_soul, write_default_user_files
@@ -55,6 +60,7 @@ class Halo:
     gateway: Gateway
     adapters: list[Adapter] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
+    owned_models: list[Model] = field(default_factory=list)  # their HTTP clients are closed on close()
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.name: a.status() for a in self.adapters}
@@ -74,6 +80,8 @@ class Halo:
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
             await adapter.start()
+        if self.services.notifier is not None:
+            self.services.notifier.retry_soon()  # alerts a stopped adapter could not deliver
 
     async def close(self) -> None:
         for adapter in reversed(self.adapters):
@@ -88,6 +96,8 @@ class Halo:
             await self.services.semantic.close()
         await self.services.sessions.close()
         await self.services.db.close()
+        for model in self.owned_models:
+            await close_model(model)
 
 
 def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
@@ -104,10 +114,14 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     db = HaloDB(paths.halo_db)
     delivery = Delivery(transcripts)
     main_model = model if model is not None else build_model(settings.llm)
-    memory = build_memory(settings, policy, transcripts, _extraction_model(settings, model, main_model))
+    extraction_model = _extraction_model(settings, model, main_model)
+    memory = build_memory(settings, policy, transcripts, extraction_model)
     semantic = build_semantic(settings)
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
+    # safety alerts reach parents through whichever adapters register with `delivery`
+    notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit, delivery)
+    safety = build_safety(settings, policy, notifier, audit, main_model)
     services = Services(
         settings=settings,
         paths=paths,
@@ -117,6 +131,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         audit=audit,
         context=ContextBuilder([
             PersonaSource(paths.soul),
+            ProfileSource(),
             MemorySource(paths, daily_section=daily_section),
             RecallSource(already_in_context=memory_files_in_context),
         ]),
@@ -130,6 +145,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         tools=[*default_tools(), *memory_tools(), recall_tool],
         memory=memory,
         semantic=semantic,
+        notifier=notifier,
+        safety=safety,
     )
     gateway = Gateway(services)
 
@@ -152,7 +169,29 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         delivery.register("telegram", telegram)
         services.groups.register_presence("telegram", telegram.still_in_chat)
         adapters.append(telegram)
-    return Halo(settings, services, gateway, adapters=adapters)
+    # close_model closes only clients build_model made, once: a model passed in stays the caller's
+    owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
+    return Halo(settings, services, gateway, adapters=adapters, owned_models=owned)
+
+
+def build_safety(
+    settings: Settings, policy: PolicyEngine, notifier: Notifier, audit: AuditLog, main_model: Model | None
+) -> SafetyGate:
+    """The child guardrails, with the cheap-tier classifier and per-profile models when a
+    provider is configured (built now, so a bad model name fails at start-up)."""
+    llm = settings.llm
+    classifier = None
+    models: dict[str, Model] = {}
+    if main_model is not None:
+        cheap = build_model(llm, llm.cheap_model) if llm.cheap_model and llm.provider != "none" else None
+        classifier = RiskClassifier(cheap or main_model, model_settings(llm), tracing=llm.tracing)
+        for profile in settings.safety.profiles.values():
+            name = model_name(profile, llm)
+            if name and name != llm.model and profile.model not in models:
+                built = build_model(llm, name)
+                if built is not None:
+                    models[profile.model] = built
+    return SafetyGate(policy, notifier, audit, classifier=classifier, models=models)
 
 
 def _extraction_model(settings: Settings, override: Model | None, main: Model | None) -> Model | None:

@@ -127,7 +127,7 @@ async def test_agent_tools_remember_and_share_ask_the_policy(fake_llm: FakeOpenA
     fake_llm.tool_call("share", {"text": "I broke the kitchen window"})
     fake_llm.reply("I couldn't share that.")
     await chat(running, "tell my parents I broke the kitchen window", token="aarav-token")
-    tool_output = fake_llm.prompt_text(fake_llm.model_requests[-1])
+    tool_output = fake_llm.prompt_text(fake_llm.scripted_requests[-1])  # not the safety classifier's
     assert "I can't share that: In our family, children do not share into the parents group." in tool_output
     assert memory_file(halo, PARENTS_GROUP) == ""
 

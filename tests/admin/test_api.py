@@ -156,7 +156,8 @@ discord: {{token: {secrets['dc']}}}
     assert status["semantic"]["enabled"] is True and status["semantic"]["runs"] == 0  # the real index, idle
     assert status["distillation"]["available"] is True
     assert status["distillation"]["enabled"] is True and status["distillation"]["every_n_items"] == 20
-    assert status["queues"] == {"gateway_background_tasks": 0, "busy_scopes": 0, "pending_pairing_requests": 0}
+    assert status["queues"] == {"gateway_background_tasks": 0, "busy_scopes": 0, "pending_pairing_requests": 0,
+                                "undelivered_notifications": 0}
     assert status["uptime_seconds"] >= 0 and status["version"]
 
 
