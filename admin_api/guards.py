@@ -13,7 +13,9 @@ from aiohttp import web
 from admin_api.base import HALO, Handler, json_error
 from halo.access import bearer_token, is_local_request, token_matches
 
-Access = Literal["anyone", "token", "loopback"]
+# "member": a family member's own web_token (or this machine as the local owner); the handler
+# finds the member and the policy decides what they may see (admin_api/routes/family.py).
+Access = Literal["anyone", "token", "loopback", "member"]
 
 TOKEN_REQUIRED = "admin token required: send Authorization: Bearer <admin.token>"
 LOOPBACK_ONLY = "only from the machine halo runs on (loopback), token or not"
@@ -42,7 +44,7 @@ def unauthorized() -> web.Response:
 def guard(access: Access, handler: Handler, on_unauthorized: Handler | None = None) -> Handler:
     """Wrap `handler` so it runs only for callers `access` admits; `on_unauthorized` may answer
     a refused token caller differently (the dashboard's sign-in page)."""
-    if access == "anyone":
+    if access in ("anyone", "member"):
         return handler
 
     async def guarded(request: web.Request) -> web.StreamResponse:

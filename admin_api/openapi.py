@@ -59,6 +59,8 @@ def operation(
         "anyone": "Anyone may call this.",
         "token": "From this machine, or with `Authorization: Bearer <admin.token>`.",
         "loopback": "Only from the machine halo runs on (socket peer 127.0.0.0/8 or ::1), token or not.",
+        "member": "As a family member: `Authorization: Bearer <web_token>`, or from this machine as the local "
+                  "owner. The policy decides what that member may see.",
     }[access]
     op["description"] = f"{description}\n\n{who}".strip()
     if tags:
@@ -73,6 +75,9 @@ def operation(
     elif access == "loopback":
         op["security"] = []
         op["responses"].setdefault("403", error("Not from this machine"))
+    elif access == "member":
+        op["security"] = [{}, {"memberToken": []}]
+        op["responses"].setdefault("401", error("No member: send a web_token, or ask from this machine"))
     else:
         op["security"] = []
     return op
@@ -193,7 +198,7 @@ SCHEMAS: dict[str, Schema] = {
                 "type": "object", "required": ["id", "name", "role", "ageGroup"],
                 "properties": {
                     "id": {"type": "string"}, "name": {"type": "string"}, "role": {"type": "string"},
-                    "ageGroup": nullable({"type": "string"}),
+                    "ageGroup": nullable({"type": "string"}), "safety": ref("SafetyProfile"),
                 },
             }},
             "scopes": {"type": "array", "items": {
@@ -212,6 +217,29 @@ SCHEMAS: dict[str, Schema] = {
                     "line": {"type": "integer"},
                 },
             }},
+        },
+    },
+    "SafetyProfile": {
+        "type": "object", "required": ["member", "role", "guarded"],
+        "description": "a member's effective age profile (halo.yaml safety.profiles); only children are guarded",
+        "properties": {
+            "member": {"type": "string"}, "role": {"type": "string"}, "guarded": {"type": "boolean"},
+            "age_group": {"type": "string"}, "model_key": {"type": "string"}, "model": nullable({"type": "string"}),
+            "tool_classes": {"type": "array", "items": {"type": "string"}},
+            "max_reply_chars": {"type": "integer"},
+            "blocked_topics": {"type": "array", "items": {"type": "string"}},
+            "tone": {"type": "string"}, "notify_parents_on_medium": {"type": "boolean"},
+            "notify_parents_on_high": {"type": "boolean"}, "parental_visibility": {"type": "boolean"},
+            "parents_who_may_read_transcript": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    "Notification": {
+        "type": "object", "required": ["id", "ts", "kind", "about", "text", "deliveredVia"],
+        "properties": {
+            "id": {"type": "string"}, "ts": {"type": "string", "format": "date-time"}, "kind": {"type": "string"},
+            "about": nullable({"type": "string"}), "text": {"type": "string"},
+            "deliveredVia": {"type": "array", "items": {"type": "string"},
+                             "description": "adapters that delivered it; it is in the web inbox either way"},
         },
     },
     "Cleared": {
@@ -430,6 +458,37 @@ PATHS: dict[str, dict[str, Schema]] = {
         description="The sender is not told and gets no further replies. An expired request can still be "
                     "denied. Audited as `pairing_denied`.",
         parameters=[CODE_PATH], tags=["pairing"],
+    )},
+    "/family/transcripts": {"get": operation(
+        "member", "The DM transcripts this member may read",
+        {"200": json_body({
+            "type": "object", "required": ["member", "scopes"],
+            "properties": {"member": {"type": "string"}, "scopes": {"type": "array", "items": {"type": "string"}}},
+        }, "scope ids")},
+        tags=["family"],
+    )},
+    "/family/transcript": {"get": operation(
+        "member", "A DM transcript, as the read_transcript policy allows this member (audited)",
+        {"200": json_body({
+            "type": "object", "required": ["scopeId", "owner", "lines"],
+            "properties": {
+                "scopeId": {"type": "string"}, "owner": nullable({"type": "string"}),
+                "lines": {"type": "array", "items": ref("TranscriptLine")},
+            },
+        }, "oldest first"), "400": BAD_LINES,
+         "403": error("The policy does not let this member read that transcript (the refusal is audited)")},
+        description="A parent reads a young child's DM, an adolescent's only with parental_visibility, never "
+                    "another parent's. A scope halo holds nothing of is refused or empty, never a 404.",
+        parameters=[{**SCOPE_QUERY, "required": True}, LINES], tags=["family"],
+    )},
+    "/family/notifications": {"get": operation(
+        "member", "This member's notifications (safety alerts), delivered by an adapter or not",
+        {"200": json_body({
+            "type": "object", "required": ["member", "notifications"],
+            "properties": {"member": {"type": "string"},
+                           "notifications": {"type": "array", "items": ref("Notification")}},
+        }, "oldest first"), "400": BAD_LINES},
+        parameters=[LINES], tags=["family"],
     )},
     "/": {"get": operation(
         "token", "The dashboard",

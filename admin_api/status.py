@@ -74,6 +74,8 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
             "gateway_background_tasks": halo.gateway.background_tasks,
             "busy_scopes": halo.gateway.busy_scopes,
             "pending_pairing_requests": pending,
+            # alerts no adapter has delivered yet (each is in the parent's web inbox regardless)
+            "undelivered_notifications": services.notifier.outbox.undelivered_count() if services.notifier else 0,
         },
         "policy": {"policies": len(services.policy.policies), "members": len(services.family.members)},
         "config": mask_secrets(settings.redacted()),
@@ -100,4 +102,6 @@ def _problems(snapshot: Mapping[str, Any]) -> list[str]:
     semantic = snapshot["semantic"]
     if isinstance(semantic, Mapping) and semantic.get("last_error"):
         problems.append(f"semantic sync: {semantic['last_error']}")
+    if isinstance(semantic, Mapping) and semantic.get("problem"):
+        problems.append(f"semantic recall: {semantic['problem']}")
     return problems

@@ -1,4 +1,4 @@
-"""The family schema: who the members are and which chats are trusted."""
+"""The family schema: who the members are, which chats are trusted, and the children's age profiles."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from config.safety import AgeGroup, AgeProfile, SafetyConfig
+
 Role = Literal["parent", "child", "colleague"]
-AgeGroup = Literal["young_child", "adolescent"]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -73,6 +74,7 @@ class Family(BaseModel):
     parents_group: ParentsGroup = Field(default_factory=ParentsGroup)
     family_group: FamilyGroup = Field(default_factory=FamilyGroup)
     work: Work = Field(default_factory=Work)
+    safety: SafetyConfig = Field(default_factory=SafetyConfig)
 
     @field_validator("members")
     @classmethod
@@ -117,6 +119,16 @@ class Family(BaseModel):
     @property
     def parents(self) -> list[Member]:
         return [m for m in self.members if m.role == "parent"]
+
+    @property
+    def children(self) -> list[Member]:
+        return [m for m in self.members if m.role == "child"]
+
+    def profile_of(self, member: Member) -> AgeProfile | None:
+        """A child's age profile; None for adults, whose turns are not guarded."""
+        if member.role != "child" or member.age_group is None:
+            return None
+        return self.safety.profile(member.age_group)
 
     @property
     def local_owner(self) -> Member | None:

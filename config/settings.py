@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from config.family import Family
@@ -70,10 +70,42 @@ class AdminSettings(BaseModel):
     token: SecretStr | None = None
 
 
+EmbedderName = Literal["model2vec", "openai", "sentence-transformers", "none"]
+
+DEFAULT_EMBEDDING_MODELS: dict[str, str] = {
+    "model2vec": "minishlab/potion-base-8M",
+    "openai": "text-embedding-3-small",
+}
+
+
 class SemanticSettings(BaseModel):
+    """Semantic recall: the per-scope hybrid index (sqlite-vec + FTS5) and its embedder."""
+
     model_config = _STRICT
+    enabled: bool = True
     sync_interval_minutes: float = Field(default=5, gt=0)
-    embedder: str = "local"
+    embedder: EmbedderName = Field(default="model2vec", description="`local` is accepted as model2vec")
+    model: str | None = Field(default=None, description="model id or local path; default per embedder")
+    base_url: str | None = Field(default=None, description="openai: /v1 base; default llm.base_url")
+    api_key: SecretStr | None = None
+    dimensions: int | None = Field(default=None, ge=8, le=8192, description="openai: ask for this many dims")
+    batch_size: int = Field(default=64, ge=1, le=2048)
+    top_k: int = Field(default=4, ge=1, le=20, description="recalled chunks added to each turn")
+    context_tokens: int = Field(default=600, ge=50, description="budget for the recalled section")
+    min_score: float = Field(default=0.3, ge=0, le=1)
+    vector_weight: float = Field(default=0.6, ge=0, le=1, description="text weight is 1 - this")
+    half_life_days: float = Field(default=90, gt=0, description="recency decay of dated notes")
+    mmr_lambda: float = Field(default=0.7, ge=0, le=1, description="1 = relevance only, 0 = diversity only")
+    max_mirrored_vectors: int = Field(default=300_000, ge=0, description="above this, search with vec0 KNN")
+
+    @field_validator("embedder", mode="before")
+    @classmethod
+    def _local_is_model2vec(cls, value: Any) -> Any:
+        return "model2vec" if value == "local" else value
+
+    @property
+    def resolved_model(self) -> str | None:
+        return self.model or DEFAULT_EMBEDDING_MODELS.get(self.embedder)
 
 
 class MemorySettings(BaseModel):

@@ -26,14 +26,23 @@ from halo.members import FamilyEditor
 from halo.memory_context import MemorySource
 from halo.memory_tools import memory_tools
 from halo.memory_wiring import build_memory, memory_after_turn
+from halo.notify import Notifier, Outbox
 from halo.pairing import Pairing
-from halo.providers import build_model, model_settings
+from halo.providers import build_model, close_model, model_settings
+from halo.recall import RecallSource, memory_files_in_context
+from halo.recall import recall as recall_tool
+from halo.safety.classifier import RiskClassifier
+from halo.safety.gate import SafetyGate
+from halo.safety.profiles import model_name
+from halo.safety.tone import ProfileSource
 from halo.services import Services
 from halo.sessions import SessionStore
 from halo.starter import write_default_soul, write_default_user_files
 from halo.tools import default_tools
 from halo.turn import Turn
 from memory import daily
+from memory.embedders import Embedder, load_embedder
+from memory.semantic import SemanticMemory
 from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
 
@@ -51,18 +60,27 @@ class Halo:
     gateway: Gateway
     adapters: list[Adapter] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
+    owned_models: list[Model] = field(default_factory=list)  # their HTTP clients are closed on close()
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.name: a.status() for a in self.adapters}
 
     async def start(self) -> None:
-        """Background work (memory extraction left over from before a restart), then the adapters."""
-        await self.services.memory.start()
+        await self.start_background()
         await self.start_adapters()
+
+    async def start_background(self) -> None:
+        """Work that needs a running loop: extraction left over from before a restart, and
+        the semantic index's sync schedule."""
+        await self.services.memory.start()
+        if self.services.semantic is not None:
+            await self.services.semantic.start()
 
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
             await adapter.start()
+        if self.services.notifier is not None:
+            self.services.notifier.retry_soon()  # alerts a stopped adapter could not deliver
 
     async def close(self) -> None:
         for adapter in reversed(self.adapters):
@@ -72,8 +90,12 @@ class Halo:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
         await self.services.memory.close()
+        if self.services.semantic is not None:
+            await self.services.semantic.close()
         await self.services.sessions.close()
         await self.services.db.close()
+        for model in self.owned_models:
+            await close_model(model)
 
 
 def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
@@ -90,8 +112,14 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     db = HaloDB(paths.halo_db)
     delivery = Delivery(transcripts)
     main_model = model if model is not None else build_model(settings.llm)
-    memory = build_memory(settings, policy, transcripts, _extraction_model(settings, model, main_model))
+    extraction_model = _extraction_model(settings, model, main_model)
+    memory = build_memory(settings, policy, transcripts, extraction_model)
+    semantic = build_semantic(settings)
+    memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
+    # safety alerts reach parents through whichever adapters register with `delivery`
+    notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit, delivery)
+    safety = build_safety(settings, policy, notifier, audit, main_model)
     services = Services(
         settings=settings,
         paths=paths,
@@ -99,7 +127,12 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         transcripts=transcripts,
         sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
         audit=audit,
-        context=ContextBuilder([PersonaSource(paths.soul), MemorySource(paths, daily_section=daily_section)]),
+        context=ContextBuilder([
+            PersonaSource(paths.soul),
+            ProfileSource(),
+            MemorySource(paths, daily_section=daily_section),
+            RecallSource(already_in_context=memory_files_in_context),
+        ]),
         commands=commands,
         db=db,
         delivery=delivery,
@@ -107,8 +140,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         groups=GroupGuard(db, policy, delivery, audit),
         model=main_model,
         model_settings=model_settings(settings.llm),
-        tools=[*default_tools(), *memory_tools()],
+        tools=[*default_tools(), *memory_tools(), recall_tool],
         memory=memory,
+        semantic=semantic,
+        notifier=notifier,
+        safety=safety,
     )
     gateway = Gateway(services)
 
@@ -118,6 +154,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
     gateway.after_turn.append(keep_session_in_budget)
     gateway.after_turn.append(memory_after_turn(memory))
+
+    async def index_later(turn: Turn, reply: Reply) -> None:
+        semantic.mark_active(turn.scope.id)  # the next scheduled sync picks it up
+
+    gateway.after_turn.append(index_later)
     adapters: list[Adapter] = [WebChatAdapter(gateway)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
@@ -126,7 +167,29 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         delivery.register("telegram", telegram)
         services.groups.register_presence("telegram", telegram.still_in_chat)
         adapters.append(telegram)
-    return Halo(settings, services, gateway, adapters=adapters)
+    # close_model closes only clients build_model made, once: a model passed in stays the caller's
+    owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
+    return Halo(settings, services, gateway, adapters=adapters, owned_models=owned)
+
+
+def build_safety(
+    settings: Settings, policy: PolicyEngine, notifier: Notifier, audit: AuditLog, main_model: Model | None
+) -> SafetyGate:
+    """The child guardrails, with the cheap-tier classifier and per-profile models when a
+    provider is configured (built now, so a bad model name fails at start-up)."""
+    llm = settings.llm
+    classifier = None
+    models: dict[str, Model] = {}
+    if main_model is not None:
+        cheap = build_model(llm, llm.cheap_model) if llm.cheap_model and llm.provider != "none" else None
+        classifier = RiskClassifier(cheap or main_model, model_settings(llm), tracing=llm.tracing)
+        for profile in settings.safety.profiles.values():
+            name = model_name(profile, llm)
+            if name and name != llm.model and profile.model not in models:
+                built = build_model(llm, name)
+                if built is not None:
+                    models[profile.model] = built
+    return SafetyGate(policy, notifier, audit, classifier=classifier, models=models)
 
 
 def _extraction_model(settings: Settings, override: Model | None, main: Model | None) -> Model | None:
@@ -136,6 +199,25 @@ def _extraction_model(settings: Settings, override: Model | None, main: Model | 
     if override is None and settings.llm.cheap_model:
         return build_model(settings.llm, settings.llm.cheap_model)
     return main
+
+
+def build_semantic(settings: Settings) -> SemanticMemory:
+    """The semantic index service, with the configured embedder (loaded lazily, off the loop).
+    Built even when disabled, so /status can say so."""
+    semantic = settings.memory.semantic
+    llm = settings.llm
+    openai_like = llm.provider in ("openai", "openai-compatible")
+
+    async def loader() -> Embedder | None:
+        return await load_embedder(
+            semantic,
+            llm_base_url=llm.base_url if openai_like else None,
+            llm_api_key=llm.resolved_api_key() if openai_like else None,
+        )
+
+    service = SemanticMemory(settings.paths, semantic, embedder_loader=loader)
+    service.say_problems()
+    return service
 
 
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:

@@ -68,6 +68,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     async def run() -> None:
         halo = build_halo(settings)
         try:
+            await halo.start_background()
             await TerminalChat(halo.gateway, member).run()
         finally:
             await halo.close()

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from config.family import Member
 from halo.pairing import APPROVE_USAGE, PairingError, parse_approve
+from halo.safety.profiles import effective_profile
 from halo.turn import Turn
 from policy import SYSTEM
 
@@ -93,7 +95,27 @@ async def whoami_command(turn: Turn, args: str) -> str:
         )
         mark = "yes" if decision.allowed else "no"
         lines.append(f"- {action}: {mark} — {decision.reason}")
+    if member is not None:
+        lines.extend(_profile_lines(turn, member))
     return "\n".join(lines)
+
+
+def _profile_lines(turn: Turn, member: Member) -> list[str]:
+    """A child's age profile, as the guardrails enforce it."""
+    profile = effective_profile(turn.services.policy, member, turn.services.settings.llm)
+    if not profile["guarded"]:
+        return []
+    readers = ", ".join(profile["parents_who_may_read_transcript"]) or "none"
+    return [
+        f"Your safety profile ({profile['age_group']}):",
+        f"- model: {profile['model'] or 'none configured'}",
+        f"- tools: {', '.join(profile['tool_classes']) or 'none'}",
+        f"- replies up to {profile['max_reply_chars']} characters",
+        f"- topics I steer away from: {', '.join(profile['blocked_topics']) or 'none'}",
+        "- if you might be in danger, I tell your parents (always for serious worries"
+        + (", and for smaller ones too)" if profile["notify_parents_on_medium"] else ")"),
+        f"- parents who may read your chats with me: {readers}",
+    ]
 
 
 @commands.command("new", "Start a fresh conversation here (the transcript is kept)")

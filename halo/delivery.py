@@ -37,6 +37,10 @@ class Delivery:
     def can_send(self, scope_id: str) -> bool:
         return scope_id.partition(":")[0] in self._senders
 
+    def senders(self) -> dict[str, Sender]:
+        """The registered platforms and their senders (the notifier reaches parents through them)."""
+        return dict(self._senders)
+
     async def send(self, scope_id: str, text: str) -> bool:
         """False when no adapter for the scope's platform is running."""
         sender = self._senders.get(scope_id.partition(":")[0])

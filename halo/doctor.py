@@ -96,6 +96,33 @@ async def check_admin_port(settings: Settings) -> Check:
     return Check("admin", True, f"{host}:{port} is free for the admin server and web chat")
 
 
+async def check_semantic(settings: Settings) -> Check:
+    """sqlite-vec loads, and the configured embedder loads (or why recall is full-text only)."""
+    from memory.embedders import EmbedderUnavailable, load_embedder
+    from memory.semantic import probe
+
+    semantic = settings.memory.semantic
+    if not semantic.enabled:
+        return Check("semantic recall", True, "off (memory.semantic.enabled: false)")
+    support = probe()
+    if not support.fts5:
+        return Check("semantic recall", False, support.problem or "no FTS5", "run `uv sync`")
+    if not support.vectors:
+        return Check("semantic recall", False, support.problem or "no sqlite-vec", "run `uv sync`")
+    llm = settings.llm
+    openai_like = llm.provider in ("openai", "openai-compatible")
+    try:
+        embedder = await load_embedder(semantic, llm_base_url=llm.base_url if openai_like else None,
+                                       llm_api_key=llm.resolved_api_key() if openai_like else None)
+    except EmbedderUnavailable as exc:
+        return Check("semantic recall", False, f"full-text only: {exc}",
+                     "point memory.semantic.model at a local model folder, or set memory.semantic.embedder")
+    if embedder is None:
+        return Check("semantic recall", True, f"full-text only (embedder: none), sqlite-vec {support.vec_version}")
+    return Check("semantic recall", True,
+                 f"hybrid: sqlite-vec {support.vec_version}, embedder {embedder.identity.key}")
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     from policy import PolicyEngine, PolicyError
 
@@ -106,7 +133,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     except PolicyError as exc:
         checks.append(Check("policy", False, str(exc), "fix or remove the named .cedar file"))
     found = await asyncio.gather(check_model(settings), check_telegram(settings), check_mqtt(settings),
-                                 check_admin_port(settings))
+                                 check_admin_port(settings), check_semantic(settings))
     checks.extend(c for c in found if c is not None)
     return checks
 

@@ -13,13 +13,21 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
-from agents import Agent, RunConfig, Runner
+from agents import (
+    Agent,
+    InputGuardrailTripwireTriggered,
+    OutputGuardrailTripwireTriggered,
+    RunConfig,
+    Runner,
+    Tool,
+)
 from openai.types.responses import ResponseTextDeltaEvent
 
 from halo.envelope import Envelope
 from halo.services import Services
+from halo.tools import tool_class
 from halo.turn import Turn
 from memory.redact import redact
 from policy import Decision
@@ -27,7 +35,8 @@ from transcripts import TranscriptLine
 
 log = logging.getLogger(__name__)
 
-ReplyKind = Literal["model", "command", "denied", "silent", "kept", "no_model", "provider_error"]
+# "guarded": halo's own reply for a child's turn the guardrails stopped (escalation, deflection)
+ReplyKind = Literal["model", "command", "denied", "silent", "kept", "no_model", "provider_error", "guarded"]
 DeltaCallback = Callable[[str], Awaitable[None]]
 ModelStartCallback = Callable[[], Awaitable[None]]
 AfterTurnHook = Callable[[Turn, "Reply"], Awaitable[None]]
@@ -92,20 +101,33 @@ class Gateway:
             return await self._denied(turn, decision)
         await self._record(turn, "user", env.text)
         if not env.addressed:  # kept, not answered; memory still counts and logs it
+            if self.services.safety is not None:
+                await self.services.safety.watch(turn)  # a child's cry for help still reaches the parents
             reply = Reply(None, env.scope.id, "kept", decision)
             await self._keep_as_context(turn)
             self._after(turn, reply)
             return reply
 
-        command_reply = await self.services.commands.run(turn, env.text)
-        if command_reply is not None:
+        # the child guardrails: only a child's turn, or the family group with children, pays for them
+        safety = self.services.safety
+        if safety is not None and safety.begin(turn) is None:
+            safety = None
+        stopped = await safety.screen_input(turn) if safety is not None else None
+        command_reply = None if stopped is not None else await self.services.commands.run(turn, env.text)
+        if stopped is not None:
+            reply = Reply(stopped, env.scope.id, "guarded", decision)
+            await self._remember(turn, stopped, with_user=True)
+        elif command_reply is not None:
             reply = Reply(command_reply, env.scope.id, "command", decision)
         elif self.services.model is None:
             reply = Reply(NO_MODEL, env.scope.id, "no_model", decision)
         else:
             if on_model_start is not None:
                 await on_model_start()
-            reply = await self._run_agent(turn, on_delta, decision)
+            # a guarded reply is checked whole before anything of it is sent: no streaming
+            reply = await self._run_agent(turn, None if safety is not None else on_delta, decision)
+        if safety is not None:
+            await safety.settle(turn)
 
         if reply.kind == "provider_error":
             await self._record(turn, "event", "model unavailable: the message was kept, no reply was made")
@@ -154,12 +176,15 @@ class Gateway:
     async def _run_agent(self, turn: Turn, on_delta: DeltaCallback | None, decision: Decision) -> Reply:
         services = self.services
         env = turn.envelope
+        safety = services.safety if turn.safety is not None else None
         agent = Agent[Turn](
             name="halo",
             instructions=await services.context.instructions(turn),
-            model=services.model,
+            model=safety.model_for(turn, services.model) if safety else services.model,
             model_settings=services.model_settings,
-            tools=services.tools,
+            tools=self._offered_tools(turn),
+            input_guardrails=[safety.input_guardrail()] if safety else [],
+            output_guardrails=[safety.output_guardrail()] if safety else [],
         )
         run_config = RunConfig(tracing_disabled=not services.settings.llm.tracing)
         session = services.sessions.get(env.scope.id)
@@ -173,6 +198,15 @@ class Gateway:
                     if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
                         await on_delta(event.data.delta)
             text = str(result.final_output or "").strip()
+        except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as tripped:
+            # the SDK has saved the user's message to the session, and nothing of a stopped reply
+            assert safety is not None
+            if isinstance(tripped, InputGuardrailTripwireTriggered):
+                text = await safety.act_on_input(turn)
+            else:
+                text = safety.deflect_output(turn)
+            await self._remember(turn, text, with_user=False)
+            return Reply(text, env.scope.id, "guarded", decision)
         except Exception as exc:  # any provider failure becomes a clear reply, never a crash
             log.warning("model run failed for %s: %s", env.scope.id, _describe_error(exc))
             services.audit.write(
@@ -180,7 +214,31 @@ class Gateway:
                 error=_describe_error(exc),
             )
             return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
+        if safety is not None:
+            text = safety.final_text(turn, text)
         return Reply(text or "…", env.scope.id, "model", decision)
+
+    async def _remember(self, turn: Turn, reply: str, *, with_user: bool) -> None:
+        """Keep the session coherent when the guardrails answered instead of the model, so the
+        next turn's model knows what the child was told."""
+        items: list[Any] = [{"role": "user", "content": _model_input(turn)}] if with_user else []
+        items.append({"role": "assistant", "content": reply})
+        await self.services.sessions.get(turn.scope.id).add_items(items)
+
+    def _offered_tools(self, turn: Turn) -> list[Tool]:
+        """Only the tools the policy would let this turn use: a refused tool is not even shown
+        to the model (each tool still asks the policy itself when called)."""
+        policy = self.services.policy
+        offered = []
+        for tool in self.services.tools:
+            decision = policy.decide(
+                "use_tool", principal=turn.member, resource=turn.scope, from_scope=turn.scope,
+                unknown_id=None if turn.member else turn.envelope.speaker.platform_user_id,
+                context={"tool": tool.name, "tool_class": tool_class(tool)}, audit=False,
+            )
+            if decision.allowed:
+                offered.append(tool)
+        return offered
 
     def _after(self, turn: Turn, reply: Reply) -> None:
         """After-reply work (session write-behind, distillation, indexing, compaction)
@@ -200,9 +258,11 @@ class Gateway:
             log.exception("after-turn hook %s failed for %s", getattr(hook, "__name__", hook), turn.scope.id)
 
     async def drain(self) -> None:
-        """Wait for after-turn work (on shutdown, and in tests)."""
+        """Wait for after-turn work and notification deliveries (on shutdown, and in tests)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
+        if self.services.notifier is not None:
+            await self.services.notifier.drain()
 
 
 def _model_input(turn: Turn) -> str:

@@ -11,6 +11,8 @@ Retries are the runner's (one place, bounded, with backoff); client-level retrie
 
 from __future__ import annotations
 
+import weakref
+
 from agents import (
     Model,
     ModelRetrySettings,
@@ -60,9 +62,23 @@ def build_model(llm: LLMSettings, model_name: str | None = None) -> Model | None
         timeout=llm.timeout_seconds,
         max_retries=0,
     )
+    model: Model
     if llm.provider == "openai":
-        return OpenAIResponsesModel(model=name, openai_client=client)
-    return OpenAIChatCompletionsModel(model=name, openai_client=client)
+        model = OpenAIResponsesModel(model=name, openai_client=client)
+    else:
+        model = OpenAIChatCompletionsModel(model=name, openai_client=client)
+    _CLIENTS[model] = client
+    return model
+
+
+_CLIENTS: weakref.WeakKeyDictionary[Model, AsyncOpenAI] = weakref.WeakKeyDictionary()
+
+
+async def close_model(model: Model | None) -> None:
+    """Close the HTTP client `build_model` made for `model` (its pooled connections), if any."""
+    client = _CLIENTS.pop(model, None) if model is not None else None
+    if client is not None:
+        await client.close()
 
 
 def model_settings(llm: LLMSettings) -> ModelSettings:

@@ -18,8 +18,11 @@ if TYPE_CHECKING:
     from halo.db import HaloDB
     from halo.delivery import Delivery
     from halo.groups import GroupGuard
+    from halo.notify import Notifier
     from halo.pairing import Pairing
+    from halo.safety.gate import SafetyGate
     from halo.sessions import SessionStore
+    from memory.semantic import SemanticMemory
     from memory.service import MemoryService
     from policy import PolicyEngine
     from transcripts import AuditLog, TranscriptStore
@@ -43,6 +46,9 @@ class Services:
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
+    semantic: SemanticMemory | None = None  # None: recall is off (tests, tools that need no index)
+    notifier: Notifier | None = None
+    safety: SafetyGate | None = None  # the child guardrails; None only in bare test wiring
 
     @property
     def family(self) -> Family:

@@ -28,6 +28,8 @@ members:
     # telegram_user_id: 1001
     # web_token: change-me-to-a-long-random-string
 #  - {{id: aarav, name: Aarav, role: child, age_group: adolescent, parental_visibility: false, telegram_user_id: 1003}}
+# Children's limits (reply length, blocked topics, tools, when parents are told) have
+# safe defaults per age group; change them under `safety: profiles:` (see README.md).
 
 owner: {owner_id}   # the local owner: web chat from this machine and `halo chat` speak as them
 

@@ -7,12 +7,18 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Concatenate, ParamSpec
 
-from agents import FunctionTool, RunContextWrapper, function_tool
+from agents import FunctionTool, RunContextWrapper, Tool, function_tool
 
 from halo.turn import Turn
 
 P = ParamSpec("P")
 ToolFn = Callable[Concatenate[RunContextWrapper[Turn], P], Awaitable[str]]
+_CLASSES: dict[str, str] = {}
+
+
+def tool_class(tool: Tool) -> str:
+    """The class a guarded tool declared; "internal" for anything else (it still asks the policy)."""
+    return _CLASSES.get(tool.name, "internal")
 
 
 def guarded_tool(tool_class: str = "internal") -> Callable[[ToolFn[P]], FunctionTool]:
@@ -30,7 +36,9 @@ def guarded_tool(tool_class: str = "internal") -> Callable[[ToolFn[P]], Function
                 return f"Not allowed: {decision.reason}"
             return await fn(ctx, *args, **kwargs)
 
-        return function_tool(checked)
+        tool = function_tool(checked)
+        _CLASSES[tool.name] = tool_class
+        return tool
 
     return wrap
 

@@ -13,6 +13,7 @@ from config.family import Member
 from halo.envelope import Envelope, Scope
 
 if TYPE_CHECKING:
+    from halo.safety.gate import SafetyState
     from halo.services import Services
     from policy import Decision
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 class Turn:
     envelope: Envelope
     services: Services
+    safety: SafetyState | None = None  # set for a child's turn (and the family group): see halo/safety
 
     @property
     def scope(self) -> Scope:

@@ -34,7 +34,13 @@ _TEMPORAL = re.compile(
 _FILLER = re.compile(
     r"^(?:(?:ok|okay|oh|and|also|btw|by the way|fyi|hey|hi|hello|halo|please|so|well)\b[,!:]?\s*)+", re.I
 )
-_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# "Dr. Okafor", "J. Smith", "5 p.m. today" do not end a sentence.
+_ABBREVIATIONS = frozenset({
+    "dr", "mr", "mrs", "ms", "mx", "prof", "st", "jr", "sr", "vs", "etc", "e.g", "i.e",
+    "a.m", "p.m", "no", "approx", "appt", "ave", "rd", "mt", "ft",
+})
+_LAST_WORD = re.compile(r"([^\s.]+(?:\.[^\s.]+)*)\.$")
 _FORGET = re.compile(r"^forget\s+(?:about\s+)?(?:that\s+)?(?P<q>.+?)[.!]*$", re.I)
 _REMEMBER = re.compile(
     r"^(?:remember|note(?: to self)?|make a note|note down)\b\s*(?:that\b\s*|:\s*|,\s*)?(?P<x>.+?)[.!]*$", re.I
@@ -84,6 +90,28 @@ def normalise_key(key: str) -> str:
     return re.sub(r"^(?:the|a|an) ", "", key)
 
 
+def sentences(text: str) -> list[str]:
+    """Split on line breaks and sentence ends, but not after an abbreviation or an initial."""
+    found: list[str] = []
+    for line in text.splitlines():
+        joined: list[str] = []
+        for piece in _SENTENCE_END.split(line):
+            if joined and _ends_with_abbreviation(joined[-1]):
+                joined[-1] = f"{joined[-1]} {piece}"
+            else:
+                joined.append(piece)
+        found.extend(joined)
+    return found
+
+
+def _ends_with_abbreviation(piece: str) -> bool:
+    m = _LAST_WORD.search(piece)
+    if m is None:
+        return False
+    word = m.group(1)
+    return word.lower() in _ABBREVIATIONS or (len(word) == 1 and word.isupper())
+
+
 def classify(text: str) -> list[Action]:
     """The actions one message asks for, in order. Commands (`/…`) are not classified here."""
     text = text.strip()
@@ -91,7 +119,7 @@ def classify(text: str) -> list[Action]:
         return []
     actions: list[Action] = []
     rest: list[str] = []
-    for sentence in _SENTENCES.split(text):
+    for sentence in sentences(text):
         sentence = sentence.strip()
         if not sentence:
             continue

@@ -84,6 +84,7 @@ class MemoryService:
         self._counted: dict[str, tuple[int, int]] = {}  # scope → (offset counted up to, items since watermark)
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.on_change: list[Callable[[str], None]] = []  # told a scope's memory files changed (index sync)
 
     # --- reading --------------------------------------------------------------------
 
@@ -183,15 +184,24 @@ class MemoryService:
             for day, lines in by_day.items():
                 self.files.log_daily(scope_id, day, lines)
 
-        await self._write(scope_id, work)
+        await self._write(scope_id, work, durable=False)  # the per-turn log: the scheduled sync finds it
 
-    async def _write(self, scope_id: str, work: Callable[[], Any]) -> Any:
+    async def _write(self, scope_id: str, work: Callable[[], Any], *, durable: bool = True) -> Any:
+        """Run `work` under the scope's file lock; `durable` writes (facts, notes) are announced."""
+
         def locked() -> Any:
             with self.files.lock(scope_id):
                 self.files.ensure(scope_id)
                 return work()
 
-        return await asyncio.to_thread(locked)
+        result = await asyncio.to_thread(locked)
+        if durable:
+            self._changed(scope_id)
+        return result
+
+    def _changed(self, scope_id: str) -> None:
+        for listener in self.on_change:
+            listener(scope_id)
 
     # --- distillation -----------------------------------------------------------------
 
@@ -209,6 +219,7 @@ class MemoryService:
         except Exception as exc:
             await asyncio.to_thread(self._record_failure, scope_id, "distill", exc)
             raise
+        self._changed(scope_id)
         counted = self._counted.get(scope_id)
         if counted is not None and counted[0] <= result.to_offset:
             self._counted[scope_id] = (result.to_offset, 0)
@@ -275,10 +286,12 @@ class MemoryService:
     async def _extract(self, scope_id: str) -> ExtractionResult:
         assert self.extraction is not None
         try:
-            return await self.extraction.run(scope_id)
+            result = await self.extraction.run(scope_id)
         except Exception as exc:
             await asyncio.to_thread(self._record_failure, scope_id, "extract", exc)
             raise
+        self._changed(scope_id)
+        return result
 
     def _restart_quiet_timer(self, scope_id: str) -> None:
         if (timer := self._timers.pop(scope_id, None)) is not None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.family import Family, Member
+from config.safety import AgeProfile
 
 GROUP_TYPES = frozenset({"parents_group", "family_group", "work_channel"})
 
@@ -55,22 +56,28 @@ def uid(entity_type: str, entity_id: str) -> dict[str, str]:
     return {"type": f"Halo::{entity_type}", "id": entity_id}
 
 
-def member_entity(member: Member) -> dict[str, Any]:
-    return {
-        "uid": uid("Member", member.id),
-        "attrs": {
-            "role": member.role,
-            "age_group": member.age_group or "none",
-            "parental_visibility": member.parental_visibility,
-        },
-        "parents": [],
+def member_entity(member: Member, profile: AgeProfile | None = None) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        "role": member.role,
+        "age_group": member.age_group or "none",
+        "parental_visibility": member.parental_visibility,
     }
+    if profile is not None:
+        attrs["profile"] = {
+            "name": member.age_group,
+            "tool_classes": list(profile.tool_classes),
+            "max_reply_chars": profile.max_reply_chars,
+            "blocked_topics": list(profile.blocked_topics),
+            "notify_parents_on_medium": profile.notify_parents_on_medium,
+        }
+    return {"uid": uid("Member", member.id), "attrs": attrs, "parents": []}
 
 
 def base_entities(family: Family) -> list[dict[str, Any]]:
-    """Every member, and halo itself: the part of the entity set that changes only with the config."""
+    """Every member (children with their age profile), and halo itself: the part of the entity
+    set that changes only with the config."""
     system = {"uid": uid("System", SYSTEM.id), "attrs": {}, "parents": []}
-    return [*(member_entity(m) for m in family.members), system]
+    return [*(member_entity(m, family.profile_of(m)) for m in family.members), system]
 
 
 def scope_entity(scope: ScopeRef, member_ids: frozenset[str]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import textwrap
 from collections.abc import AsyncIterator, Callable
@@ -58,9 +59,19 @@ llm:
 """
 
 
+def low_risk_classifier(body: dict[str, Any]) -> str | None:
+    """Answers halo's child-safety classifier "low", so a test scripting a child's reply with
+    `fake_llm.reply(...)` gets it for the reply and not for the classification around it.
+    Tests about the classifier itself script it (tests/safety_support.py)."""
+    if "child-safety classifier" not in json.dumps(body):
+        return None
+    return json.dumps({"level": "low", "category": "none", "blocked_topic": None, "summary": ""})
+
+
 @pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(default_reply="Hello from the fake model") as fake:
+        fake.interceptors.append(low_risk_classifier)
         yield fake
 
 

@@ -127,7 +127,7 @@ async def test_agent_tools_remember_and_share_ask_the_policy(fake_llm: FakeOpenA
     fake_llm.tool_call("share", {"text": "I broke the kitchen window"})
     fake_llm.reply("I couldn't share that.")
     await chat(running, "tell my parents I broke the kitchen window", token="aarav-token")
-    tool_output = fake_llm.prompt_text(fake_llm.model_requests[-1])
+    tool_output = fake_llm.prompt_text(fake_llm.scripted_requests[-1])  # not the safety classifier's
     assert "I can't share that: In our family, children do not share into the parents group." in tool_output
     assert memory_file(halo, PARENTS_GROUP) == ""
 
@@ -236,6 +236,7 @@ async def test_the_api_the_admin_endpoint_calls(fake_llm: FakeOpenAI, settings_f
     assert result.notes_added == 2 and result.items == 2
     assert memory.memory_path("web:mom") == running.halo.settings.paths.memory_file("web:mom")
     assert "web:mom" in memory.status()["scopes"]
+    await running.halo.services.semantic.forget_scope("web:mom")  # as the admin purge does first
     assert await memory.purge("web:mom") is True  # for the admin purge, after its confirmation
     assert "web:mom" not in memory.status()["scopes"]
     assert not running.halo.settings.paths.scope_dir("web:mom").exists()

@@ -33,7 +33,7 @@ from config.loader import load_settings
 from halo.app import Halo, build_halo
 from halo.envelope import Envelope, Speaker
 from halo.scopes import resolve_scope
-from tests.conftest import llm_yaml, write_home
+from tests.conftest import llm_yaml, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI
 
 settings.register_profile(
@@ -165,21 +165,24 @@ async def converse(halo: Halo, fake: FakeOpenAI, kids: list[Kid], steps: list[St
             speaker=Speaker(str(speaker.telegram_user_id or speaker.discord_user_id), speaker, speaker.name),
             text=text, target=target,
         )
-        before = len(fake.model_requests)
+        before, before_all = len(fake.scripted_requests), len(fake.model_requests)
         reply = await halo.gateway.handle(envelope)
         await halo.gateway.drain()
         if reply.kind in ("denied", "silent"):
-            assert len(fake.model_requests) == before, "a refused message reached the model"
+            assert len(fake.model_requests) == before_all, "a refused message reached the model"
             continue
         if step.kind in ("remember", "keyed"):
             durable[scope.id].add(word)
         if step.kind == "share" and (reply.text or "").startswith("Shared with the parents"):
             source[word].add(PARENTS_GROUP)
             durable[PARENTS_GROUP].add(word)
-        if len(fake.model_requests) == before:
-            continue  # a command: no model call
-        assert len(fake.model_requests) == before + 1
-        prompt = fake.prompt_text(fake.model_requests[-1])
+        if len(fake.scripted_requests) == before:
+            continue  # a command: no model call (a child's is still screened)
+        assert len(fake.scripted_requests) == before + 1
+        prompt = fake.prompt_text(fake.scripted_requests[-1])
+        # a child's turn is also classified: those prompts may hold nothing the reply's may not
+        side = [fake.prompt_text(r) for r in fake.model_requests[before_all:] if r.intercepted]
+        assert all(set(TAG.findall(p)) <= set(TAG.findall(prompt)) | {word} for p in side)
         checked.prompts += 1
 
         for found in set(TAG.findall(prompt)):
@@ -212,6 +215,7 @@ CHECKED = Checked()
 @pytest.fixture(scope="module")
 def fake_server() -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI(default_reply="I see.").start_in_thread()
+    fake.interceptors.append(low_risk_classifier)  # children's turns are classified too
     yield fake
     fake.stop()
 

@@ -24,6 +24,9 @@ RULES = [
     ("Priya is my manager", [Durable("my manager is Priya", "manager", "Priya")]),
     ("Hi! My shoe size is 38. Can you find sneakers?",
      [Durable("my shoe size is 38", "shoe size", "38"), Note("Hi! Can you find sneakers?")]),
+    ("remember the vet is Dr. Okafor on Oak Road", [Durable("The vet is Dr. Okafor on Oak Road")]),
+    ("note: J. Smith picks up Aarav at 5 p.m. on Fridays",
+     [Durable("J. Smith picks up Aarav at 5 p.m. on Fridays")]),
     ("forget my shoe size", [Forget("my shoe size", mine=True)]),
     ("please forget about the dentist", [Forget("the dentist", mine=False)]),
     # not facts

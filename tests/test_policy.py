@@ -198,6 +198,11 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
      "young-child-no-outward-tools"),
     ("mom", "use_tool", "fg", None, {"tool": "calendar", "tool_class": "private"}, False,
      "no-private-tools-in-family-group"),
+    ("aarav", "use_tool", "dm:aarav", None, {"tool": "shell", "tool_class": "system"}, False,
+     "child-profile-tool-classes"),
+    ("tara", "use_tool", "dm:tara", None, {"tool": "web_search", "tool_class": "outward"}, False,
+     "child-profile-tool-classes"),
+    ("wags", "use_tool", "dm:wags", None, {"tool": "shell", "tool_class": "system"}, True, "tool-in-scope"),
     ("aarav", "use_tool", "pg", None, {"tool": "weather"}, False, "outside-scope"),
     ("priya", "use_tool", "dm:wags", None, None, False, "outside-scope"),
     # admin
@@ -532,3 +537,31 @@ def test_templates_are_refused(family: Family, tmp_path: Path) -> None:
     write(tmp_path, "extra.cedar", '@id("t")\npermit (principal == ?principal, action, resource);\n')
     with pytest.raises(PolicyError, match=r"extra\.cedar line 1: templates"):
         PolicyEngine(family, extra_dir=tmp_path)
+
+
+def test_age_profile_is_an_entity_attribute_policies_enforce(tmp_path: Path) -> None:
+    """A family that narrows the adolescent profile in halo.yaml gets it enforced by Cedar."""
+    narrowed = Family.model_validate(
+        {**FAMILY, "safety": {"profiles": {"adolescent": {"tool_classes": ["internal"]}}}}
+    )
+    engine = PolicyEngine(narrowed)
+    outward = {"tool": "web_search", "tool_class": "outward"}
+    denied = engine.decide("use_tool", principal=who(narrowed, "aarav"), resource=SCOPES["dm:aarav"],
+                           context=outward)
+    assert not denied.allowed and denied.policy_ids == ("child-profile-tool-classes",)
+    allowed = engine.decide("use_tool", principal=who(narrowed, "aarav"), resource=SCOPES["dm:aarav"],
+                            context={"tool": "clock", "tool_class": "internal"})
+    assert allowed.allowed
+    # a family policy can read the profile too
+    (tmp_path / "short.cedar").write_text(
+        '@id("short-replies-no-tools")\n@reason("Children on short replies use no tools.")\n'
+        'forbid (principal is Halo::Member, action == Halo::Action::"use_tool", resource)\n'
+        "when { principal has profile && principal.profile.max_reply_chars < 1000 };\n"
+    )
+    family_rules = PolicyEngine(narrowed, extra_dir=tmp_path)
+    tara = family_rules.decide("use_tool", principal=who(narrowed, "tara"), resource=SCOPES["dm:tara"],
+                               context={"tool": "clock", "tool_class": "internal"})
+    assert not tara.allowed and "short-replies-no-tools" in tara.policy_ids
+    wags = family_rules.decide("use_tool", principal=who(narrowed, "wags"), resource=SCOPES["dm:wags"],
+                               context={"tool": "clock", "tool_class": "internal"})
+    assert wags.allowed

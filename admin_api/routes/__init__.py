@@ -22,7 +22,7 @@ class Route:
 
 
 def admin_routes() -> list[Route]:
-    from admin_api.routes import dashboard, events, health, memory, pairing, policy, sessions
+    from admin_api.routes import dashboard, events, family, health, memory, pairing, policy, sessions
 
     return [
         *health.ROUTES,
@@ -31,5 +31,6 @@ def admin_routes() -> list[Route]:
         *events.ROUTES,
         *memory.ROUTES,
         *pairing.ROUTES,
+        *family.ROUTES,
         *dashboard.ROUTES,
     ]

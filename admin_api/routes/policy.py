@@ -10,6 +10,7 @@ from aiohttp import web
 from admin_api.base import halo_of
 from admin_api.routes import Route
 from halo.policy_table import MEMBER_ACTIONS, SYSTEM_ACTIONS, policy_table
+from halo.safety.profiles import effective_profile
 from policy.engine import POLICY_DIR
 
 
@@ -20,7 +21,9 @@ async def policy_status(request: web.Request) -> web.Response:
     body: dict[str, Any] = {
         "actions": [*MEMBER_ACTIONS, *SYSTEM_ACTIONS],
         "members": [
-            {"id": m.id, "name": m.name, "role": m.role, "ageGroup": m.age_group} for m in family.members
+            {"id": m.id, "name": m.name, "role": m.role, "ageGroup": m.age_group,
+             "safety": effective_profile(services.policy, m, services.settings.llm)}
+            for m in family.members
         ],
         "scopes": [
             {

@@ -17,6 +17,9 @@ class WithSeams:
 
 
 class FakeSemantic:
+    async def close(self) -> None:
+        return None
+
     def health(self) -> dict[str, Any]:
         return {"enabled": True, "runs": 12, "failures": 1, "last_success": "2026-01-02T03:00:00+00:00",
                 "last_error": None, "lag": {"web:mom": 0}}

@@ -57,6 +57,9 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("POST", "/pairing/requests/{code}/deny"): Example("/pairing/requests/{code}/deny"),
     ("GET", "/"): Example("/", headers={"Accept": "text/html"}),
     ("GET", "/openapi.json"): Example("/openapi.json"),
+    ("GET", "/family/transcripts"): Example("/family/transcripts"),
+    ("GET", "/family/transcript"): Example("/family/transcript?scopeId=web:tara&lines=5"),
+    ("GET", "/family/notifications"): Example("/family/notifications"),
 }
 ROUTES = {(r.method, r.path): r for r in admin_routes()}
 
@@ -78,6 +81,9 @@ async def test_route_access(key: tuple[str, str], admin):
     access = ROUTES[key].access
     example = EXAMPLES[key]
     harness = await ready(admin)
+    if access == "member":
+        await member_route_access(harness, method, example)
+        return
     denied = {"anyone": None, "token": 401, "loopback": 403}[access]
     newcomers = itertools.count(5550001)
 
@@ -117,6 +123,26 @@ async def test_route_access(key: tuple[str, str], admin):
             assert "loopback" in with_token.body["error"]
 
     local = await call(harness.local)
+    assert local.status == 200, local.text[:300]
+
+
+async def member_route_access(harness: AdminHarness, method: str, example: Example) -> None:
+    """A member route answers a member's own web_token (the policy then decides what they see);
+    nothing else from a remote peer — not the admin token, not a forged header."""
+    for remote in harness.remotes:
+        for case, kwargs in {
+            "no token": {},
+            "wrong token": {"token": "not-the-token"},
+            "a web token's first characters": {"token": "mom-toke"},
+            "the admin token": {"token": ADMIN_TOKEN},
+            "forwarded-for headers": {"headers": FORGED},
+        }.items():
+            reply = await remote.call(method, example.path, **kwargs)
+            assert reply.status == 401, f"{remote.mode} peer, {case}: {reply.status} {reply.text[:200]}"
+            assert set(reply.body) == {"error"}
+        member = await remote.call(method, example.path, token="mom-token", headers=FORGED)
+        assert member.status == 200, f"{remote.mode} peer as mom: {member.text[:200]}"
+    local = await harness.local.call(method, example.path)  # this machine: the local owner
     assert local.status == 200, local.text[:300]
 
 

@@ -183,12 +183,13 @@ discord: {{token: {secrets['dc']}}}
                                   "base_url": "http://user:**********@127.0.0.1:1/v1", "configured": True}
     assert status["halo_home"]["home"] == str(harness.halo.settings.home)
     assert status["adapters"]["web"]["connected"] is True
-    assert status["semantic"] == {"enabled": False, "reason": "the semantic index is not part of this build yet"}
+    assert status["semantic"]["enabled"] is True and status["semantic"]["runs"] == 0  # the real index, idle
     assert status["distillation"] == {
         "enabled": True, "every_n_items": 20, "extractor": "deterministic", "quiet_minutes": 10,
         "running": [], "failing": [], "scopes": {},
     }
-    assert status["queues"] == {"gateway_background_tasks": 0, "busy_scopes": 0, "pending_pairing_requests": 0}
+    assert status["queues"] == {"gateway_background_tasks": 0, "busy_scopes": 0, "pending_pairing_requests": 0,
+                                "undelivered_notifications": 0}
     assert status["uptime_seconds"] >= 0 and status["version"]
 
 

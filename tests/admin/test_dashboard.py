@@ -149,3 +149,32 @@ async def test_from_another_machine_the_page_asks_for_the_token(admin, browser, 
     # The browser saw only the refusals themselves (the first 401s, and 403 from the loopback-only
     # event log, which is how the page learns it is remote): no script error, no CSP violation.
     assert all("status of 401" in p or "status of 403" in p for p in problems), problems
+
+
+async def test_a_parent_reads_a_young_childs_chat_but_not_a_teens(admin, browser, tmp_path: Path):
+    """The Children panel shows each child's limits; a chat opens only as the policy allows."""
+    from playwright.async_api import expect
+
+    harness, _ = await family_halo(admin)
+    await harness.seed("telegram:1004")  # Tara, a young child
+    page, problems = await open_dashboard(browser, harness.local.base + "/", DESKTOP)
+    await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
+
+    tara = page.locator('[data-child="tara"]')
+    await expect(tara).to_contain_text("young child")
+    await expect(tara).to_contain_text("600")
+    await expect(tara).to_contain_text("Wags, Mom")
+    await tara.get_by_role("button", name="Read telegram chat").click()
+    await expect(page.locator("#child-chat")).to_contain_text("The dentist is on Friday.")
+
+    aarav = page.locator('[data-child="aarav"]')
+    await expect(aarav).to_contain_text("no one")
+    await aarav.get_by_role("button", name="Read telegram chat").click()
+    await expect(page.locator("#child-chat")).to_contain_text("read only by the child")
+    await expect(page.locator("#child-chat")).not_to_contain_text("dentist")
+    await page.screenshot(path=str(tmp_path / "dashboard-children.png"), full_page=True)
+
+    reads = harness.services.audit.tail(10, kind="transcript_read")
+    assert [(e["reader"], e["scope_id"], e["allowed"]) for e in reads] == [
+        ("wags", "telegram:1004", True), ("wags", "telegram:1003", False)]
+    assert all("status of 403" in p for p in problems), problems  # the refused read, nothing else

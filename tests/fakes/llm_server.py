@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -67,9 +68,12 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     json: Any
+    intercepted: bool = False  # answered by an interceptor, not from the script
 
 
 Responder = Callable[[JSON], Reply | str]
+Interceptor = Callable[[JSON], Reply | str | None]
+"""Answers the requests it recognises (None: not mine), before the scripted queue."""
 
 # Keys in a prompt that carry structure, not words the model reads.
 _PROMPT_METADATA_KEYS = frozenset(
@@ -92,6 +96,9 @@ class ScriptedModelServer:
     def __init__(self, *, default_reply: str = "ok", responder: Responder | None = None) -> None:
         self.default_reply = default_reply
         self.responder = responder
+        # e.g. halo's child-safety classifier (tests/conftest.py): its calls then leave the
+        # scripted replies to the calls a test is about
+        self.interceptors: list[Interceptor] = []
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._ids = itertools.count(1)
@@ -146,9 +153,20 @@ class ScriptedModelServer:
         """Every piece of text the model was sent in one request, one piece per line."""
         return self._prompt_of(request.json)
 
+    @property
+    def intercepted_requests(self) -> list[RecordedRequest]:
+        """Model calls an interceptor answered (side calls such as a classification)."""
+        return [r for r in self.model_requests if r.intercepted]
+
+    @property
+    def scripted_requests(self) -> list[RecordedRequest]:
+        """Model calls no interceptor answered: the calls a test scripts and counts."""
+        return [r for r in self.model_requests if not r.intercepted]
+
     def last_prompt_text(self) -> str:
-        """The prompt of the latest model call: system, history and user turn as one string."""
-        requests = self.model_requests
+        """The prompt of the latest model call an interceptor did not answer (the call a test
+        scripts): system, history and user turn as one string."""
+        requests = self.scripted_requests
         if not requests:
             raise LookupError(f"{type(self).__name__} has received no model request")
         return self.prompt_text(requests[-1])
@@ -233,6 +251,13 @@ class ScriptedModelServer:
         self.requests.append(RecordedRequest(request.method, request.path, headers, body))
         return body
 
+    def _intercept(self, body: JSON) -> Reply | None:
+        for intercept in self.interceptors:
+            answer = intercept(body)
+            if answer is not None:
+                return Reply(text=answer) if isinstance(answer, str) else answer
+        return None
+
     def _next_reply(self, body: JSON) -> Reply:
         if self._queue:
             return self._queue.popleft()
@@ -249,7 +274,11 @@ class ScriptedModelServer:
     ) -> web.StreamResponse:
         """Record the call, take the next reply and send it in the shape the request asked for."""
         body = await self._record(request)
-        reply = self._next_reply(body)
+        reply = self._intercept(body)
+        if reply is not None:  # mark the request just recorded (no await since: it is the last one)
+            self.requests[-1] = dataclasses.replace(self.requests[-1], intercepted=True)
+        else:
+            reply = self._next_reply(body)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.status != 200:

@@ -1,0 +1,91 @@
+"""What one member may see, with their own web_token, decided by the policy (access "member").
+
+The admin endpoints answer the household's admin token and this machine. A parent reading a
+young child's chat from a phone uses their own `web_token` here instead, and the policy's
+`read_transcript` rules decide: a young child's DM yes, an adolescent's only with
+`parental_visibility`, another parent's never. Every read, allowed or refused, is audited
+with who read what. An existing and a missing scope are refused alike, so a refusal says
+nothing about what halo holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from admin_api.base import ApiError, halo_of, lines_param
+from admin_api.routes import Route
+from config.family import Member
+from halo.access import bearer_token, is_local_request
+from halo.envelope import Scope
+from halo.scope_admin import parse_scope_id
+from halo.scopes import UnknownScopeError, member_scopes
+
+NO_MEMBER = "send Authorization: Bearer <your web_token> (or ask from this machine)"
+
+
+def member_of(request: web.Request) -> Member:
+    """The member whose web_token is the Bearer token; from this machine with none, the local owner."""
+    family = halo_of(request).services.family
+    token = bearer_token(request)
+    member = family.by_web_token(token) if token else (family.local_owner if is_local_request(request) else None)
+    if member is None:
+        raise ApiError(401, NO_MEMBER)
+    return member
+
+
+def _home(member: Member) -> Scope:
+    """Where a web request is made from: the member's own web DM."""
+    return Scope(f"web:{member.id}", "dm", owner_id=member.id)
+
+
+async def readable_transcripts(request: web.Request) -> web.Response:
+    """The DM transcripts this member may read (probes: nothing is read, so nothing is audited)."""
+    member = member_of(request)
+    services = halo_of(request).services
+    scopes = [
+        s.id for s in member_scopes(services.family)
+        if s.type == "dm" and services.policy.decide(
+            "read_transcript", principal=member, resource=s, from_scope=_home(member), audit=False).allowed
+    ]
+    return web.json_response({"member": member.id, "scopes": scopes})
+
+
+async def read_transcript(request: web.Request) -> web.Response:
+    member = member_of(request)
+    lines = lines_param(request)
+    services = halo_of(request).services
+    try:
+        scope = parse_scope_id(services.family, request.query.get("scopeId", ""))
+    except UnknownScopeError as exc:
+        raise ApiError(400, str(exc)) from None
+    decision = services.policy.decide("read_transcript", principal=member, resource=scope, from_scope=_home(member))
+    read = await asyncio.to_thread(services.transcripts.tail, scope.id, lines) if decision.allowed else []
+    services.audit.write(
+        "transcript_read", reader=member.id, scope_id=scope.id, owner=scope.owner_id, allowed=decision.allowed,
+        lines=len(read), policy_ids=list(decision.policy_ids), via="family_api",
+    )
+    if not decision.allowed:
+        raise ApiError(403, decision.reason)
+    return web.json_response({"scopeId": scope.id, "owner": scope.owner_id, "lines": [x.to_dict() for x in read]})
+
+
+async def notifications(request: web.Request) -> web.Response:
+    """The member's own notifications (safety alerts), delivered by an adapter or not."""
+    member = member_of(request)
+    lines = lines_param(request)
+    notifier = halo_of(request).services.notifier
+    notes = notifier.outbox.for_member(member.id, lines) if notifier else []
+    return web.json_response({"member": member.id, "notifications": [
+        {"id": n.id, "ts": n.ts.isoformat(), "kind": n.kind, "about": n.about, "text": n.inbox,
+         "deliveredVia": sorted(notifier.outbox.delivered_via(n.id)) if notifier else []}
+        for n in notes
+    ]})
+
+
+ROUTES = [
+    Route("GET", "/family/transcripts", readable_transcripts, "member"),
+    Route("GET", "/family/transcript", read_transcript, "member"),
+    Route("GET", "/family/notifications", notifications, "member"),
+]

@@ -1,0 +1,1 @@
+"""Child safety: age profiles in effect, the risk floor and classifier, the guardrails that act on them."""

@@ -1,0 +1,274 @@
+"""The child guardrails of a turn, and what halo does about their decisions.
+
+Input: the deterministic floor runs first on every guarded turn (commands and `provider:
+none` included); when a model will answer, the Agents SDK input guardrail (run before the
+model, `run_in_parallel=False`) adds the cheap-model classification. Output: the SDK output
+guardrail checks the reply before it is sent. The stricter of floor and classifier wins.
+
+    high risk from a child   → escalate: a supportive reply in code, every parent told
+    high risk from an adult  → (family group with children) a deflection to a private chat
+    a blocked topic          → an age-appropriate deflection, the model's reply never sent
+    an over-long reply       → shortened on a sentence boundary
+    medium risk              → answered; parents told when the profile says so
+
+Every classification above low is audited; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from agents import Agent, GuardrailFunctionOutput, InputGuardrail, Model, OutputGuardrail, RunContextWrapper
+
+from config.family import Family
+from halo.notify import Notifier
+from halo.safety import replies
+from halo.safety.classifier import Direction, RiskClassifier
+from halo.safety.profiles import TurnProfile, parents_may_read, turn_profile
+from halo.safety.screen import LOW, Assessment, screen, stricter
+from halo.safety.topics import blocked_topic
+from policy import PolicyEngine
+from transcripts import AuditLog, TranscriptLine
+
+if TYPE_CHECKING:
+    from halo.turn import Turn
+
+log = logging.getLogger(__name__)
+
+InputAction = Literal["pass", "escalate", "deflect"]
+OutputAction = Literal["pass", "shorten", "deflect"]
+
+
+@dataclass(slots=True)
+class SafetyState:
+    """What the guardrails found in one turn (kept on the Turn)."""
+
+    limits: TurnProfile
+    input: Assessment = LOW
+    input_action: InputAction = "pass"
+    output: Assessment | None = None
+    output_action: OutputAction = "pass"
+    notified: list[str] = field(default_factory=list)
+    classifier_errors: list[str] = field(default_factory=list)
+
+
+class SafetyGate:
+    """Decides and acts for guarded turns; adults' turns never reach it (`begin` returns None)."""
+
+    def __init__(
+        self,
+        policy: PolicyEngine,
+        notifier: Notifier,
+        audit: AuditLog,
+        *,
+        classifier: RiskClassifier | None = None,
+        models: dict[str, Model] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.notifier = notifier
+        self.audit = audit
+        self.classifier = classifier
+        self.models = models or {}  # profile model key → a model other than the main one
+
+    @property
+    def family(self) -> Family:
+        return self.policy.family
+
+    def owned_models(self) -> list[Model]:
+        """The per-profile models and the classifier's, for whoever closes them at shutdown."""
+        found = list(self.models.values())
+        if self.classifier is not None:
+            found.append(self.classifier.model)
+        return found
+
+    def begin(self, turn: Turn) -> SafetyState | None:
+        limits = turn_profile(self.family, turn.envelope)
+        turn.safety = SafetyState(limits) if limits else None
+        return turn.safety
+
+    def model_for(self, turn: Turn, default: Model | None) -> Model | None:
+        state = turn.safety
+        return self.models.get(state.limits.profile.model, default) if state else default
+
+    # --- input ------------------------------------------------------------------------
+
+    def _floor(self, text: str, state: SafetyState) -> Assessment:
+        found = screen(text)
+        topic = blocked_topic(text, state.limits.profile.blocked_topics, self.family.safety.topics)
+        return found if topic is None else stricter(found, Assessment(topic=topic))
+
+    async def _classify(self, text: str, direction: Direction, state: SafetyState) -> Assessment:
+        if self.classifier is None or self.family.safety.classifier == "off":
+            return LOW
+        try:
+            return await self.classifier.classify(
+                text, direction=direction, age_group=state.limits.age_group,
+                topics=state.limits.profile.blocked_topics,
+            )
+        except Exception as exc:  # the floor still stands; the failure is audited
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            log.warning("safety classifier failed (%s): %s", direction, error)
+            state.classifier_errors.append(error)
+            return LOW
+
+    def _input_action(self, state: SafetyState) -> InputAction:
+        if state.input.level == "high":
+            return "escalate" if state.limits.child is not None else "deflect"
+        return "deflect" if state.input.topic else "pass"
+
+    async def screen_input(self, turn: Turn) -> str | None:
+        """The floor, before commands and the model. Returns halo's reply when it decides alone."""
+        state = _state(turn)
+        state.input = self._floor(turn.envelope.text, state)
+        state.input_action = self._input_action(state)
+        return None if state.input_action == "pass" else await self.act_on_input(turn)
+
+    async def act_on_input(self, turn: Turn) -> str:
+        """The reply to an input the guardrails stopped; parents told for a child's high risk."""
+        state = _state(turn)
+        parents = self.family.parents
+        child = state.limits.child
+        age = child.age_group if child is not None and child.age_group else state.limits.age_group
+        if state.input_action == "escalate":
+            await self._alert_parents(turn, state.input, "replied calmly and suggested talking to a parent "
+                                                         "or trusted adult")
+            return replies.supportive_reply(age, state.input, parents, self.family.safety.emergency_resources)
+        if state.limits.child is None:  # an adult in a group with children
+            return replies.group_deflection(state.input, self.family.safety.emergency_resources)
+        return replies.deflection(age, parents)
+
+    def input_guardrail(self) -> InputGuardrail[Turn]:
+        """The SDK input guardrail: floor plus classifier, before the model starts."""
+
+        async def child_input(ctx: RunContextWrapper[Turn], agent: Agent[Any], _: Any) -> GuardrailFunctionOutput:
+            turn = ctx.context
+            state = _state(turn)
+            classified = await self._classify(turn.envelope.text, "input", state)
+            state.input = stricter(self._floor(turn.envelope.text, state), classified)
+            state.input_action = self._input_action(state)
+            return GuardrailFunctionOutput(output_info=state.input, tripwire_triggered=state.input_action != "pass")
+
+        return InputGuardrail(guardrail_function=child_input, name="child_input", run_in_parallel=False)
+
+    async def watch(self, turn: Turn) -> None:
+        """A child's message halo was not addressed in (the family group): no reply, but the
+        floor still runs, and a high risk (or a medium one, per profile) still reaches the parents."""
+        state = self.begin(turn)
+        if state is None or state.limits.child is None:
+            return
+        state.input = self._floor(turn.envelope.text, state)
+        if state.input.level == "high" or (
+            state.input.level == "medium" and state.limits.profile.notify_parents_on_medium
+        ):
+            await self._alert_parents(turn, state.input, "did not reply there (it was not addressed)")
+        if state.input.above_low or state.input.topic:
+            self._audit(turn, "input", state.input, "watch", state)
+
+    # --- output -----------------------------------------------------------------------
+
+    def output_guardrail(self) -> OutputGuardrail[Turn]:
+        """The SDK output guardrail: a reply that may not be sent trips it; a long one is marked."""
+
+        async def child_output(ctx: RunContextWrapper[Turn], agent: Agent[Any], output: Any) -> GuardrailFunctionOutput:
+            turn = ctx.context
+            state = _state(turn)
+            text = str(output or "")
+            state.output = stricter(self._floor(text, state), await self._classify(text, "output", state))
+            if state.output.level == "high" or state.output.topic:
+                state.output_action = "deflect"
+            elif len(text.strip()) > state.limits.profile.max_reply_chars:
+                state.output_action = "shorten"
+            tripped = state.output_action == "deflect"
+            return GuardrailFunctionOutput(output_info=state.output, tripwire_triggered=tripped)
+
+        return OutputGuardrail(guardrail_function=child_output, name="child_output")
+
+    def deflect_output(self, turn: Turn) -> str:
+        state = _state(turn)
+        if state.limits.child is None and state.limits.group:
+            return replies.group_deflection()
+        return replies.deflection(state.limits.age_group, self.family.parents)
+
+    def final_text(self, turn: Turn, text: str) -> str:
+        """The reply as it may be sent: shortened when the output guardrail said so. Also the
+        last line of defence for a reply that never passed the output guardrail."""
+        state = _state(turn)
+        limit = state.limits.profile.max_reply_chars
+        if len(text.strip()) > limit:
+            state.output_action = "shorten" if state.output_action == "pass" else state.output_action
+            return replies.shorten(text, limit)
+        return text
+
+    # --- after the turn ---------------------------------------------------------------
+
+    async def settle(self, turn: Turn) -> None:
+        """Audit what the guardrails found; tell parents about a child's medium risk per profile."""
+        state = _state(turn)
+        child = state.limits.child
+        if (state.input.level == "medium" and state.input_action != "escalate" and child is not None
+                and state.limits.profile.notify_parents_on_medium):
+            did = "changed the subject" if state.input_action == "deflect" else "answered, suitably for their age"
+            await self._alert_parents(turn, state.input, did)
+        if state.input.above_low or state.input.topic:
+            self._audit(turn, "input", state.input, state.input_action, state)
+        if state.output is not None and (state.output.above_low or state.output.topic):
+            self._audit(turn, "output", state.output, state.output_action, state)
+        elif state.output_action == "shorten":
+            self.audit.write("safety", scope_id=turn.scope.id, member=turn.envelope.speaker.label,
+                             direction="output", level="low", action="shorten",
+                             max_reply_chars=state.limits.profile.max_reply_chars)
+        for error in state.classifier_errors:
+            self.audit.write("safety_classifier_error", scope_id=turn.scope.id, error=error)
+
+    def _audit(self, turn: Turn, direction: str, found: Assessment, action: str, state: SafetyState) -> None:
+        self.audit.write(
+            "safety", scope_id=turn.scope.id, member=turn.envelope.speaker.label, direction=direction,
+            level=found.level, category=found.category, topic=found.topic, source=found.source,
+            action=action, age_group=state.limits.age_group,
+            notified=list(state.notified) if direction == "input" else [],
+        )
+
+    async def _alert_parents(self, turn: Turn, found: Assessment, action: str) -> None:
+        """One notification per parent; the child's words only to a parent the policy lets read
+        that child's transcript (the decision is audited: it is a read)."""
+        state = _state(turn)
+        child = state.limits.child
+        if child is None:
+            return
+        where = (
+            "in the family group" if turn.scope.type == "family_group"
+            else f"in their private chat ({turn.envelope.platform})"
+        )
+        for parent in self.family.parents:
+            try:
+                words = turn.envelope.text if parents_may_read(self.policy, child, parent, audit=True) else None
+                alert = replies.alert_text(child, turn.envelope.ts, where, found, words=words, action=action)
+                await self.notifier.notify(parent, alert.push, inbox_text=alert.inbox, kind="safety_alert",
+                                           about=child.id)
+            except Exception as exc:  # the child still gets their reply; the failure is loud
+                log.exception("could not notify %s about %s", parent.id, child.id)
+                self.audit.write("notification_failed", member=parent.id, about=child.id,
+                                 error=f"{type(exc).__name__}: {exc}"[:300])
+                continue
+            state.notified.append(parent.id)
+        await turn.services.transcripts.append(_event_line(
+            turn, f"safety: {found.level} risk ({replies.label(found.category)}); parents told: "
+                  f"{', '.join(state.notified) or 'none configured'}"))
+
+
+def _state(turn: Turn) -> SafetyState:
+    if turn.safety is None:
+        raise RuntimeError("a guarded step ran on a turn that SafetyGate.begin did not guard")
+    return turn.safety
+
+
+def _event_line(turn: Turn, text: str) -> TranscriptLine:
+    return TranscriptLine(
+        id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id=turn.scope.id, role="event", text=text,
+        speaker="halo", target=turn.envelope.speaker.label, platform=turn.envelope.platform,
+    )
+

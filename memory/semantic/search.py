@@ -1,0 +1,211 @@
+"""Hybrid search: BM25 and cosine candidates, one weighted score, recency decay, MMR.
+
+Fusion is a weighted sum, not reciprocal rank fusion, because halo needs a minimum score
+that means the same thing for every query: the context builder adds recalled chunks on
+every turn, and on "thanks!" it should add nothing. RRF scores are ranks, so the best
+candidate of any query scores the same whether it is relevant or not. Here
+
+    score = w · max(0, cosine) + (1 − w) · bm25 / best bm25 of this query
+
+The cosine is absolute (a property of the text pair, not of the query's other results);
+the BM25 part is relative, but only chunks that share a word with the query get it. With
+no vectors (embedder `none` or unavailable) the score is the BM25 part alone.
+
+The minimum score is a relevance gate applied before decay; decay (dated notes and
+transcript turns, half-life in days; MEMORY.md never decays) then orders what passed, so
+an old but clearly relevant note is still found, and among similar ones the recent wins.
+A chunk whose date the question names ("what happened on March 14") does not decay.
+MMR finally picks results that are relevant and unlike the ones already picked.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memory.semantic.chunking import TRANSCRIPT_SOURCE, daily_date
+from memory.semantic.index import ChunkRow, ScopeIndex
+
+# Filler words, and words of time: a question's "last month" is for recency decay to weigh, not
+# for BM25 to match against "the last week of the semester".
+STOPWORDS = frozenset("""
+a about above after again all am an and any are as at be because been before being below between both but by
+can could did do does doing down during each few for from further had has have having he her here hers herself
+him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only
+or other our ours ourselves out over own same say said she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves tell told remember know anything something
+thing things please halo hey hi hello thanks thank ok okay yes yeah maybe really also still ever much many
+lot get gets got getting go goes going went one ones need needs want wants like make makes made let us
+last next ago day days week weeks month months year years today yesterday tomorrow time
+""".split())  # noqa: SIM905 (a word list reads better as text)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_DATE_WORDS = frozenset({
+    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+    "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class SearchParams:
+    limit: int = 5
+    candidates: int = 40
+    min_score: float = 0.3
+    vector_weight: float = 0.6
+    half_life_days: float = 90.0
+    mmr_lambda: float = 0.7
+    max_mirrored: int = 300_000
+    now: float | None = None  # epoch seconds; tests pin it
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A recalled chunk, with where it came from."""
+
+    scope_id: str
+    source: str  # "MEMORY.md", "daily/2026-10-03.md", "transcript"
+    start_line: int
+    end_line: int
+    text: str
+    score: float  # after decay; what results are ordered by
+    relevance: float  # before decay; what the minimum score is compared with
+    text_score: float
+    vector_score: float | None
+    ts: float | None = None
+    chunk_id: int = 0
+    vector: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def location(self) -> str:
+        lines = f"line {self.start_line}" if self.start_line == self.end_line else \
+            f"lines {self.start_line}–{self.end_line}"
+        return f"{self.source} {lines}"
+
+
+def query_terms(text: str) -> list[str]:
+    """Content words of a query, lower-cased, in order, without duplicates."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(text.lower()):
+        if len(word) > 1 and word not in STOPWORDS:
+            seen.setdefault(word, None)
+    return list(seen)
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 query that matches any content word: each quoted, so no word is an operator."""
+    return " OR ".join(f'"{t}"' for t in query_terms(text))
+
+
+def names_a_day(text: str) -> bool:
+    """Does the question name a month, a weekday or a date ("March 14", "2026-03-14")?"""
+    return any(w in _DATE_WORDS or (w.isdigit() and len(w) == 4) for w in query_terms(text)) or \
+        bool(re.search(r"\d{4}-\d{2}-\d{2}", text))
+
+
+def decay(ts: float | None, source: str, now: float, half_life_days: float) -> float:
+    """1 for undated memory (MEMORY.md); halves every `half_life_days` for dated notes and turns."""
+    if ts is None or not (source == TRANSCRIPT_SOURCE or daily_date(source)):
+        return 1.0
+    age_days = max(0.0, (now - ts) / 86400.0)
+    return math.pow(0.5, age_days / half_life_days)
+
+
+def scope_candidates(
+    index: ScopeIndex, query: str, query_vector: np.ndarray | None, params: SearchParams,
+    *, text_only: bool = False, vector_only: bool = False,
+) -> list[Hit]:
+    """Every chunk of one scope that passes the relevance gate, scored and decayed."""
+    now = params.now if params.now is not None else time.time()
+    match = fts_query(query)
+    text = [] if vector_only else index.text_candidates(match, params.candidates)
+    use_vectors = query_vector is not None and not text_only
+    vector_hits = index.vector_candidates(query_vector, params.candidates, params.max_mirrored) \
+        if use_vectors and query_vector is not None else []
+    rows = index.chunks_by_id(i for i, _ in text)
+    by_embedding = index.chunks_by_embedding(e for e, _ in vector_hits)
+    rows.update(by_embedding)
+    if not rows:
+        return []
+    vectors = index.vectors_of(r.embedding_id for r in rows.values() if r.embedding_id is not None)
+    best_text = max((s for _, s in text), default=0.0)
+    text_scores = {i: (s / best_text if best_text > 0 else 0.0) for i, s in text}
+    weight = params.vector_weight if use_vectors and query_vector is not None and vectors else 0.0
+    asked_for_day = index.date_matches(match, text_scores) if text_scores and names_a_day(query) else set()
+    hits: list[Hit] = []
+    for chunk_id, row in rows.items():
+        vector = vectors.get(row.embedding_id) if row.embedding_id is not None else None
+        cosine = float(np.dot(vector, query_vector)) if vector is not None and query_vector is not None else None
+        t = text_scores.get(chunk_id, 0.0)
+        if vector_only:
+            relevance = max(0.0, cosine or 0.0)
+        elif weight:
+            relevance = weight * max(0.0, cosine or 0.0) + (1.0 - weight) * t
+        else:
+            relevance = t
+        if relevance < params.min_score:
+            continue
+        age = 1.0 if chunk_id in asked_for_day else decay(row.ts, row.source, now, params.half_life_days)
+        hits.append(_hit(index.scope_id, row, relevance * age, relevance, t, cosine, vector))
+    return hits
+
+
+def _hit(scope_id: str, row: ChunkRow, score: float, relevance: float, text_score: float,
+         cosine: float | None, vector: np.ndarray | None) -> Hit:
+    return Hit(scope_id, row.source, row.start_line, row.end_line, row.text, score, relevance, text_score,
+               cosine, row.ts, row.id, vector)
+
+
+def mmr(hits: Sequence[Hit], limit: int, lam: float, pool_factor: int = 4) -> list[Hit]:
+    """Maximal marginal relevance over the best `limit * pool_factor` hits: each pick maximises
+    λ·score − (1−λ)·(max similarity to the picks so far). Similarity is the cosine of the
+    chunks' vectors, or word overlap (Jaccard) when either has none."""
+    pool = sorted(hits, key=lambda h: h.score, reverse=True)[: max(limit, limit * pool_factor)]
+    if lam >= 1.0 or len(pool) <= 1:
+        return pool[:limit]
+    sims = _similarities(pool)
+    scores = np.array([h.score for h in pool])
+    penalty = np.zeros(len(pool))
+    chosen: list[int] = []
+    free = np.ones(len(pool), dtype=bool)
+    while free.any() and len(chosen) < limit:
+        value = np.where(free, lam * scores - (1.0 - lam) * penalty, -np.inf)
+        pick = int(np.argmax(value))
+        chosen.append(pick)
+        free[pick] = False
+        penalty = np.maximum(penalty, sims[pick])
+    return [pool[i] for i in chosen]
+
+
+def _similarities(pool: Sequence[Hit]) -> np.ndarray:
+    n = len(pool)
+    with_vectors = [i for i, h in enumerate(pool) if h.vector is not None]
+    sims = np.zeros((n, n))
+    if with_vectors:
+        matrix = np.stack([pool[i].vector for i in with_vectors])  # type: ignore[misc]
+        sims[np.ix_(with_vectors, with_vectors)] = matrix @ matrix.T
+    if len(with_vectors) < n:
+        words = [frozenset(_WORD.findall(h.text.lower())) for h in pool]
+        has = set(with_vectors)
+        for i in range(n):
+            for j in range(n):
+                if not (i in has and j in has) and words[i] and words[j]:
+                    sims[i, j] = len(words[i] & words[j]) / len(words[i] | words[j])
+    return sims
+
+
+def search(
+    indexes: Sequence[ScopeIndex], query: str, query_vector: np.ndarray | None, params: SearchParams,
+    *, text_only: bool = False, vector_only: bool = False,
+) -> list[Hit]:
+    """Search several scopes and merge them by score, then diversify."""
+    found: list[Hit] = []
+    for index in indexes:
+        found.extend(scope_candidates(index, query, query_vector, params, text_only=text_only,
+                                      vector_only=vector_only))
+    return mmr(found, params.limit, params.mmr_lambda)

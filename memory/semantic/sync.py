@@ -1,0 +1,137 @@
+"""Keeping one scope's index in step with its markdown files and its transcript.
+
+Markdown: a file whose size and mtime are unchanged is skipped without reading it; one
+whose content hash is unchanged only has its mtime updated; only a changed file is cut
+again, and a removed file's chunks are dropped. Transcript: read from the byte offset the
+last sync stopped at (the watermark, stored in the same transaction as the chunks), so
+each line is indexed once. Then every chunk without a vector is embedded, once per
+distinct text, in batches: the embedding cache answers for texts seen before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memory.embedders import Embedder
+from memory.semantic.chunking import (
+    TRANSCRIPT_SOURCE,
+    NumberedLine,
+    chunk_markdown,
+    chunk_transcript,
+    is_command_turn,
+)
+from memory.semantic.index import FileState, ScopeIndex
+from transcripts import TranscriptReader
+
+log = logging.getLogger(__name__)
+
+REPLY_WAIT_SECONDS = 600  # a user line younger than this may still get its reply: index it with it
+PROGRESS_EVERY = 512
+
+
+@dataclass(slots=True)
+class SyncReport:
+    scope_id: str
+    files_changed: list[str] = field(default_factory=list)
+    files_removed: list[str] = field(default_factory=list)
+    transcript_chunks: int = 0
+    embedded: int = 0  # texts sent to the embedder
+    rebuilt: bool = False
+    seconds: float = 0.0
+
+
+def markdown_files(scope_dir: Path) -> dict[str, Path]:
+    """The scope's markdown memory: MEMORY.md (and any other top-level .md) and daily/*.md."""
+    found: dict[str, Path] = {}
+    if not scope_dir.is_dir():
+        return found
+    for path in [*scope_dir.glob("*.md"), *scope_dir.glob("daily/*.md")]:
+        if path.is_file():
+            found[path.relative_to(scope_dir).as_posix()] = path
+    return found
+
+
+def sync_markdown(index: ScopeIndex, scope_dir: Path, report: SyncReport) -> None:
+    known = index.files()
+    current = markdown_files(scope_dir)
+    for source in sorted(known.keys() - current.keys()):
+        index.drop_source(source)
+        report.files_removed.append(source)
+    for source, path in sorted(current.items()):
+        try:
+            stat = path.stat()
+            old = known.get(source)
+            if old is not None and old.mtime == stat.st_mtime and old.size == stat.st_size:
+                continue
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue  # removed while we looked: the next sync drops it
+        state = FileState(hashlib.sha256(data).hexdigest(), stat.st_mtime, stat.st_size)
+        if old is not None and old.hash == state.hash:
+            index.touch_file(source, state)
+            continue
+        text = data.decode("utf-8", errors="replace")
+        index.replace_source(source, chunk_markdown(source, text), state)
+        report.files_changed.append(source)
+
+
+def sync_transcript(index: ScopeIndex, transcript: Path, report: SyncReport, now: float | None = None) -> None:
+    offset = int(index.meta("transcript_offset") or 0)
+    line_no = int(index.meta("transcript_lines") or 0)
+    size = transcript.stat().st_size if transcript.exists() else 0
+    if size < offset:  # purged and started again: the old chunks describe a transcript that is gone
+        log.warning("semantic index %s: transcript shrank below the watermark; re-indexing it", index.scope_id)
+        index.drop_source(TRANSCRIPT_SOURCE)
+        offset = line_no = 0
+        index.add_chunks([], {"transcript_offset": 0, "transcript_lines": 0})
+    if size == offset:
+        return
+    reader = TranscriptReader(transcript, offset)
+    numbered: list[tuple[int, NumberedLine]] = []  # (byte offset, line)
+    with transcript.open("rb") as raw:  # line numbers: count newlines, corrupt lines included
+        raw.seek(offset)
+        position = offset
+        for line_offset, line in reader:
+            line_no += raw.read(line_offset - position).count(b"\n")
+            position = line_offset
+            numbered.append((line_offset, NumberedLine(line_no + 1, line)))
+        end = reader.next_offset
+        end_lines = line_no + raw.read(max(0, end - position)).count(b"\n")
+    if not numbered:
+        index.add_chunks([], {"transcript_offset": end, "transcript_lines": end_lines})
+        return
+    now = time.time() if now is None else now
+    # a trailing user message may still be waiting for its reply: leave it for the next sync
+    last_offset, last = numbered[-1]
+    waiting = now - last.line.ts.timestamp() < REPLY_WAIT_SECONDS
+    if last.line.role == "user" and not is_command_turn(last.line) and waiting:
+        numbered.pop()
+        end, end_lines = last_offset, last.number - 1
+    chunks = list(chunk_transcript(item for _, item in numbered))
+    index.add_chunks(chunks, {"transcript_offset": end, "transcript_lines": end_lines})
+    report.transcript_chunks += len(chunks)
+
+
+async def embed_pending(index: ScopeIndex, embedder: Embedder, report: SyncReport, batch: int = 256) -> None:
+    """Vectors for every chunk without one; progress is logged when there are many (a rebuild)."""
+    identity = embedder.identity
+    if await asyncio.to_thread(index.ensure_vectors, identity):
+        report.rebuilt = True
+    total = await asyncio.to_thread(index.pending_count)
+    done = 0
+    while True:
+        todo = await asyncio.to_thread(index.pending, batch)
+        if not todo:
+            break
+        vectors = await embedder.embed([text for _, text in todo])
+        await asyncio.to_thread(index.store_vectors, identity, [h for h, _ in todo], vectors)
+        report.embedded += len(todo)
+        done += len(todo)
+        if total >= PROGRESS_EVERY:
+            log.info("semantic index %s: embedded %d/%d chunks with %s", index.scope_id, min(done, total), total,
+                     identity.key)
