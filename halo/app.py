@@ -73,8 +73,7 @@ class Halo:
         """Work that needs a running loop: extraction left over from before a restart, and
         the semantic index's sync schedule."""
         await self.services.memory.start()
-        if self.services.semantic is not None:
-            await self.services.semantic.start()
+        await self.services.semantic.start()
 
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
@@ -90,8 +89,7 @@ class Halo:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
         await self.services.memory.close()
-        if self.services.semantic is not None:
-            await self.services.semantic.close()
+        await self.services.semantic.close()
         await self.services.sessions.close()
         await self.services.db.close()
         for model in self.owned_models:
