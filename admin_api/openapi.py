@@ -127,9 +127,30 @@ SCHEMAS: dict[str, Schema] = {
                 "additionalProperties": {"type": "object"},
             },
             "semantic": {
-                "type": "object", "required": ["enabled"],
-                "description": "semantic sync scheduler health: runs, failures, last success, last error, lag",
-                "properties": {"enabled": {"type": "boolean"}},
+                "type": "object",
+                "required": ["enabled", "mode", "problem", "running", "runs", "failures", "last_success",
+                             "last_error", "embedder", "scopes"],
+                "description": "the semantic index: its sync scheduler's health and each scope's lag",
+                "properties": {
+                    "enabled": {"type": "boolean"},
+                    "mode": {"type": "string", "enum": ["off", "hybrid", "starting", "full-text only"]},
+                    "problem": nullable({"type": "string", "description": "why recall is less than hybrid"}),
+                    "running": {"type": "boolean", "description": "the sync schedule is running"},
+                    "runs": {"type": "integer", "minimum": 0}, "failures": {"type": "integer", "minimum": 0},
+                    "last_run": nullable({"type": "string", "format": "date-time"}),
+                    "last_success": nullable({"type": "string", "format": "date-time"}),
+                    "last_error": nullable({"type": "string"}),
+                    "embedder": {"type": "object", "description": "name, model, state, error (and dim once loaded)"},
+                    "scopes": {"type": "array", "items": {
+                        "type": "object", "required": ["scope_id", "last_sync", "last_error", "lag_seconds"],
+                        "properties": {
+                            "scope_id": {"type": "string"},
+                            "last_sync": nullable({"type": "string", "format": "date-time"}),
+                            "last_error": nullable({"type": "string"}),
+                            "lag_seconds": {"type": "number", "minimum": 0},
+                        },
+                    }},
+                },
             },
             "distillation": {
                 "type": "object",

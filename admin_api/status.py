@@ -12,13 +12,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from admin_api import seams
 from halo.app import VERSION, Halo
 from transcripts.audit import is_secret_key
 
 MASK = "**********"
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<password>[^@/\s]+)@", re.I)
-SEMANTIC_PLACEHOLDER = {"enabled": False, "reason": "the semantic index is not part of this build yet"}
 
 
 def mask_secrets(value: Any) -> Any:
@@ -40,9 +38,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     settings = halo.settings
     services = halo.services
     paths = settings.paths
-    semantic = seams.semantic(services)
     pending = len(await services.pairing.list_pending())
-    adapters = mask_secrets(seams.jsonable(halo.adapter_status()))
     snapshot: dict[str, Any] = {
         "ok": True,
         "version": VERSION,
@@ -66,8 +62,8 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
             "base_url": settings.llm.base_url,
             "configured": services.model is not None,
         }),
-        "adapters": adapters,
-        "semantic": mask_secrets(seams.jsonable(semantic.health())) if semantic else dict(SEMANTIC_PLACEHOLDER),
+        "adapters": mask_secrets(halo.adapter_status()),
+        "semantic": mask_secrets(services.semantic.status()),
         "distillation": mask_secrets(services.memory.status()),
         "pairing": {"pending": pending},
         "queues": {
@@ -100,8 +96,8 @@ def _problems(snapshot: Mapping[str, Any]) -> list[str]:
         errors = "; ".join(f"{job}: {state['last_error']}" for job, state in jobs.items() if state.get("last_error"))
         problems.append(f"memory of {scope_id} is not being updated ({errors or 'failed'}).")
     semantic = snapshot["semantic"]
-    if isinstance(semantic, Mapping) and semantic.get("last_error"):
+    if semantic["last_error"]:
         problems.append(f"semantic sync: {semantic['last_error']}")
-    if isinstance(semantic, Mapping) and semantic.get("problem"):
+    if semantic["problem"]:
         problems.append(f"semantic recall: {semantic['problem']}")
     return problems

@@ -136,11 +136,13 @@ async def purge_scope(services: Services, scope_id: str, *, actor: str) -> Purge
 
     The transcript goes before memory's state: a distillation running meanwhile then finds
     nothing to read, and the watermark it leaves is deleted with the rest, so the next
-    transcript of this scope is distilled from its start."""
+    transcript of this scope is distilled from its start. The index is closed after that (a
+    distillation asks for a sync) and is not rebuilt until the scope is active again."""
     items = len(await services.sessions.all_items(scope_id))
     await services.sessions.clear(scope_id)
     transcript = await services.transcripts.purge(scope_id)
     memory_files = await services.memory.purge(scope_id)  # its files and its state in halo.db
+    await services.semantic.forget_scope(scope_id)
     folder = await asyncio.to_thread(_remove_tree, services.paths.scope_dir(scope_id))
     memory = memory_files or folder
     outcome = PurgeResult(scope_id, items, transcript, memory)

@@ -15,7 +15,6 @@ import pytest
 from admin_api.routes import admin_routes
 from halo.access import is_loopback_address
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
-from tests.admin.fakes import FakeSemantic
 from tests.admin.peers import PeerSite
 
 FORGED = {
@@ -70,7 +69,6 @@ def test_every_route_has_an_example():
 
 async def ready(admin: Any) -> AdminHarness:
     harness = await admin()
-    harness.attach(semantic=FakeSemantic())
     await harness.seed()
     return harness
 

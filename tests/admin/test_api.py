@@ -9,7 +9,6 @@ from typing import Any
 
 from halo.envelope import Speaker
 from tests.admin.conftest import ADMIN_TOKEN, ADMIN_YAML, SEEDED
-from tests.admin.fakes import FakeSemantic
 from tests.conftest import Outbox, llm_yaml
 from transcripts import TranscriptLine
 
@@ -53,6 +52,7 @@ async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     folder = services.paths.scope_dir(SEEDED)
     await services.memory.distill(SEEDED)  # a distillation watermark in halo.db
     assert services.memory.status()["scopes"][SEEDED]["distill"]["watermark"] > 0
+    assert services.semantic.index_path(SEEDED).is_file()
 
     reply = await harness.local.call("POST", f"/sessions/{SEEDED}/purge?confirm={SEEDED}")
 
@@ -62,10 +62,12 @@ async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     assert await services.sessions.all_items(SEEDED) == []
     assert SEEDED not in (await harness.local.call("GET", "/sessions")).body
     assert SEEDED not in services.memory.status()["scopes"]  # memory's own state went too
+    assert SEEDED not in [s["scope_id"] for s in services.semantic.status()["scopes"]]  # the index is closed …
+    assert await services.semantic.sync_scope(SEEDED) is None and not folder.exists()  # … and stays gone
     event = services.audit.tail(1, kind="admin_purge")[0]
     assert event == {**event, "scope_id": SEEDED, "actor": "admin:local", "transcript": True, "memory": True}
     # Other scopes are untouched.
-    assert services.transcripts.count("web:wags") == 2 and services.paths.scope_dir("web:wags").is_dir()
+    assert services.transcripts.count("web:wags") == 2 and services.semantic.index_path("web:wags").is_file()
     # It is gone: a second purge finds nothing … except that web:mom is a configured scope, which stays known.
     again = await harness.local.call("POST", f"/sessions/{SEEDED}/purge?confirm={SEEDED}")
     assert again.body["purged"] == {"sessionItems": 0, "transcript": False, "memory": False}
@@ -121,7 +123,7 @@ async def say(services: Any, scope_id: str, text: str, speaker: str = "mom") -> 
 
 
 async def test_distill_is_409_when_disabled(admin):
-    harness = await admin(ADMIN_YAML + "memory: {distillation_enabled: false}\n")
+    harness = await admin(memory={"distillation_enabled": False})
     await say(harness.services, "web:wags", "Remember that the boiler service is in March.")
     reply = await harness.local.call("POST", "/sessions/web:wags/distill")
     assert reply.status == 409
@@ -184,6 +186,7 @@ discord: {{token: {secrets['dc']}}}
     assert status["halo_home"]["home"] == str(harness.halo.settings.home)
     assert status["adapters"]["web"]["connected"] is True
     assert status["semantic"]["enabled"] is True and status["semantic"]["runs"] == 0  # the real index, idle
+    assert status["semantic"]["embedder"]["model"] == str(harness.halo.settings.memory.semantic.model)
     assert status["distillation"] == {
         "enabled": True, "every_n_items": 20, "extractor": "deterministic", "quiet_minutes": 10,
         "running": [], "failing": [], "scopes": {},
@@ -195,13 +198,20 @@ discord: {{token: {secrets['dc']}}}
 
 async def test_status_shows_the_plugged_in_parts(admin):
     harness = await admin(ADMIN_YAML + "llm: {provider: none}\n")
-    harness.attach(semantic=FakeSemantic())
+    services = harness.services
     await harness.stranger(5550001)
     await harness.stranger(5550002, "Ravi", None)
-    await harness.seed()
+    await harness.seed()  # its index synced once
     await harness.local.call("POST", f"/sessions/{SEEDED}/distill")
     status = (await harness.local.call("GET", "/status")).body
-    assert status["semantic"]["runs"] == 12 and status["semantic"]["enabled"] is True
+    semantic = status["semantic"]
+    assert (semantic["enabled"], semantic["mode"], semantic["problem"], semantic["running"]) == (
+        True, "hybrid", None, False)  # hybrid: sqlite-vec and the embedder work; no schedule outside `serve`
+    assert (semantic["runs"], semantic["failures"], semantic["last_error"]) == (1, 0, None)
+    assert semantic["embedder"]["state"] == "ready" and semantic["embedder"]["dim"] == 48
+    [indexed] = semantic["scopes"]
+    assert indexed["scope_id"] == SEEDED and indexed["chunks"] >= 1 and indexed["transcript_lag_bytes"] == 0
+    assert not any("semantic" in p for p in status["problems"])
     distilled = status["distillation"]["scopes"][SEEDED]["distill"]
     assert distilled["runs"] == 1 and distilled["items"] == 2 and distilled["failures"] == 0
     assert distilled["watermark"] == harness.services.transcripts.path(SEEDED).stat().st_size
@@ -209,6 +219,15 @@ async def test_status_shows_the_plugged_in_parts(admin):
     assert status["pairing"] == {"pending": 2}
     assert status["queues"]["pending_pairing_requests"] == 2
     assert any("language model" in p for p in status["problems"])
+
+    # A scope whose index cannot be opened: the sync fails, and /status says where.
+    await say(services, "web:wags", "The boiler service is in March.", speaker="wags")
+    services.semantic.index_path("web:wags").mkdir(parents=True)
+    await services.semantic.sync_all(["web:wags"])
+    status = (await harness.local.call("GET", "/status")).body
+    assert (status["semantic"]["runs"], status["semantic"]["failures"]) == (2, 1)
+    [problem] = [p for p in status["problems"] if "semantic" in p]
+    assert problem.startswith("semantic sync: web:wags: ")
 
 
 async def test_policy_status_explains_every_member_in_every_configured_scope(admin):

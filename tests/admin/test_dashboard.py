@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
-from tests.admin.fakes import FakeSemantic
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -51,7 +50,6 @@ async def open_dashboard(browser: Any, url: str, viewport: dict[str, int]) -> tu
 async def family_halo(admin: Any) -> tuple[AdminHarness, str]:
     """A seeded halo with one newcomer waiting to join; the code they were given."""
     harness = await admin()
-    harness.attach(semantic=FakeSemantic())
     await harness.seed()
     await harness.seed("telegram:1003")
     return harness, await harness.stranger(5550001, "Cousin Meera", "meera")
@@ -73,6 +71,7 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     await expect(page.locator('[data-scope="telegram:-1001234"]')).to_contain_text("Parents group")
     await expect(page.locator("#adapters [data-adapter=web]")).to_contain_text("connected")
     await expect(page.locator("#semantic-health")).to_contain_text("healthy")
+    await expect(page.locator("#semantic-health")).to_contain_text("search: hybrid · runs: 2")
     await page.screenshot(path=str(tmp_path / "dashboard-desktop.png"), full_page=True)
 
     # A newcomer is approved by clicking.
