@@ -87,6 +87,7 @@ class SemanticMemory:
         self._closed = False
         self._load_task: asyncio.Task[Embedder | None] | None = None
         self._ids_by_hash: dict[str, str] = {}  # folder / transcript file name → scope id
+        self._known: set[str] | None = None  # scopes with an index; None: scan the disk again
         self._forgotten: set[str] = set()  # purged: not indexed again until new activity
 
     # --- availability ------------------------------------------------------------
@@ -155,10 +156,19 @@ class SemanticMemory:
             if not create and not path.exists():
                 return None
             index = self._indexes[scope_id] = ScopeIndex(path, scope_id)
+            if self._known is not None:
+                self._known.add(scope_id)
         return index
 
     def known_scopes(self) -> list[str]:
-        """Scopes with an index on disk (each index records its scope id; read once per folder)."""
+        """Scopes with an index on disk. Asked every turn, so the disk is scanned only when the
+        cache was dropped (start, each scheduled run); indexes this process creates are added."""
+        if self._known is None:
+            self._known = self._scan_known()
+        return sorted(self._known | set(self._indexes))
+
+    def _scan_known(self) -> set[str]:
+        """Each index records its scope id; it is read once per folder."""
         found = set(self._indexes)
         if self.paths.scopes.is_dir():
             for path in self.paths.scopes.glob(f"*/{INDEX_FILE}"):
@@ -169,7 +179,7 @@ class SemanticMemory:
                         continue
                     self._ids_by_hash[folder] = scope_id
                 found.add(self._ids_by_hash[folder])
-        return sorted(found)
+        return found
 
     def transcript_scopes(self) -> list[str]:
         """Scopes with a transcript (its first line names the scope; read once per file)."""
@@ -309,6 +319,7 @@ class SemanticMemory:
         return sorted(due)
 
     async def _scheduled_run(self) -> None:
+        self._known = None  # pick up indexes made or removed outside this process
         await self.sync_all(await asyncio.to_thread(self.due_scopes))
 
     async def start(self, catch_up: Iterable[str] = ()) -> None:
@@ -351,6 +362,8 @@ class SemanticMemory:
                 index.close()
             self.sync_health.scopes.pop(scope_id, None)
             self._forgotten.add(scope_id)
+            if self._known is not None:
+                self._known.discard(scope_id)
 
     # --- search ------------------------------------------------------------------
 
