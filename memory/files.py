@@ -23,6 +23,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from transcripts.store import fsync_dir
+
 log = logging.getLogger(__name__)
 
 TMP_SUFFIX = ".tmp"
@@ -62,7 +64,7 @@ def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     if durable:
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
 def append_line_block(path: Path, text: str) -> None:
@@ -133,16 +135,3 @@ class ScopeLock:
             self._file.release()
         finally:
             self._thread.release()
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a folder; the file itself is on disk
-    finally:
-        os.close(fd)

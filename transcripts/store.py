@@ -241,7 +241,7 @@ class TranscriptStore:
             finally:
                 os.close(fd)
             if size == 0:
-                _fsync_dir(path.parent)  # a new file is durable only once its directory entry is
+                fsync_dir(path.parent)  # a new file is durable only once its directory entry is
         return size, offset
 
     def read_from(self, scope_id: str, offset: int = 0) -> TranscriptReader:
@@ -327,7 +327,8 @@ class TranscriptStore:
         return existed
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make a new or renamed file's directory entry durable (best effort: some filesystems refuse)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
