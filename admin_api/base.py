@@ -7,10 +7,8 @@ into a plain 500 — the traceback goes to the server log, never to a client.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 from aiohttp import web
 
@@ -24,7 +22,6 @@ log = logging.getLogger(__name__)
 HALO = web.AppKey("halo", Halo)
 OPENAPI = web.AppKey("openapi", dict)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-T = TypeVar("T")
 
 DEFAULT_LINES = 50
 MAX_LINES = 1000
@@ -112,9 +109,3 @@ async def path_scope(request: web.Request) -> Scope:
 async def query_scope(request: web.Request) -> Scope:
     return await known_scope(request, request.query.get("scopeId"))
 
-
-async def maybe_await(value: T | Awaitable[T]) -> T:
-    """Seams may be sync or async; the admin API does not mind which."""
-    if inspect.isawaitable(value):
-        return await value
-    return value  # type: ignore[return-value]

@@ -127,20 +127,52 @@ SCHEMAS: dict[str, Schema] = {
                 "additionalProperties": {"type": "object"},
             },
             "semantic": {
-                "type": "object", "required": ["enabled"],
-                "description": "semantic sync scheduler health: runs, failures, last success, last error, lag",
-                "properties": {"enabled": {"type": "boolean"}},
+                "type": "object",
+                "required": ["enabled", "mode", "problem", "running", "runs", "failures", "last_success",
+                             "last_error", "embedder", "scopes"],
+                "description": "the semantic index: its sync scheduler's health and each scope's lag",
+                "properties": {
+                    "enabled": {"type": "boolean"},
+                    "mode": {"type": "string", "enum": ["off", "hybrid", "starting", "full-text only"]},
+                    "problem": nullable({"type": "string", "description": "why recall is less than hybrid"}),
+                    "running": {"type": "boolean", "description": "the sync schedule is running"},
+                    "runs": {"type": "integer", "minimum": 0}, "failures": {"type": "integer", "minimum": 0},
+                    "last_run": nullable({"type": "string", "format": "date-time"}),
+                    "last_success": nullable({"type": "string", "format": "date-time"}),
+                    "last_error": nullable({"type": "string"}),
+                    "embedder": {"type": "object", "description": "name, model, state, error (and dim once loaded)"},
+                    "scopes": {"type": "array", "items": {
+                        "type": "object", "required": ["scope_id", "last_sync", "last_error", "lag_seconds"],
+                        "properties": {
+                            "scope_id": {"type": "string"},
+                            "last_sync": nullable({"type": "string", "format": "date-time"}),
+                            "last_error": nullable({"type": "string"}),
+                            "lag_seconds": {"type": "number", "minimum": 0},
+                        },
+                    }},
+                },
             },
             "distillation": {
-                "type": "object", "required": ["enabled", "every_n_items", "available", "scopes"],
+                "type": "object",
+                "required": ["enabled", "every_n_items", "extractor", "quiet_minutes", "running", "failing", "scopes"],
                 "properties": {
                     "enabled": {"type": "boolean"}, "every_n_items": {"type": "integer"},
-                    "available": {"type": "boolean"}, "scopes": {"type": "object"},
+                    "extractor": {"type": "string", "enum": ["deterministic", "llm"]},
+                    "quiet_minutes": {"type": "number"},
+                    "running": {"type": "array", "items": {"type": "string"}, "description": "scopes in a run now"},
+                    "failing": {"type": "array", "items": {"type": "string"},
+                                "description": "scopes whose last run failed"},
+                    "scopes": {
+                        "type": "object", "description": "per scope id, per job (distill, extract): watermark "
+                                                         "(transcript byte offset), runs, items, last run and "
+                                                         "success, last error, failures, next retry",
+                        "additionalProperties": {"type": "object", "additionalProperties": {"type": "object"}},
+                    },
                 },
             },
             "pairing": {
-                "type": "object", "required": ["available", "pending"],
-                "properties": {"available": {"type": "boolean"}, "pending": {"type": "integer", "minimum": 0}},
+                "type": "object", "required": ["pending"],
+                "properties": {"pending": {"type": "integer", "minimum": 0}},
             },
             "queues": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
             "policy": {"type": "object", "additionalProperties": {"type": "integer"}},
@@ -242,7 +274,21 @@ SCHEMAS: dict[str, Schema] = {
         "type": "object", "required": ["scopeId", "distilled", "result"],
         "properties": {
             "scopeId": {"type": "string"}, "distilled": {"type": "boolean"},
-            "result": {"description": "what the memory service reports about the run"},
+            "result": {
+                "type": "object", "description": "what the run read and what it changed in memory",
+                "required": ["fromOffset", "toOffset", "items", "factsAdded", "factsSuperseded", "factsForgotten",
+                             "notesAdded", "skipped"],
+                "additionalProperties": False,
+                "properties": {
+                    "fromOffset": {"type": "integer", "minimum": 0, "description": "transcript byte offset"},
+                    "toOffset": {"type": "integer", "minimum": 0, "description": "the new watermark"},
+                    "items": {"type": "integer", "minimum": 0, "description": "transcript lines read"},
+                    **{k: {"type": "integer", "minimum": 0}
+                       for k in ("factsAdded", "factsSuperseded", "factsForgotten", "notesAdded")},
+                    "skipped": {"type": "integer", "minimum": 0,
+                                "description": "lines the policy did not let into memory"},
+                },
+            },
         },
     },
     "Purged": {
@@ -282,12 +328,24 @@ SCHEMAS: dict[str, Schema] = {
         },
     },
     "PairingRequest": {
-        "type": "object",
+        "type": "object", "additionalProperties": False,
         "required": ["code", "platform", "userId", "displayName", "username", "requestedAt", "expiresAt"],
         "properties": {
-            "code": {"type": "string"},
-            **{k: nullable({"type": "string"})
-               for k in ("platform", "userId", "displayName", "username", "requestedAt", "expiresAt")},
+            "code": {"type": "string", "description": "what the newcomer was told; approve or deny with it"},
+            "platform": {"type": "string", "example": "telegram"},
+            "userId": {"type": "string", "description": "the newcomer's account id on that platform"},
+            "displayName": nullable({"type": "string"}),
+            "username": nullable({"type": "string"}),
+            "requestedAt": {"type": "string", "format": "date-time"},
+            "expiresAt": {"type": "string", "format": "date-time", "description": "an hour after requestedAt"},
+        },
+    },
+    "Member": {
+        "type": "object", "required": ["id", "name", "role", "ageGroup"], "additionalProperties": False,
+        "properties": {
+            "id": {"type": "string"}, "name": {"type": "string"},
+            "role": {"type": "string", "enum": ["parent", "child", "colleague"]},
+            "ageGroup": nullable({"type": "string", "enum": ["young_child", "adolescent", None]}),
         },
     },
     "Approval": {
@@ -312,7 +370,7 @@ SCHEMAS: dict[str, Schema] = {
     },
     "Approved": {
         "type": "object", "required": ["code", "approved", "member"],
-        "properties": {"code": {"type": "string"}, "approved": {"type": "boolean"}, "member": {}},
+        "properties": {"code": {"type": "string"}, "approved": {"type": "boolean"}, "member": ref("Member")},
     },
     "Denied": {
         "type": "object", "required": ["code", "denied"],
@@ -324,8 +382,8 @@ CODE_PATH: Schema = {
     "name": "code", "in": "path", "required": True, "description": "the pairing code the newcomer was given",
     "schema": {"type": "string", "pattern": f"^{CODE_PATTERN}$"}, "example": "K7PQ2MZX",
 }
-NO_PAIRING = error("No pairing service in this build yet (it comes with the Telegram adapter)")
 PAIRING_REFUSED = error("The code is malformed, or the body is not a valid approval")
+NO_REQUEST = error("No open request has that code: never made, already decided, or expired")
 
 PATHS: dict[str, dict[str, Schema]] = {
     "/healthz": {"get": operation("anyone", "Is halo up?", {"200": json_body(ref("Health"), "halo is up")},
@@ -358,8 +416,8 @@ PATHS: dict[str, dict[str, Schema]] = {
         {
             "200": json_body(ref("Distilled"), "distilled"), "400": BAD_SCOPE, "404": NO_SCOPE,
             "409": error("Distillation is disabled (memory.distillation_enabled: false)"),
-            "501": error("No memory service in this build yet"),
         },
+        description="Waits for a run in progress, then reads the transcript from the watermark on. Audited.",
         parameters=[SCOPE_PATH], tags=["scopes"],
     )},
     "/sessions/{scopeId}/purge": {"post": operation(
@@ -403,21 +461,23 @@ PATHS: dict[str, dict[str, Schema]] = {
         parameters=[{**SCOPE_QUERY, "required": True}, LINES], tags=["events"],
     )},
     "/pairing/requests": {"get": operation(
-        "token", "Pending pairing requests (empty until a pairing service is plugged in)",
+        "token", "Pending pairing requests, oldest first (expired ones are not listed)",
         {"200": json_body({"type": "array", "items": ref("PairingRequest")}, "pending requests")},
         tags=["pairing"],
     )},
     "/pairing/requests/{code}/approve": {"post": operation(
         "token", "Approve a newcomer as a member",
-        {"200": json_body(ref("Approved"), "approved"), "400": PAIRING_REFUSED,
-         "404": error("No pending request with that code"), "501": NO_PAIRING},
+        {"200": json_body(ref("Approved"), "approved"), "400": PAIRING_REFUSED, "404": NO_REQUEST},
+        description="Adds them to halo.yaml (the previous file is kept as halo.yaml.bak), welcomes them, "
+                    "and audits `pairing_approved` with who approved.",
         parameters=[CODE_PATH], request_body={"required": True, "content": {JSON: {"schema": ref("Approval")}}},
         tags=["pairing"],
     )},
     "/pairing/requests/{code}/deny": {"post": operation(
         "token", "Deny a pairing request",
-        {"200": json_body(ref("Denied"), "denied"), "400": PAIRING_REFUSED,
-         "404": error("No pending request with that code"), "501": NO_PAIRING},
+        {"200": json_body(ref("Denied"), "denied"), "400": PAIRING_REFUSED, "404": NO_REQUEST},
+        description="The sender is not told and gets no further replies. An expired request can still be "
+                    "denied. Audited as `pairing_denied`.",
         parameters=[CODE_PATH], tags=["pairing"],
     )},
     "/family/transcripts": {"get": operation(

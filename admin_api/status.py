@@ -12,14 +12,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from admin_api import seams
-from admin_api.base import maybe_await
 from halo.app import VERSION, Halo
 from transcripts.audit import is_secret_key
 
 MASK = "**********"
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<password>[^@/\s]+)@", re.I)
-SEMANTIC_PLACEHOLDER = {"enabled": False, "reason": "the semantic index is not part of this build yet"}
 
 
 def mask_secrets(value: Any) -> Any:
@@ -41,11 +38,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     settings = halo.settings
     services = halo.services
     paths = settings.paths
-    memory = seams.memory(services)
-    pairing = seams.pairing(services)
-    semantic = seams.semantic(services)
-    pending = len(list(await maybe_await(pairing.pending()))) if pairing else 0
-    adapters = mask_secrets(seams.jsonable(halo.adapter_status()))
+    pending = len(await services.pairing.list_pending())
     snapshot: dict[str, Any] = {
         "ok": True,
         "version": VERSION,
@@ -69,10 +62,10 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
             "base_url": settings.llm.base_url,
             "configured": services.model is not None,
         }),
-        "adapters": adapters,
-        "semantic": mask_secrets(seams.jsonable(semantic.health())) if semantic else dict(SEMANTIC_PLACEHOLDER),
-        "distillation": _distillation(halo, memory),
-        "pairing": {"available": pairing is not None, "pending": pending},
+        "adapters": mask_secrets(halo.adapter_status()),
+        "semantic": mask_secrets(services.semantic.status()),
+        "distillation": mask_secrets(services.memory.status()),
+        "pairing": {"pending": pending},
         "queues": {
             "gateway_background_tasks": halo.gateway.background_tasks,
             "busy_scopes": halo.gateway.busy_scopes,
@@ -87,16 +80,6 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     return snapshot
 
 
-def _distillation(halo: Halo, memory: seams.MemorySeam | None) -> dict[str, Any]:
-    """The memory service's own account: settings, per-scope watermarks, failures, retries."""
-    status = getattr(memory, "status", None)
-    if status is None:
-        settings = halo.settings.memory
-        return {"enabled": settings.distillation_enabled, "every_n_items": settings.distillation_every_n_items,
-                "available": False, "scopes": {}}
-    return {"available": True, **mask_secrets(seams.jsonable(status()))}
-
-
 def _problems(snapshot: Mapping[str, Any]) -> list[str]:
     """Plain sentences for the dashboard's health line; empty when all is well."""
     problems = []
@@ -108,9 +91,13 @@ def _problems(snapshot: Mapping[str, Any]) -> list[str]:
                 problems.append(f"{name}: {state['last_error']}")
             elif state.get("connected") is False:
                 problems.append(f"{name} is not connected.")
+    for scope_id in snapshot["distillation"]["failing"]:
+        jobs = snapshot["distillation"]["scopes"].get(scope_id, {})
+        errors = "; ".join(f"{job}: {state['last_error']}" for job, state in jobs.items() if state.get("last_error"))
+        problems.append(f"memory of {scope_id} is not being updated ({errors or 'failed'}).")
     semantic = snapshot["semantic"]
-    if isinstance(semantic, Mapping) and semantic.get("last_error"):
+    if semantic["last_error"]:
         problems.append(f"semantic sync: {semantic['last_error']}")
-    if isinstance(semantic, Mapping) and semantic.get("problem"):
+    if semantic["problem"]:
         problems.append(f"semantic recall: {semantic['problem']}")
     return problems

@@ -9,7 +9,8 @@ class Adapter(Protocol):
     """Translates between one platform and envelopes; knows nothing of the model.
 
     `start` returns once the adapter is running (polling, listening) in the background;
-    `stop` finishes in-flight deliveries; `status` is shown by `/status`.
+    `stop` finishes in-flight deliveries; `status` is shown by `/status`, so it holds JSON
+    values only (times as ISO 8601 strings) and no secrets.
     """
 
     name: str

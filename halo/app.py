@@ -72,10 +72,8 @@ class Halo:
     async def start_background(self) -> None:
         """Work that needs a running loop: extraction left over from before a restart, and
         the semantic index's sync schedule."""
-        if self.services.memory is not None:
-            await self.services.memory.start()
-        if self.services.semantic is not None:
-            await self.services.semantic.start()
+        await self.services.memory.start()
+        await self.services.semantic.start()
 
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
@@ -90,10 +88,8 @@ class Halo:
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
-        if self.services.memory is not None:
-            await self.services.memory.close()
-        if self.services.semantic is not None:
-            await self.services.semantic.close()
+        await self.services.memory.close()
+        await self.services.semantic.close()
         await self.services.sessions.close()
         await self.services.db.close()
         for model in self.owned_models:

@@ -115,7 +115,6 @@ def cmd_distill(args: argparse.Namespace) -> int:
     async def run() -> int:
         halo = build_halo(settings)
         memory = halo.services.memory
-        assert memory is not None
         try:
             result = await memory.distill(args.scope)
             print(

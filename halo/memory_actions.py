@@ -10,10 +10,8 @@ import re
 
 from halo.scopes import parents_group_scope
 from halo.turn import Turn
-from memory.service import MemoryService
 
 PAGE_SIZE = 10
-NO_MEMORY = "Memory is not available in this halo."
 
 
 def _speaker_name(turn: Turn) -> str:
@@ -21,14 +19,8 @@ def _speaker_name(turn: Turn) -> str:
     return member.name if member else turn.envelope.speaker.label
 
 
-def _memory(turn: Turn) -> MemoryService | None:
-    return turn.services.memory
-
-
 async def remember(turn: Turn, text: str) -> str:
-    memory = _memory(turn)
-    if memory is None:
-        return NO_MEMORY
+    memory = turn.services.memory
     if not text.strip():
         return "Tell me what to remember, e.g. /remember my shoe size is 38"
     decision = turn.decide("write_memory")
@@ -44,9 +36,7 @@ async def remember(turn: Turn, text: str) -> str:
 
 
 async def forget(turn: Turn, text: str) -> str:
-    memory = _memory(turn)
-    if memory is None:
-        return NO_MEMORY
+    memory = turn.services.memory
     query = text.strip()
     if not query:
         return "Tell me what to forget, e.g. /forget my shoe size"
@@ -68,9 +58,7 @@ def _count(n: int, noun: str) -> str:
 
 
 async def show(turn: Turn, args: str) -> str:
-    memory = _memory(turn)
-    if memory is None:
-        return NO_MEMORY
+    memory = turn.services.memory
     decision = turn.decide("read_memory")
     if not decision.allowed:
         return f"I can't show memory here: {decision.reason}"
@@ -92,9 +80,7 @@ async def show(turn: Turn, args: str) -> str:
 
 
 async def share(turn: Turn, text: str) -> str:
-    memory = _memory(turn)
-    if memory is None:
-        return NO_MEMORY
+    memory = turn.services.memory
     if not text.strip():
         return "Tell me what to share with the parents, e.g. /share the school trip is on Friday"
     group = parents_group_scope(turn.services.family)

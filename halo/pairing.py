@@ -64,8 +64,13 @@ requests_table = Table(
 )
 
 
-class PairingError(Exception):
+class PairingError(ValueError):
     """A request cannot be decided; the message says why, for the person who asked."""
+
+
+class UnknownCode(PairingError, LookupError):
+    """No open request has this code: it never existed, was decided already, or expired.
+    Callers that answer differently for "no such thing" (the admin API's 404) catch this."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,9 +237,9 @@ class Pairing:
                 .order_by(requests_table.c.id.desc()).limit(1)
             )).mappings().first()
         if row is None:
-            raise PairingError(f"There is no open request with code {code}.")
+            raise UnknownCode(f"There is no open request with code {code}.")
         if not allow_expired and row["expires_at"] <= self.clock():
-            raise PairingError(f"Code {code} has expired; they can write to me again for a new one.")
+            raise UnknownCode(f"Code {code} has expired; they can write to me again for a new one.")
         return _request(row)
 
     async def _decide(self, code: str, status: Status, by: str, member_id: str | None = None) -> None:

@@ -37,7 +37,7 @@ def readable_scopes(turn: Turn, *, audit: bool) -> list[str]:
     explicit searches (the tool, /recall) are audited decision by decision.
     """
     semantic = turn.services.semantic
-    if not getattr(semantic, "enabled", False):
+    if not semantic.enabled:
         return []
     allowed: list[str] = []
     for scope_id in sorted({turn.scope.id, *semantic.known_scopes()}):
@@ -67,7 +67,7 @@ def _resolve(turn: Turn, scope_id: str) -> Scope | None:
 async def search_readable(turn: Turn, query: str, *, limit: int | None = None, audit: bool = True) -> list[Hit]:
     """Search every scope this turn may read, merged by score."""
     semantic = turn.services.semantic
-    if semantic is None or not query.strip():
+    if not query.strip():
         return []
     scopes = readable_scopes(turn, audit=audit)
     if not scopes:
@@ -122,7 +122,7 @@ class RecallSource:
 
     async def sections(self, turn: Turn) -> list[ContextSection]:
         semantic = turn.services.semantic
-        if not getattr(semantic, "enabled", False) or turn.envelope.text.lstrip().startswith("/"):
+        if not semantic.enabled or turn.envelope.text.lstrip().startswith("/"):
             return []
         try:
             hits = await search_readable(turn, turn.envelope.text, audit=False)
@@ -162,7 +162,7 @@ async def recall(ctx: RunContextWrapper[Turn], query: str) -> str:
 
 @commands.command("recall", "Search what was noted or said before", usage="<words>")
 async def recall_command(turn: Turn, args: str) -> str:
-    if not getattr(turn.services.semantic, "enabled", False):
+    if not turn.services.semantic.enabled:
         return "Recall is off here (memory.semantic is disabled or unavailable)."
     if not args:
         return "Usage: /recall <words to look for>"

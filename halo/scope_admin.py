@@ -8,7 +8,6 @@ memory folder with its index — and is audited. Neither trusts a scope id it ca
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import re
@@ -28,9 +27,6 @@ log = logging.getLogger(__name__)
 # a member-named scope (web, cli) or a home area, or a numeric chat id (telegram, discord).
 SCOPE_ID_PATTERN = r"(?:web|cli|home):[A-Za-z0-9][A-Za-z0-9_.@+-]{0,63}|(?:telegram|discord):-?[0-9]{1,20}"
 _SCOPE_ID = re.compile(SCOPE_ID_PATTERN)
-# Services that keep per-scope state outside the scope's folder (a distillation watermark in
-# halo.db, an open index connection) may implement `forget_scope(scope_id)`; purge calls it.
-FORGETFUL_SERVICES = ("memory", "semantic", "pairing")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +112,7 @@ async def scope_summaries(services: Services) -> list[ScopeSummary]:
                 item_count=counts.get(scope_id, 0),
                 transcript_lines=services.transcripts.count(scope_id),
                 last_activity=last[0].ts if last else None,
-                has_memory=(services.paths.scope_dir(scope_id) / "MEMORY.md").is_file(),
+                has_memory=services.memory.memory_path(scope_id).is_file(),
                 configured=scope_id in configured,
             ))
         return summaries
@@ -136,17 +132,19 @@ async def clear_session(services: Services, scope_id: str, *, actor: str) -> int
 
 async def purge_scope(services: Services, scope_id: str, *, actor: str) -> PurgeResult:
     """Delete the scope's session, transcript, memory folder and index. Final: callers must have
-    asked for explicit confirmation, and should hold the gateway's scope lock."""
-    for name in FORGETFUL_SERVICES:
-        forget = getattr(getattr(services, name, None), "forget_scope", None)
-        if forget is not None:
-            result = forget(scope_id)
-            if inspect.isawaitable(result):
-                await result
+    asked for explicit confirmation, and should hold the gateway's scope lock.
+
+    The transcript goes before memory's state: a distillation running meanwhile then finds
+    nothing to read, and the watermark it leaves is deleted with the rest, so the next
+    transcript of this scope is distilled from its start. The index is closed after that (a
+    distillation asks for a sync) and is not rebuilt until the scope is active again."""
     items = len(await services.sessions.all_items(scope_id))
     await services.sessions.clear(scope_id)
     transcript = await services.transcripts.purge(scope_id)
-    memory = await asyncio.to_thread(_remove_tree, services.paths.scope_dir(scope_id))
+    memory_files = await services.memory.purge(scope_id)  # its files and its state in halo.db
+    await services.semantic.forget_scope(scope_id)
+    folder = await asyncio.to_thread(_remove_tree, services.paths.scope_dir(scope_id))
+    memory = memory_files or folder
     outcome = PurgeResult(scope_id, items, transcript, memory)
     services.audit.write(
         "admin_purge", scope_id=scope_id, actor=actor,

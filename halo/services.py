@@ -42,11 +42,11 @@ class Services:
     delivery: Delivery
     pairing: Pairing
     groups: GroupGuard
+    memory: MemoryService
+    semantic: SemanticMemory  # built even when recall is off, so /status can say why
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
-    memory: MemoryService | None = None
-    semantic: SemanticMemory | None = None  # None: recall is off (tests, tools that need no index)
     notifier: Notifier | None = None
     safety: SafetyGate | None = None  # the child guardrails; None only in bare test wiring
 

@@ -13,7 +13,7 @@ import pytest
 
 from halo.app import Halo
 from halo.envelope import Envelope, Speaker
-from halo.pairing import CODE_ALPHABET, CODE_LENGTH, MAX_PENDING, PairingError
+from halo.pairing import CODE_ALPHABET, CODE_LENGTH, MAX_PENDING, PairingError, UnknownCode
 from halo.scopes import resolve_scope
 
 CODE = re.compile(rf"\b[{CODE_ALPHABET}]{{{CODE_LENGTH}}}\b")
@@ -105,7 +105,7 @@ async def test_at_most_three_pending_and_codes_expire(halo, outbox):
     pairing = halo.services.pairing
     real_clock = pairing.clock
     pairing.clock = lambda: real_clock() + 3601
-    with pytest.raises(PairingError, match="expired"):
+    with pytest.raises(UnknownCode, match="expired"):
         await pairing.approve(code, role="child", name="Late", by="wags")
     assert await pairing.list_pending() == []
     fresh = await dm(halo, 7000, "hi again")  # an expired request may be made again

@@ -32,7 +32,7 @@ def read_memory_file(path: Path) -> dict[str, Any]:
 async def scope_memory(request: web.Request) -> web.Response:
     scope = await path_scope(request)
     services = halo_of(request).services
-    found = await asyncio.to_thread(read_memory_file, services.paths.scope_dir(scope.id) / "MEMORY.md")
+    found = await asyncio.to_thread(read_memory_file, services.memory.memory_path(scope.id))
     services.audit.write("admin_read_memory", scope_id=scope.id, actor=actor(request), exists=found["exists"])
     return web.json_response({"scopeId": scope.id, **found})
 

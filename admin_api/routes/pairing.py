@@ -1,7 +1,7 @@
 """Pending pairing requests (unknown people asking to join), approved or denied by a parent.
 
-The requests live in `services.pairing` (the Telegram adapter's pairing store). Until one is
-plugged in, the list is empty and approve/deny answer 501.
+The requests live in `services.pairing` (halo/pairing.py), which also audits each decision
+with who made it: the admin's actor name.
 """
 
 from __future__ import annotations
@@ -12,23 +12,32 @@ from typing import Any
 
 from aiohttp import web
 
-from admin_api import seams
-from admin_api.base import ApiError, halo_of, maybe_await
+from admin_api.base import ApiError, halo_of
 from admin_api.guards import actor
 from admin_api.routes import Route
+from config.family import AgeGroup, Member, Role
+from halo.pairing import AGE_GROUPS, ROLES, PairingError, PairingRequest, UnknownCode
 
 CODE_PATTERN = "[A-Za-z0-9-]{4,32}"  # said once for the handler and the OpenAPI document
 CODE = re.compile(CODE_PATTERN)
-ROLES = ("parent", "child", "colleague")
-AGE_GROUPS = ("young_child", "adolescent")
-NOT_AVAILABLE = "pairing is not available in this build yet (no pairing service: it comes with the Telegram adapter)"
+MAX_NAME = 64
 
 
-def _pairing(request: web.Request) -> seams.PairingSeam:
-    found = seams.pairing(halo_of(request).services)
-    if found is None:
-        raise ApiError(501, NOT_AVAILABLE)
-    return found
+def request_json(request: PairingRequest) -> dict[str, Any]:
+    return {
+        "code": request.code,
+        "platform": request.platform,
+        "userId": request.platform_user_id,
+        "displayName": request.display_name,
+        "username": request.username,
+        "requestedAt": request.created_at.isoformat(),
+        "expiresAt": request.expires_at.isoformat(),
+    }
+
+
+def member_json(member: Member) -> dict[str, Any]:
+    """A member as /policy/status lists them."""
+    return {"id": member.id, "name": member.name, "role": member.role, "ageGroup": member.age_group}
 
 
 def _code(request: web.Request) -> str:
@@ -38,26 +47,8 @@ def _code(request: web.Request) -> str:
     return code
 
 
-async def _call(call: Any) -> Any:
-    """A seam's answer, with its refusals as the right status."""
-    try:
-        return await maybe_await(call)
-    except LookupError as exc:
-        raise ApiError(404, str(exc).strip("'\"") or "no pending request with that code") from None
-    except PermissionError as exc:
-        raise ApiError(403, str(exc) or "not allowed") from None
-    except ValueError as exc:
-        raise ApiError(400, str(exc) or "bad request") from None
-
-
-async def pending(request: web.Request) -> web.Response:
-    service = seams.pairing(halo_of(request).services)
-    items = list(await _call(service.pending())) if service else []
-    shaped = [row for item in items if (row := seams.pairing_request(item)) is not None]
-    return web.json_response(shaped)
-
-
-async def _approval(request: web.Request) -> tuple[str, str, str | None]:
+async def _approval(request: web.Request) -> tuple[Role, str, AgeGroup | None]:
+    """The body's role, name and age group, checked as JSON fields (the store checks them again)."""
     try:
         body = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -67,29 +58,41 @@ async def _approval(request: web.Request) -> tuple[str, str, str | None]:
     role, name, age_group = body.get("role"), body.get("name"), body.get("ageGroup")
     if role not in ROLES:
         raise ApiError(400, f"role must be one of {', '.join(ROLES)}")
-    if not isinstance(name, str) or not name.strip() or len(name) > 64:
-        raise ApiError(400, "name must be a non-empty string of at most 64 characters")
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME:
+        raise ApiError(400, f"name must be a non-empty string of at most {MAX_NAME} characters")
     if age_group is not None and (role != "child" or age_group not in AGE_GROUPS):
         raise ApiError(400, f"ageGroup is for a child only: one of {', '.join(AGE_GROUPS)}")
     return role, name.strip(), age_group
 
 
+def _refused(exc: PairingError) -> ApiError:
+    """An unknown or expired code is 404; anything else the store refuses is the client's 400."""
+    return ApiError(404 if isinstance(exc, UnknownCode) else 400, str(exc))
+
+
+async def pending(request: web.Request) -> web.Response:
+    requests = await halo_of(request).services.pairing.list_pending()
+    return web.json_response([request_json(r) for r in requests])
+
+
 async def approve(request: web.Request) -> web.Response:
-    service = _pairing(request)
     code = _code(request)
     role, name, age_group = await _approval(request)
-    who = actor(request)
-    result = await _call(service.approve(code, role=role, name=name, age_group=age_group, approved_by=who))
-    halo_of(request).services.audit.write("admin_pairing_approve", code=code, role=role, name=name, actor=who)
-    return web.json_response({"code": code, "approved": True, "member": seams.jsonable(result)})
+    pairing = halo_of(request).services.pairing
+    try:
+        member = await pairing.approve(code, role=role, name=name, age_group=age_group, by=actor(request))
+    except PairingError as exc:
+        raise _refused(exc) from None
+    return web.json_response({"code": code, "approved": True, "member": member_json(member)})
 
 
 async def deny(request: web.Request) -> web.Response:
-    service = _pairing(request)
     code = _code(request)
-    who = actor(request)
-    await _call(service.deny(code, denied_by=who))
-    halo_of(request).services.audit.write("admin_pairing_deny", code=code, actor=who)
+    pairing = halo_of(request).services.pairing
+    try:
+        await pairing.deny(code, by=actor(request))
+    except PairingError as exc:
+        raise _refused(exc) from None
     return web.json_response({"code": code, "denied": True})
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
-from admin_api import seams
-from admin_api.base import ApiError, halo_of, maybe_await, path_scope
+from admin_api.base import ApiError, halo_of, path_scope
 from admin_api.guards import actor
 from admin_api.routes import Route
 from halo.scope_admin import active_scope_ids, clear_session, purge_scope, scope_summaries
+from memory.distill import DistillResult
+from memory.service import DistillationDisabled
 
 
 async def sessions(request: web.Request) -> web.Response:
@@ -50,20 +53,30 @@ async def clear(request: web.Request) -> web.Response:
     return web.json_response({"scopeId": scope.id, "cleared": True, "itemsRemoved": removed})
 
 
+def distill_json(result: DistillResult) -> dict[str, Any]:
+    """What one run did: the transcript bytes it read and what it changed in memory."""
+    return {
+        "fromOffset": result.from_offset,
+        "toOffset": result.to_offset,
+        "items": result.items,
+        "factsAdded": result.facts_added,
+        "factsSuperseded": result.facts_superseded,
+        "factsForgotten": result.facts_forgotten,
+        "notesAdded": result.notes_added,
+        "skipped": result.skipped,
+    }
+
+
 async def distill(request: web.Request) -> web.Response:
+    """Distil the scope's new transcript into its memory now (waits for a run in progress)."""
     scope = await path_scope(request)
     services = halo_of(request).services
-    if not services.settings.memory.distillation_enabled:
-        raise ApiError(409, "distillation is disabled (memory.distillation_enabled: false)")
-    memory = seams.memory(services)
-    if memory is None:
-        raise ApiError(501, "distillation is not available in this build yet (no memory service)")
     try:
-        result = await maybe_await(memory.distill(scope.id))
-    except LookupError as exc:
-        raise ApiError(404, str(exc) or f"nothing to distill for {scope.id}") from None
-    services.audit.write("admin_distill", scope_id=scope.id, actor=actor(request))
-    return web.json_response({"scopeId": scope.id, "distilled": True, "result": seams.jsonable(result)})
+        result = await services.memory.distill(scope.id)
+    except DistillationDisabled as exc:
+        raise ApiError(409, str(exc)) from None
+    services.audit.write("admin_distill", scope_id=scope.id, actor=actor(request), items=result.items)
+    return web.json_response({"scopeId": scope.id, "distilled": True, "result": distill_json(result)})
 
 
 async def purge(request: web.Request) -> web.Response:

@@ -438,10 +438,6 @@ class SemanticMemory:
             return f"embedder unavailable, full-text search only: {self.embedder_error}"
         return None
 
-    def health(self) -> dict[str, Any]:
-        """The admin API's seam (`/status` → `semantic`): the same as `status()`."""
-        return self.status()
-
     def status(self) -> dict[str, Any]:
         """Scheduler health (runs, failures, last success, last error), mode, embedder, and
         per-scope lag (seconds since unsynced activity, transcript bytes not yet indexed)."""

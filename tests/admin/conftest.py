@@ -6,6 +6,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -14,8 +15,10 @@ from aiohttp import web
 
 from admin_api.server import create_app
 from halo.app import Halo, build_halo
-from tests.admin.fakes import WithSeams
+from halo.envelope import Speaker
+from halo.services import Services
 from tests.admin.peers import SPOOFED_PEER, PeerSite, non_loopback_ipv4
+from tests.semantic_helpers import save_concept_model
 from transcripts import TranscriptLine
 
 ADMIN_TOKEN = "admin-secret-token-0123456789"
@@ -65,15 +68,16 @@ class AdminHarness:
         self.remotes: list[Endpoint] = []
 
     @property
-    def services(self) -> Any:
+    def services(self) -> Services:
         return self.halo.services
-
-    def attach(self, **seams: Any) -> None:
-        """Plug fakes in where later issues will plug the real parts."""
-        self.halo.services = WithSeams(self.halo.services, **seams)  # type: ignore[assignment]
 
     async def seed(self, scope_id: str = SEEDED) -> None:
         await seed_scope(self.services, scope_id)
+
+    async def stranger(self, user_id: int = 5550001, name: str | None = "Cousin Meera",
+                       username: str | None = "meera") -> str:
+        """Someone halo does not know writes to it on Telegram: a real pairing request. Its code."""
+        return await ask_to_join(self.services, user_id, name, username)
 
 
 async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
@@ -87,28 +91,50 @@ async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
     await session.add_items([{"role": "user", "content": "The dentist is on Friday."},
                              {"role": "assistant", "content": "Noted."}])
     await services.sessions.flush(scope_id)
-    folder = services.paths.scope_dir(scope_id)
-    (folder / "daily").mkdir(parents=True, exist_ok=True)
-    (folder / "MEMORY.md").write_text("# Memory\n\n- Dentist: Friday <script>alert(1)</script>\n")
-    (folder / "daily" / "2026-01-02.md").write_text("[09:00] mom: dentist\n")
-    (folder / "semantic.db").write_bytes(b"SQLite format 3\x00")
-    (folder / "scope.json").write_text(json.dumps({"scope_id": scope_id, "type": "dm"}))
+    # What /remember keeps (markup and all: the dashboard must show it as text).
+    await services.memory.remember(scope_id, "Dentist: Friday <script>alert(1)</script>", by="Mom",
+                                   when=datetime.now(UTC))
+    await services.semantic.sync_all([scope_id])  # the scope's index, from its transcript and memory
     services.audit.write("policy", principal="mom", action="read_memory", resource=scope_id,
                          allowed=True, policy_ids=["memory-own-scope"], reason="seeded")
+
+
+async def ask_to_join(services: Any, user_id: int, name: str | None = "Cousin Meera",
+                      username: str | None = "meera") -> str:
+    """What the gateway does for a DM from a stranger; the code of the request it makes."""
+    speaker = Speaker(str(user_id), None, display_name=name, username=username)
+    assert await services.pairing.on_stranger("telegram", speaker) is not None, "no request was made"
+    [request] = [r for r in await services.pairing.list_pending() if r.platform_user_id == str(user_id)]
+    return request.code
 
 
 def remote_modes() -> list[str]:
     return ["transport", "interface"] if _INTERFACE else ["transport"]
 
 
+@pytest.fixture(scope="session")
+def concept_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small real embedding model on disk (tests/semantic_helpers.py), so the index runs hybrid."""
+    return save_concept_model(tmp_path_factory.mktemp("admin") / "concept-model")
+
+
+def memory_yaml(model: Path, **memory: Any) -> str:
+    """halo.yaml's memory section: the semantic index on `model`, and any other memory settings."""
+    settings = {**memory, "semantic": {"embedder": "model2vec", "model": str(model)}}
+    return f"memory: {json.dumps(settings)}\n"
+
+
 @pytest.fixture
-async def admin(settings_for: Callable[..., Any]) -> AsyncIterator[Callable[..., Awaitable[AdminHarness]]]:
-    """`await admin(extra_yaml)` → halo served on 127.0.0.1 (local), through a transport that
-    reports a TEST-NET peer, and on this machine's non-loopback interface when it has one."""
+async def admin(
+    settings_for: Callable[..., Any], concept_model: Path
+) -> AsyncIterator[Callable[..., Awaitable[AdminHarness]]]:
+    """`await admin(extra_yaml, memory={...})` → halo served on 127.0.0.1 (local), through a
+    transport that reports a TEST-NET peer, and on this machine's non-loopback interface when
+    it has one."""
     started: list[AdminHarness] = []
 
-    async def start(extra_yaml: str = ADMIN_YAML) -> AdminHarness:
-        halo = build_halo(settings_for(extra_yaml))
+    async def start(extra_yaml: str = ADMIN_YAML, memory: dict[str, Any] | None = None) -> AdminHarness:
+        halo = build_halo(settings_for(extra_yaml + memory_yaml(concept_model, **(memory or {}))))
         runner = web.AppRunner(create_app(halo))
         await runner.setup()
         http = aiohttp.ClientSession()

@@ -6,6 +6,7 @@ Remote peers are made at the socket (see peers.py), never with a header.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +15,6 @@ import pytest
 from admin_api.routes import admin_routes
 from halo.access import is_loopback_address
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
-from tests.admin.fakes import FakeMemory, FakePairing, FakeSemantic, PendingRequest
 from tests.admin.peers import PeerSite
 
 FORGED = {
@@ -27,7 +27,8 @@ FORGED = {
 
 @dataclass(frozen=True)
 class Example:
-    """A request that succeeds from this machine on a seeded halo."""
+    """A request that succeeds from this machine on a seeded halo. `{code}` in the path is
+    the code of a real pending pairing request, made afresh whenever the last was decided."""
 
     path: str
     json_body: Any = None
@@ -50,9 +51,9 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/scopes/{scopeId}/memory"): Example(f"/scopes/{SEEDED}/memory"),
     ("GET", "/pairing/requests"): Example("/pairing/requests"),
     ("POST", "/pairing/requests/{code}/approve"): Example(
-        "/pairing/requests/K7PQ2MZX/approve", json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"}
+        "/pairing/requests/{code}/approve", json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"}
     ),
-    ("POST", "/pairing/requests/{code}/deny"): Example("/pairing/requests/K7PQ2MZX/deny"),
+    ("POST", "/pairing/requests/{code}/deny"): Example("/pairing/requests/{code}/deny"),
     ("GET", "/"): Example("/", headers={"Accept": "text/html"}),
     ("GET", "/openapi.json"): Example("/openapi.json"),
     ("GET", "/family/transcripts"): Example("/family/transcripts"),
@@ -66,12 +67,10 @@ def test_every_route_has_an_example():
     assert set(EXAMPLES) == set(ROUTES)
 
 
-async def ready(admin: Any) -> tuple[AdminHarness, FakePairing]:
+async def ready(admin: Any) -> AdminHarness:
     harness = await admin()
-    pairing = FakePairing("K7PQ2MZX")
-    harness.attach(memory=FakeMemory(), pairing=pairing, semantic=FakeSemantic())
     await harness.seed()
-    return harness, pairing
+    return harness
 
 
 @pytest.mark.parametrize("key", sorted(ROUTES), ids=lambda k: f"{k[0]} {k[1]}")
@@ -79,18 +78,26 @@ async def test_route_access(key: tuple[str, str], admin):
     method, _ = key
     access = ROUTES[key].access
     example = EXAMPLES[key]
-    harness, pairing = await ready(admin)
+    harness = await ready(admin)
     if access == "member":
         await member_route_access(harness, method, example)
         return
     denied = {"anyone": None, "token": 401, "loopback": 403}[access]
+    newcomers = itertools.count(5550001)
 
     async def call(endpoint, **kwargs):
-        pairing.requests.setdefault("K7PQ2MZX", PendingRequest("K7PQ2MZX"))  # a success uses it up
-        return await endpoint.call(method, example.path, json_body=example.json_body,
+        path = example.path
+        if "{code}" in path:  # a success decides the request: then a new stranger asks
+            pending = await harness.services.pairing.list_pending()
+            path = path.replace("{code}", pending[0].code if pending else await harness.stranger(next(newcomers)))
+        return await endpoint.call(method, path, json_body=example.json_body,
                                    headers={**example.headers, **kwargs.pop("headers", {})}, **kwargs)
 
+    def decisions() -> int:
+        return sum(len(harness.services.audit.tail(100, kind=k)) for k in ("pairing_approved", "pairing_denied"))
+
     for remote in harness.remotes:
+        decided = decisions()
         for case, kwargs in {
             "no token": {},
             "wrong token": {"token": "not-the-token"},
@@ -106,6 +113,8 @@ async def test_route_access(key: tuple[str, str], admin):
                 assert "Sign in" in reply.text and "mom" not in reply.text.lower()
             elif denied:
                 assert set(reply.body) == {"error"}, f"{remote.mode}, {case}: errors are JSON"
+        if denied:
+            assert decisions() == decided, "a refused caller decided a join request"
         with_token = await call(remote, token=ADMIN_TOKEN, headers=FORGED)
         assert with_token.status == (403 if access == "loopback" else 200), f"{remote.mode} with token"
         if access == "loopback":

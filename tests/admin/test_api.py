@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from halo.envelope import Speaker
 from tests.admin.conftest import ADMIN_TOKEN, ADMIN_YAML, SEEDED
-from tests.admin.fakes import FakeMemory, FakePairing, FakeSemantic
-from tests.conftest import llm_yaml
+from tests.conftest import Outbox, llm_yaml
+from transcripts import TranscriptLine
 
 
 async def test_sessions_list_the_scopes_people_talked_in(admin, fake_llm):
@@ -42,12 +46,13 @@ async def test_clear_forgets_the_session_and_keeps_the_transcript(admin):
 
 async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     harness = await admin()
-    memory = FakeMemory()
-    harness.attach(memory=memory)
     await harness.seed()
     await harness.seed("web:wags")
     services = harness.services
     folder = services.paths.scope_dir(SEEDED)
+    await services.memory.distill(SEEDED)  # a distillation watermark in halo.db
+    assert services.memory.status()["scopes"][SEEDED]["distill"]["watermark"] > 0
+    assert services.semantic.index_path(SEEDED).is_file()
 
     reply = await harness.local.call("POST", f"/sessions/{SEEDED}/purge?confirm={SEEDED}")
 
@@ -56,14 +61,21 @@ async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     assert not folder.exists() and not services.transcripts.path(SEEDED).exists()
     assert await services.sessions.all_items(SEEDED) == []
     assert SEEDED not in (await harness.local.call("GET", "/sessions")).body
-    assert memory.forgotten == [SEEDED]  # the memory service dropped its own state for the scope
+    assert SEEDED not in services.memory.status()["scopes"]  # memory's own state went too
+    assert SEEDED not in [s["scope_id"] for s in services.semantic.status()["scopes"]]  # the index is closed …
+    assert await services.semantic.sync_scope(SEEDED) is None and not folder.exists()  # … and stays gone
     event = services.audit.tail(1, kind="admin_purge")[0]
     assert event == {**event, "scope_id": SEEDED, "actor": "admin:local", "transcript": True, "memory": True}
     # Other scopes are untouched.
-    assert services.transcripts.count("web:wags") == 2 and services.paths.scope_dir("web:wags").is_dir()
+    assert services.transcripts.count("web:wags") == 2 and services.semantic.index_path("web:wags").is_file()
     # It is gone: a second purge finds nothing … except that web:mom is a configured scope, which stays known.
     again = await harness.local.call("POST", f"/sessions/{SEEDED}/purge?confirm={SEEDED}")
     assert again.body["purged"] == {"sessionItems": 0, "transcript": False, "memory": False}
+    # What is said there from now on is distilled from its first line, not from the old watermark.
+    await say(services, SEEDED, "Remember that the piano lesson moved to Monday.")
+    fresh = (await harness.local.call("POST", f"/sessions/{SEEDED}/distill")).body["result"]
+    assert fresh["fromOffset"] == 0 and fresh["factsAdded"] == 1
+    assert "piano lesson moved to Monday" in services.memory.read(SEEDED)
 
 
 async def test_purge_needs_the_scope_id_repeated(admin):
@@ -102,28 +114,48 @@ async def test_bad_and_unknown_scope_ids(admin):
     assert (await local.call("GET", "/transcripts/tail")).status == 400
 
 
+async def say(services: Any, scope_id: str, text: str, speaker: str = "mom") -> None:
+    """A line as the gateway writes it to the transcript."""
+    await services.transcripts.append(TranscriptLine(
+        id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id=scope_id, role="user", text=text, speaker=speaker,
+        platform=scope_id.partition(":")[0],
+    ))
+
+
 async def test_distill_is_409_when_disabled(admin):
-    harness = await admin(ADMIN_YAML + "memory: {distillation_enabled: false}\n")
-    memory = FakeMemory()
-    harness.attach(memory=memory)
-    await harness.seed()
-    reply = await harness.local.call("POST", f"/sessions/{SEEDED}/distill")
+    harness = await admin(memory={"distillation_enabled": False})
+    await say(harness.services, "web:wags", "Remember that the boiler service is in March.")
+    reply = await harness.local.call("POST", "/sessions/web:wags/distill")
     assert reply.status == 409
     assert "memory.distillation_enabled" in reply.body["error"]
-    assert memory.distilled == []
+    assert harness.services.memory.read("web:wags") == ""
+    assert harness.services.memory.status()["scopes"] == {}
 
 
-async def test_distill_runs_the_memory_service(admin):
+async def test_distill_turns_the_transcript_into_memory(admin):
     harness = await admin()
-    memory = FakeMemory()
-    harness.attach(memory=memory)
-    await harness.seed()
-    reply = await harness.local.call("POST", f"/sessions/{SEEDED}/distill")
-    assert reply.status == 200
-    assert reply.body == {"scopeId": SEEDED, "distilled": True,
-                          "result": {"facts_added": 2, "watermark": 1234, "ran_at": "2026-01-02T03:04:00+00:00"}}
-    assert memory.distilled == [SEEDED]
-    assert harness.services.audit.tail(1, kind="admin_distill")[0]["scope_id"] == SEEDED
+    services = harness.services
+    await say(services, "web:wags", "Remember that the boiler service is in March.", speaker="wags")
+    await say(services, "web:wags", "My shoe size is 44.", speaker="wags")
+    size = services.transcripts.path("web:wags").stat().st_size
+
+    reply = await harness.local.call("POST", "/sessions/web:wags/distill")
+
+    assert reply.status == 200, reply.text
+    assert reply.body == {"scopeId": "web:wags", "distilled": True, "result": {
+        "fromOffset": 0, "toOffset": size, "items": 2, "factsAdded": 2, "factsSuperseded": 0,
+        "factsForgotten": 0, "notesAdded": 0, "skipped": 0,
+    }}
+    memory = services.memory.read("web:wags")
+    assert "- The boiler service is in March _(Wags, " in memory and "- Wags's shoe size: 44 _(Wags, " in memory
+    shown = (await harness.local.call("GET", "/scopes/web:wags/memory")).body
+    assert shown["exists"] and shown["text"] == memory
+    event = services.audit.tail(1, kind="admin_distill")[0]
+    assert (event["scope_id"], event["actor"], event["items"]) == ("web:wags", "admin:local", 2)
+    # Nothing new since: the next run reads nothing and changes nothing.
+    again = (await harness.local.call("POST", "/sessions/web:wags/distill")).body["result"]
+    assert (again["fromOffset"], again["items"], again["factsAdded"]) == (size, 0, 0)
+    assert services.memory.read("web:wags") == memory
 
 
 async def test_status_masks_every_secret(admin, fake_llm):
@@ -154,8 +186,11 @@ discord: {{token: {secrets['dc']}}}
     assert status["halo_home"]["home"] == str(harness.halo.settings.home)
     assert status["adapters"]["web"]["connected"] is True
     assert status["semantic"]["enabled"] is True and status["semantic"]["runs"] == 0  # the real index, idle
-    assert status["distillation"]["available"] is True
-    assert status["distillation"]["enabled"] is True and status["distillation"]["every_n_items"] == 20
+    assert status["semantic"]["embedder"]["model"] == str(harness.halo.settings.memory.semantic.model)
+    assert status["distillation"] == {
+        "enabled": True, "every_n_items": 20, "extractor": "deterministic", "quiet_minutes": 10,
+        "running": [], "failing": [], "scopes": {},
+    }
     assert status["queues"] == {"gateway_background_tasks": 0, "busy_scopes": 0, "pending_pairing_requests": 0,
                                 "undelivered_notifications": 0}
     assert status["uptime_seconds"] >= 0 and status["version"]
@@ -163,14 +198,36 @@ discord: {{token: {secrets['dc']}}}
 
 async def test_status_shows_the_plugged_in_parts(admin):
     harness = await admin(ADMIN_YAML + "llm: {provider: none}\n")
-    harness.attach(memory=FakeMemory(), pairing=FakePairing("AAAA1111", "BBBB2222"), semantic=FakeSemantic())
+    services = harness.services
+    await harness.stranger(5550001)
+    await harness.stranger(5550002, "Ravi", None)
+    await harness.seed()  # its index synced once
+    await harness.local.call("POST", f"/sessions/{SEEDED}/distill")
     status = (await harness.local.call("GET", "/status")).body
-    assert status["semantic"]["runs"] == 12 and status["semantic"]["enabled"] is True
-    assert status["distillation"]["available"] is True
-    assert status["distillation"]["scopes"]["web:mom"]["distill"]["last_run"] == "2026-01-02T03:04:00+00:00"
-    assert status["pairing"] == {"available": True, "pending": 2}
+    semantic = status["semantic"]
+    assert (semantic["enabled"], semantic["mode"], semantic["problem"], semantic["running"]) == (
+        True, "hybrid", None, False)  # hybrid: sqlite-vec and the embedder work; no schedule outside `serve`
+    assert (semantic["runs"], semantic["failures"], semantic["last_error"]) == (1, 0, None)
+    assert semantic["embedder"]["state"] == "ready" and semantic["embedder"]["dim"] == 48
+    [indexed] = semantic["scopes"]
+    assert indexed["scope_id"] == SEEDED and indexed["chunks"] >= 1 and indexed["transcript_lag_bytes"] == 0
+    assert not any("semantic" in p for p in status["problems"])
+    distilled = status["distillation"]["scopes"][SEEDED]["distill"]
+    assert distilled["runs"] == 1 and distilled["items"] == 2 and distilled["failures"] == 0
+    assert distilled["watermark"] == harness.services.transcripts.path(SEEDED).stat().st_size
+    assert datetime.fromisoformat(distilled["last_success"]) > datetime.now(UTC) - timedelta(minutes=1)
+    assert status["pairing"] == {"pending": 2}
     assert status["queues"]["pending_pairing_requests"] == 2
     assert any("language model" in p for p in status["problems"])
+
+    # A scope whose index cannot be opened: the sync fails, and /status says where.
+    await say(services, "web:wags", "The boiler service is in March.", speaker="wags")
+    services.semantic.index_path("web:wags").mkdir(parents=True)
+    await services.semantic.sync_all(["web:wags"])
+    status = (await harness.local.call("GET", "/status")).body
+    assert (status["semantic"]["runs"], status["semantic"]["failures"]) == (2, 1)
+    [problem] = [p for p in status["problems"] if "semantic" in p]
+    assert problem.startswith("semantic sync: web:wags: ")
 
 
 async def test_policy_status_explains_every_member_in_every_configured_scope(admin):
@@ -247,48 +304,83 @@ async def test_memory_is_read_as_it_is_on_disk(admin):
     assert (await local.call("GET", f"/scopes/{SEEDED}/memory")).body["truncated"] is True
 
 
-async def test_pairing_without_a_pairing_service(admin):
+async def test_a_parent_lets_a_newcomer_in_and_turns_another_away(admin):
     harness = await admin()
+    services = harness.services
+    outbox = Outbox()  # what the Telegram adapter would be asked to send
+    services.delivery.register("telegram", outbox)
+    meera = await harness.stranger(5550001, "Cousin Meera", "meera")
+    ravi = await harness.stranger(5550002, "Ravi Kumar", None)
     local = harness.local
-    assert (await local.call("GET", "/pairing/requests")).body == []
-    for action in ("approve", "deny"):
-        reply = await local.call("POST", f"/pairing/requests/ABCD2345/{action}",
-                                 json_body={"role": "child", "name": "Meera"})
-        assert reply.status == 501 and "Telegram" in reply.body["error"]
 
-
-async def test_pairing_list_approve_and_deny(admin):
-    harness = await admin()
-    pairing = FakePairing("K7PQ2MZX", "W3RT9ABC")
-    harness.attach(pairing=pairing)
-    local = harness.local
     listed = (await local.call("GET", "/pairing/requests")).body
-    assert [r["code"] for r in listed] == ["K7PQ2MZX", "W3RT9ABC"]
-    assert listed[0]["displayName"] == "Cousin Meera" and listed[0]["userId"] == "5550001"
-    assert listed[0]["platform"] == "telegram" and listed[0]["username"] == "meera"
-    assert listed[0]["requestedAt"] and listed[0]["expiresAt"]
+    assert [r["code"] for r in listed] == [meera, ravi]
+    first = listed[0]
+    assert {k: v for k, v in first.items() if not k.endswith("At")} == {
+        "code": meera, "platform": "telegram", "userId": "5550001", "displayName": "Cousin Meera", "username": "meera",
+    }
+    asked, expires = datetime.fromisoformat(first["requestedAt"]), datetime.fromisoformat(first["expiresAt"])
+    assert expires - asked == timedelta(hours=1) and abs(datetime.now(UTC) - asked) < timedelta(minutes=1)
+    assert listed[1]["username"] is None
+
+    approved = await local.call("POST", f"/pairing/requests/{meera}/approve",
+                                json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"})
+    assert approved.status == 200, approved.text
+    assert approved.body == {"code": meera, "approved": True,
+                             "member": {"id": "meera", "name": "Meera", "role": "child", "ageGroup": "adolescent"}}
+    member = services.family.member("meera")
+    assert member is not None and member.telegram_user_id == 5550001 and member.age_group == "adolescent"
+    assert "telegram_user_id: 5550001" in services.paths.config_file.read_text()
+    assert outbox.to("telegram:5550001") == ["Welcome, Meera! A parent let you in — talk to me any time."]
+
+    assert (await local.call("POST", f"/pairing/requests/{ravi}/deny")).body == {"code": ravi, "denied": True}
+    assert services.family.by_telegram(5550002) is None
+    assert await services.pairing.on_stranger("telegram", Speaker("5550002", None, "Ravi Kumar")) is None
+    assert outbox.to("telegram:5550002") == []  # a denied sender is never written to
+    assert (await local.call("GET", "/pairing/requests")).body == []
+
+    approval = services.audit.tail(1, kind="pairing_approved")[0]
+    assert (approval["code"], approval["by"], approval["member_id"]) == (meera, "admin:local", "meera")
+    denial = services.audit.tail(1, kind="pairing_denied")[0]
+    assert (denial["code"], denial["by"], denial["platform_user_id"]) == (ravi, "admin:local", "5550002")
+
+
+async def test_pairing_refusals_say_what_is_wrong(admin):
+    harness = await admin()
+    services = harness.services
+    local = harness.local
+    code = await harness.stranger()
 
     for body, message in (({"role": "boss", "name": "M"}, "role"), ({"role": "child"}, "name"),
-                          ({"role": "child", "name": "  "}, "name"), ({"role": "parent", "name": "M",
-                           "ageGroup": "adolescent"}, "ageGroup"), ([1, 2], "object")):
-        reply = await local.call("POST", "/pairing/requests/K7PQ2MZX/approve", json_body=body)
+                          ({"role": "child", "name": "  "}, "name"), ({"role": "child", "name": "M" * 65}, "name"),
+                          ({"role": "parent", "name": "M", "ageGroup": "adolescent"}, "ageGroup"),
+                          ({"role": "child", "name": "M", "ageGroup": "teen"}, "ageGroup"), ([1, 2], "object")):
+        reply = await local.call("POST", f"/pairing/requests/{code}/approve", json_body=body)
         assert reply.status == 400 and message in reply.body["error"], body
-    assert (await local.call("POST", "/pairing/requests/bad%20code/approve",
-                             json_body={"role": "child", "name": "M"})).status == 400
-    unknown = await local.call("POST", "/pairing/requests/ZZZZ9999/approve", json_body={"role": "child", "name": "M"})
-    assert unknown.status == 404 and "ZZZZ9999" in unknown.body["error"]
+    for action in ("approve", "deny"):
+        malformed = await local.call("POST", f"/pairing/requests/bad%20code/{action}",
+                                     json_body={"role": "child", "name": "M"})
+        assert malformed.status == 400, action
+        unknown = await local.call("POST", f"/pairing/requests/ZZZZ9999/{action}",
+                                   json_body={"role": "child", "name": "M"})
+        assert unknown.status == 404 and "ZZZZ9999" in unknown.body["error"], action
+    assert [r.code for r in await services.pairing.list_pending()] == [code]  # nothing was decided
 
-    approved = await local.call("POST", "/pairing/requests/K7PQ2MZX/approve",
-                                json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"})
-    assert approved.status == 200
-    assert approved.body["approved"] is True and approved.body["member"]["role"] == "child"
-    assert pairing.approved[0] == {**pairing.approved[0], "code": "K7PQ2MZX", "approved_by": "admin:local",
-                                   "age_group": "adolescent"}
-    assert (await local.call("POST", "/pairing/requests/W3RT9ABC/deny")).body == {"code": "W3RT9ABC", "denied": True}
-    assert pairing.denied == [{"code": "W3RT9ABC", "denied_by": "admin:local"}]
+    # A request for an account that is a member already: the store refuses to write halo.yaml (400).
+    aarav = await harness.stranger(1003, "Aarav", "aarav")
+    clash = await local.call("POST", f"/pairing/requests/{aarav}/approve", json_body={"role": "child", "name": "A"})
+    assert clash.status == 400 and "halo.yaml was not changed" in clash.body["error"]
+    assert [m.id for m in services.family.members] == ["wags", "mom", "aarav", "tara", "priya"]
+
+    # An hour later the code has expired: approving it is 404, denying it still works.
+    real_clock = services.pairing.clock
+    services.pairing.clock = lambda: real_clock() + 3601
+    expired = await local.call("POST", f"/pairing/requests/{code}/approve", json_body={"role": "child", "name": "M"})
+    assert expired.status == 404 and "expired" in expired.body["error"]
     assert (await local.call("GET", "/pairing/requests")).body == []
-    kinds = [e["kind"] for e in harness.services.audit.tail(2)]
-    assert kinds == ["admin_pairing_approve", "admin_pairing_deny"]
+    assert (await local.call("POST", f"/pairing/requests/{code}/deny")).status == 200
+    assert (await local.call("POST", f"/pairing/requests/{code}/deny")).status == 404  # decided already
+    assert services.audit.tail(5, kind="pairing_approved") == []
 
 
 async def test_remote_admin_actions_name_the_peer_not_the_token(admin):
@@ -309,20 +401,19 @@ async def test_errors_are_json_and_never_a_traceback(admin):
     assert wrong_method.status == 405 and wrong_method.headers["Allow"] == "GET"
     assert set(wrong_method.body) == {"error"}
 
-    class Broken:
-        def distill(self, scope_id: str) -> None:
-            raise RuntimeError("secret internals /home/x/.halo")
-
-        async def close(self) -> None:
-            return None
-
-    harness.attach(memory=Broken())
-    await harness.seed()
-    reply = await local.call("POST", f"/sessions/{SEEDED}/distill")
+    # Distillation that fails on disk (MEMORY.md is a folder): a plain 500, no path, no traceback.
+    services = harness.services
+    await say(services, "web:wags", "Remember that the boiler service is in March.", speaker="wags")
+    services.memory.memory_path("web:wags").mkdir(parents=True)
+    reply = await local.call("POST", "/sessions/web:wags/distill")
     assert reply.status == 500
     assert reply.body == {"error": "internal error (see the server log)"}
-    assert "Traceback" not in reply.text and "secret internals" not in reply.text
+    assert "Traceback" not in reply.text and str(services.paths.home) not in reply.text
     assert reply.headers["Cache-Control"] == "no-store"
+    status = (await local.call("GET", "/status")).body  # the parent sees which chat's memory is stuck
+    assert status["distillation"]["failing"] == ["web:wags"]
+    [problem] = [p for p in status["problems"] if "web:wags" in p]
+    assert problem.startswith("memory of web:wags is not being updated (distill: IsADirectoryError")
 
 
 async def test_dashboard_page_and_its_guard(admin):

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
-from tests.admin.fakes import FakeMemory, FakePairing, FakeSemantic
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -48,19 +47,19 @@ async def open_dashboard(browser: Any, url: str, viewport: dict[str, int]) -> tu
     return page, problems
 
 
-async def family_halo(admin: Any) -> tuple[AdminHarness, FakePairing]:
+async def family_halo(admin: Any) -> tuple[AdminHarness, str]:
+    """A seeded halo with one newcomer waiting to join; the code they were given."""
     harness = await admin()
-    pairing = FakePairing("K7PQ2MZX")
-    harness.attach(memory=FakeMemory(), pairing=pairing, semantic=FakeSemantic())
     await harness.seed()
     await harness.seed("telegram:1003")
-    return harness, pairing
+    return harness, await harness.stranger(5550001, "Cousin Meera", "meera")
 
 
 async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, tmp_path: Path):
     from playwright.async_api import expect
 
-    harness, pairing = await family_halo(admin)
+    harness, code = await family_halo(admin)
+    services = harness.services
     page, problems = await open_dashboard(browser, harness.local.base + "/", DESKTOP)
     await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
 
@@ -72,19 +71,33 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     await expect(page.locator('[data-scope="telegram:-1001234"]')).to_contain_text("Parents group")
     await expect(page.locator("#adapters [data-adapter=web]")).to_contain_text("connected")
     await expect(page.locator("#semantic-health")).to_contain_text("healthy")
+    await expect(page.locator("#semantic-health")).to_contain_text("search: hybrid · runs: 2")
     await page.screenshot(path=str(tmp_path / "dashboard-desktop.png"), full_page=True)
 
     # A newcomer is approved by clicking.
-    request = page.locator('[data-code="K7PQ2MZX"]')
+    request = page.locator(f'[data-code="{code}"]')
     await expect(request).to_contain_text("Cousin Meera")
+    await expect(request).to_contain_text("@meera · telegram · id 5550001")
     await request.get_by_label("name").fill("Meera")
     await request.get_by_label("role").select_option("child")
     await request.get_by_label("age group").select_option("adolescent")
     await request.locator("button.approve").click()
-    await expect(page.locator('[data-code="K7PQ2MZX"]')).to_have_count(0)
+    await expect(page.locator(f'[data-code="{code}"]')).to_have_count(0)
     await expect(page.locator("#pairing-list")).to_contain_text("No one is waiting")
-    assert pairing.approved[0]["name"] == "Meera" and pairing.approved[0]["age_group"] == "adolescent"
-    assert pairing.approved[0]["approved_by"] == "admin:local"
+    meera = services.family.member("meera")
+    assert meera is not None and (meera.name, meera.role, meera.age_group) == ("Meera", "child", "adolescent")
+    assert meera.telegram_user_id == 5550001 and "id: meera" in services.paths.config_file.read_text()
+    assert await services.pairing.list_pending() == []
+    approval = services.audit.tail(1, kind="pairing_approved")[0]
+    assert (approval["code"], approval["by"]) == (code, "admin:local")
+    await expect(page.locator('tr[data-principal="meera"]')).to_contain_text("child, adolescent")  # policy sees her
+
+    # Distilling by hand runs the real distillation over mom's transcript.
+    await expect(page.locator("#distillation-health")).to_contain_text("on")
+    await mom.get_by_role("button", name="Distill now").click()
+    await expect(page.locator("#toast")).to_contain_text(f"Distilled {SEEDED}: 2 new lines, 0 facts and 2 notes added.")
+    await expect(page.locator("#distillation-health")).to_contain_text("1 chats tracked")
+    assert services.memory.status()["scopes"][SEEDED]["distill"]["runs"] == 1
 
     # What halo remembers is shown as text: markup in a memory file never runs.
     await mom.get_by_role("button", name="Memory").click()
@@ -96,7 +109,7 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     await expect(page.locator("#policy-why")).to_contain_text("parents group is for parents only")
 
     # Recent events, and clearing a chat (the confirm dialog is accepted).
-    await expect(page.locator("#event-list")).to_contain_text("admin pairing approve")
+    await expect(page.locator("#event-list")).to_contain_text(f"pairing approved code: {code} by: admin:local")
     page.once("dialog", lambda dialog: dialog.accept())
     await mom.get_by_role("button", name="Clear chat").click()
     await expect(mom).to_contain_text("0 in session")

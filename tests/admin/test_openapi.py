@@ -16,8 +16,7 @@ from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
 from config.loader import load_settings
 from halo.app import Halo
-from tests.admin.conftest import ADMIN_YAML, seed_scope
-from tests.admin.fakes import FakeMemory, FakePairing, FakeSemantic, WithSeams
+from tests.admin.conftest import ADMIN_YAML, ask_to_join, memory_yaml, seed_scope
 from tests.admin.threaded import ThreadedHalo
 from tests.conftest import write_home
 
@@ -47,21 +46,19 @@ async def test_every_route_is_documented_and_every_documented_path_is_routed(adm
                 assert "403" in op["responses"], (method, path)
 
 
-def _seams(halo: Halo):
-    async def prepare() -> None:
-        halo.services = WithSeams(  # type: ignore[assignment]
-            halo.services, memory=FakeMemory(), pairing=FakePairing("K7PQ2MZX"), semantic=FakeSemantic()
-        )
-        await seed_scope(halo.services)
-        await seed_scope(halo.services, "telegram:1003")
-
-    return prepare()
+async def _seed(halo: Halo) -> None:
+    """Data in every part, so each answer has something to keep to its schema."""
+    await seed_scope(halo.services)
+    await seed_scope(halo.services, "telegram:1003")
+    await ask_to_join(halo.services, 5550001)
+    await halo.services.memory.distill("telegram:1003")
 
 
 @pytest.fixture(scope="module")
-def running_halo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedHalo]:
-    home = write_home(Path(tmp_path_factory.mktemp("schemathesis")) / "home", ADMIN_YAML + "llm: {provider: none}\n")
-    server = ThreadedHalo(load_settings(home), prepare=_seams, remote_peer=("203.0.113.9", 40000)).start()
+def running_halo(tmp_path_factory: pytest.TempPathFactory, concept_model: Path) -> Iterator[ThreadedHalo]:
+    yaml = ADMIN_YAML + "llm: {provider: none}\n" + memory_yaml(concept_model)
+    home = write_home(Path(tmp_path_factory.mktemp("schemathesis")) / "home", yaml)
+    server = ThreadedHalo(load_settings(home), prepare=_seed, remote_peer=("203.0.113.9", 40000)).start()
     yield server
     server.stop()
 
