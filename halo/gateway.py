@@ -120,7 +120,9 @@ class Gateway:
         elif command_reply is not None:
             reply = Reply(command_reply, env.scope.id, "command", decision)
         elif self.services.model is None:
-            reply = Reply(NO_MODEL, env.scope.id, "no_model", decision)
+            noted = "Noted — I'll keep that in this chat's memory (/memory shows it). " \
+                if self.services.memory.is_memory_request(env.text) else ""
+            reply = Reply(noted + NO_MODEL, env.scope.id, "no_model", decision)
         else:
             if on_model_start is not None:
                 await on_model_start()

@@ -227,6 +227,11 @@ class MemoryService:
             self._counted.pop(scope_id, None)
         return result
 
+    @staticmethod
+    def is_memory_request(text: str) -> bool:
+        """"remember …", "my X is Y", "forget …": distilled right after the reply, model or not."""
+        return _has_memory_cue(text)
+
     async def after_turn(self, scope_id: str, user_text: str) -> None:
         """After a reply: distil when N items are waiting (or the message asked to remember or
         forget), and restart the scope's quiet timer for model extraction."""

@@ -129,6 +129,12 @@ async def test_no_model_configured_commands_work_and_free_text_explains(settings
     assert status == 200
     assert "No language model is configured" in body["reply"]
     assert "llm.provider" in body["reply"]
+    assert "Noted" not in body["reply"]
+    _, body = await running.chat("remember my shoe size is 38")
+    assert body["reply"].startswith("Noted") and "No language model is configured" in body["reply"]
+    await running.halo.gateway.drain()
+    _, body = await running.chat("/memory")
+    assert "shoe size: 38" in body["reply"]
 
 
 async def test_torn_transcript_line_is_survived(fake_llm, settings_for, serve_halo):
