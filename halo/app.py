@@ -78,8 +78,7 @@ class Halo:
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
             await adapter.start()
-        if self.services.notifier is not None:
-            self.services.notifier.retry_soon()  # alerts a stopped adapter could not deliver
+        self.services.notifier.retry_soon()  # alerts a stopped adapter could not deliver
 
     async def close(self) -> None:
         for adapter in reversed(self.adapters):

@@ -101,17 +101,14 @@ class Gateway:
             return await self._denied(turn, decision)
         await self._record(turn, "user", env.text)
         if not env.addressed:  # kept, not answered; memory still counts and logs it
-            if self.services.safety is not None:
-                await self.services.safety.watch(turn)  # a child's cry for help still reaches the parents
+            await self.services.safety.watch(turn)  # a child's cry for help still reaches the parents
             reply = Reply(None, env.scope.id, "kept", decision)
             await self._keep_as_context(turn)
             self._after(turn, reply)
             return reply
 
         # the child guardrails: only a child's turn, or the family group with children, pays for them
-        safety = self.services.safety
-        if safety is not None and safety.begin(turn) is None:
-            safety = None
+        safety = self.services.safety if self.services.safety.begin(turn) is not None else None
         stopped = await safety.screen_input(turn) if safety is not None else None
         command_reply = None if stopped is not None else await self.services.commands.run(turn, env.text)
         if stopped is not None:
@@ -263,8 +260,7 @@ class Gateway:
         """Wait for after-turn work and notification deliveries (on shutdown, and in tests)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-        if self.services.notifier is not None:
-            await self.services.notifier.drain()
+        await self.services.notifier.drain()
 
 
 def _model_input(turn: Turn) -> str:

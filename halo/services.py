@@ -44,11 +44,11 @@ class Services:
     groups: GroupGuard
     memory: MemoryService
     semantic: SemanticMemory  # built even when recall is off, so /status can say why
+    notifier: Notifier
+    safety: SafetyGate  # the child guardrails; a turn that is not a child's passes straight through
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
-    notifier: Notifier | None = None
-    safety: SafetyGate | None = None  # the child guardrails; None only in bare test wiring
 
     @property
     def family(self) -> Family:
