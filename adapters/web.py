@@ -120,36 +120,70 @@ def openapi_paths() -> dict[str, Any]:
     """The web chat's part of the server's /openapi.json."""
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     return {
-        "/chat": {"get": {
-            "summary": "The web chat page", "x-access": "anyone", "security": [], "tags": ["web chat"],
-            "responses": {"200": {
-                "description": "the page", "content": {"text/html": {"schema": {"type": "string"}}},
-            }},
-        }},
-        "/api/chat": {"post": {
-            "summary": "Send a message as a member; the reply comes whole (JSON) or streamed (SSE)",
-            "description": "The member is the one whose web_token is the Bearer token; from this machine with "
-                           "no token, the local owner. `Accept: text/event-stream` streams `delta` events, "
-                           "then `done`.",
-            "x-access": "member", "security": [{}, {"memberToken": []}], "tags": ["web chat"],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                "type": "object", "required": ["text"],
-                "properties": {"text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS,
-                                        "pattern": r"\S"}},
-            }}}},
-            "responses": {
-                "200": {"description": "the reply", "content": {
-                    "application/json": {"schema": {
-                        "type": "object", "required": ["reply", "scope_id"],
-                        "properties": {"reply": {"type": "string", "nullable": True},
-                                       "scope_id": {"type": "string"}},
-                    }},
-                    "text/event-stream": {"schema": {"type": "string"}},
-                }},
-                "400": {"description": "not JSON, or no text", "content": error},
-                "401": {"description": "no member: send a web_token, or chat from this machine", "content": error},
-                "403": {"description": "the policy refuses this member here", "content": error},
-                "413": {"description": "the message is too long", "content": error},
-            },
-        }},
+        "/chat": {
+            "get": {
+                "summary": "The web chat page",
+                "x-access": "anyone",
+                "security": [],
+                "tags": ["web chat"],
+                "responses": {
+                    "200": {
+                        "description": "the page",
+                        "content": {"text/html": {"schema": {"type": "string"}}},
+                    }
+                },
+            }
+        },
+        "/api/chat": {
+            "post": {
+                "summary": "Send a message as a member; the reply comes whole (JSON) or streamed (SSE)",
+                "description": "The member is the one whose web_token is the Bearer token; from this machine with "
+                "no token, the local owner. `Accept: text/event-stream` streams `delta` events, "
+                "then `done`.",
+                "x-access": "member",
+                "security": [{}, {"memberToken": []}],
+                "tags": ["web chat"],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["text"],
+                                "properties": {
+                                    "text": {
+                                        "type": "string",
+                                        "minLength": 1,
+                                        "maxLength": MAX_TEXT_CHARS,
+                                        "pattern": r"\S",
+                                    }
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "the reply",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["reply", "scope_id"],
+                                    "properties": {
+                                        "reply": {"type": "string", "nullable": True},
+                                        "scope_id": {"type": "string"},
+                                    },
+                                }
+                            },
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    "400": {"description": "not JSON, or no text", "content": error},
+                    "401": {"description": "no member: send a web_token, or chat from this machine", "content": error},
+                    "403": {"description": "the policy refuses this member here", "content": error},
+                    "413": {"description": "the message is too long", "content": error},
+                },
+            }
+        },
     }

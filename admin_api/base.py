@@ -108,4 +108,3 @@ async def path_scope(request: web.Request) -> Scope:
 
 async def query_scope(request: web.Request) -> Scope:
     return await known_scope(request, request.query.get("scopeId"))
-

@@ -24,8 +24,7 @@ def mask_secrets(value: Any) -> Any:
     set) and URL passwords replaced. Numbers pass: `history_token_budget` is no secret."""
     if isinstance(value, Mapping):
         return {
-            k: MASK if is_secret_key(str(k)) and isinstance(v, str) and v else mask_secrets(v)
-            for k, v in value.items()
+            k: MASK if is_secret_key(str(k)) and isinstance(v, str) and v else mask_secrets(v) for k, v in value.items()
         }
     if isinstance(value, list | tuple):
         return [mask_secrets(v) for v in value]
@@ -56,12 +55,14 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
             "halo_db": str(paths.halo_db),
             "events_log": str(paths.events_log),
         },
-        "provider": mask_secrets({
-            "name": settings.llm.provider,
-            "model": settings.llm.model if settings.llm.provider != "none" else None,
-            "base_url": settings.llm.base_url,
-            "configured": services.model is not None,
-        }),
+        "provider": mask_secrets(
+            {
+                "name": settings.llm.provider,
+                "model": settings.llm.model if settings.llm.provider != "none" else None,
+                "base_url": settings.llm.base_url,
+                "configured": services.model is not None,
+            }
+        ),
         "adapters": mask_secrets(halo.adapter_status()),
         "semantic": mask_secrets(services.semantic.status()),
         "distillation": mask_secrets(services.memory.status()),

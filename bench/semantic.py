@@ -116,14 +116,22 @@ def run(n: int, dim: int, queries: int, folder: Path) -> dict[str, float]:
             search([index], text, q, vec0_params)
             vec0.append(time.perf_counter() - t)
 
-    found = sum(int(t) + 1 in {i for i, _ in index.vector_candidates(q, 5, 10**9)} for t, q in zip(targets, qvecs,
-                                                                                                     strict=True))
+    found = sum(
+        int(t) + 1 in {i for i, _ in index.vector_candidates(q, 5, 10**9)} for t, q in zip(targets, qvecs, strict=True)
+    )
     index.close()
     return {
-        "chunks": n, "build_rate": n / build, "build_s": build, "bytes_per_chunk": size / n,
-        "hybrid_p50": pct(hybrid, 50), "hybrid_p99": pct(hybrid, 99), "first_query_ms": first * 1000,
-        "vec0_p50": pct(vec0, 50), "vec0_p99": pct(vec0, 99),
-        "numpy_p50": pct(brute, 50), "numpy_p99": pct(brute, 99),
+        "chunks": n,
+        "build_rate": n / build,
+        "build_s": build,
+        "bytes_per_chunk": size / n,
+        "hybrid_p50": pct(hybrid, 50),
+        "hybrid_p99": pct(hybrid, 99),
+        "first_query_ms": first * 1000,
+        "vec0_p50": pct(vec0, 50),
+        "vec0_p99": pct(vec0, 99),
+        "numpy_p50": pct(brute, 50),
+        "numpy_p99": pct(brute, 99),
         "target_in_top5": found / queries,
     }
 
@@ -140,15 +148,21 @@ def main() -> None:
             print(f"building {n} chunks ({args.dim} dims) …", flush=True)
             rows.append(run(n, args.dim, args.queries, Path(tmp)))
     print()
-    print("| chunks | build (chunks/s) | hybrid p50 / p99 (ms) | hybrid via vec0 KNN p50 / p99 | "
-          "NumPy brute force p50 / p99 | first query (mirror load) | bytes/chunk |")
+    print(
+        "| chunks | build (chunks/s) | hybrid p50 / p99 (ms) | hybrid via vec0 KNN p50 / p99 | "
+        "NumPy brute force p50 / p99 | first query (mirror load) | bytes/chunk |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['chunks']:,} | {r['build_rate']:,.0f} | {r['hybrid_p50']:.2f} / {r['hybrid_p99']:.2f} | "
-              f"{r['vec0_p50']:.2f} / {r['vec0_p99']:.2f} | {r['numpy_p50']:.2f} / {r['numpy_p99']:.2f} | "
-              f"{r['first_query_ms']:.0f} ms | {r['bytes_per_chunk']:,.0f} |")
-    print(f"\n(dim {args.dim}; {args.queries} queries; the noisy query vector's source chunk was in the vector "
-          f"top 5 in {rows[-1]['target_in_top5']:.0%} of queries at {rows[-1]['chunks']:,})")
+        print(
+            f"| {r['chunks']:,} | {r['build_rate']:,.0f} | {r['hybrid_p50']:.2f} / {r['hybrid_p99']:.2f} | "
+            f"{r['vec0_p50']:.2f} / {r['vec0_p99']:.2f} | {r['numpy_p50']:.2f} / {r['numpy_p99']:.2f} | "
+            f"{r['first_query_ms']:.0f} ms | {r['bytes_per_chunk']:,.0f} |"
+        )
+    print(
+        f"\n(dim {args.dim}; {args.queries} queries; the noisy query vector's source chunk was in the vector "
+        f"top 5 in {rows[-1]['target_in_top5']:.0%} of queries at {rows[-1]['chunks']:,})"
+    )
 
 
 if __name__ == "__main__":

@@ -68,9 +68,7 @@ class Family(BaseModel):
 
     family: FamilyInfo = Field(default_factory=FamilyInfo)
     members: list[Member] = Field(default_factory=list)
-    owner: str | None = Field(
-        default=None, description="member id of the local owner (loopback web chat, `halo chat`)"
-    )
+    owner: str | None = Field(default=None, description="member id of the local owner (loopback web chat, `halo chat`)")
     parents_group: ParentsGroup = Field(default_factory=ParentsGroup)
     family_group: FamilyGroup = Field(default_factory=FamilyGroup)
     work: Work = Field(default_factory=Work)

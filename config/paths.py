@@ -87,6 +87,13 @@ class HaloPaths:
 
     def ensure(self) -> None:
         """Create the folders halo writes into (first start, idempotent)."""
-        for folder in (self.home, self.transcripts, self.sessions_db.parent, self.events_log.parent,
-                       self.members, self.scopes, self.policies):
+        for folder in (
+            self.home,
+            self.transcripts,
+            self.sessions_db.parent,
+            self.events_log.parent,
+            self.members,
+            self.scopes,
+            self.policies,
+        ):
             folder.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,9 @@ class LLMSettings(BaseModel):
 class TelegramSettings(BaseModel):
     model_config = _STRICT
     token: SecretStr | None = None
-    base_url: str | None = Field(default=None, description="a self-hosted Bot API server, e.g. http://127.0.0.1:8081/bot")
+    base_url: str | None = Field(
+        default=None, description="a self-hosted Bot API server, e.g. http://127.0.0.1:8081/bot"
+    )
     webhook_url: str | None = Field(default=None, description="public https URL; unset means long polling")
     webhook_secret: SecretStr | None = Field(default=None, description="default: derived from the token")
     poll_timeout_seconds: float = Field(default=30, ge=0, le=60, description="long-poll wait per getUpdates")
@@ -132,9 +134,7 @@ class SessionSettings(BaseModel):
 class Settings(BaseSettings, Family):
     """The whole halo.yaml. Unknown keys are errors; the environment wins over the file."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="HALO_", env_nested_delimiter="__", extra="forbid", frozen=True
-    )
+    model_config = SettingsConfigDict(env_prefix="HALO_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
     home: Path = Field(default_factory=default_home)
     llm: LLMSettings = Field(default_factory=LLMSettings)

@@ -124,12 +124,14 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         transcripts=transcripts,
         sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
         audit=audit,
-        context=ContextBuilder([
-            PersonaSource(paths.soul),
-            ProfileSource(),
-            MemorySource(paths, daily_section=daily_section),
-            RecallSource(already_in_context=memory_files_in_context),
-        ]),
+        context=ContextBuilder(
+            [
+                PersonaSource(paths.soul),
+                ProfileSource(),
+                MemorySource(paths, daily_section=daily_section),
+                RecallSource(already_in_context=memory_files_in_context),
+            ]
+        ),
         commands=commands,
         db=db,
         delivery=delivery,

@@ -93,8 +93,12 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
     if args.about and resource is None:
         raise StartupError(f"no member {args.about!r}")
     decision = engine.decide(
-        args.action, principal=principal, resource=resource, from_scope=from_scope,
-        unknown_id="unknown" if principal is None else None, audit=False,
+        args.action,
+        principal=principal,
+        resource=resource,
+        from_scope=from_scope,
+        unknown_id="unknown" if principal is None else None,
+        audit=False,
     )
     print(explain(decision))
     return 0 if decision.allowed else 1

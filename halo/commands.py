@@ -129,7 +129,9 @@ def _refuse_unless_admin(turn: Turn, what: str) -> str | None:
     """Administering halo is for those the policy says may (parents). Asked without a
     from-scope: it is about who the person is, and works from a suspended group too."""
     decision = turn.services.policy.decide(
-        "admin", principal=turn.member, resource=SYSTEM,
+        "admin",
+        principal=turn.member,
+        resource=SYSTEM,
         unknown_id=None if turn.member else turn.envelope.speaker.platform_user_id,
     )
     return None if decision.allowed else f"Sorry, only parents can {what}: {decision.reason}"
@@ -147,8 +149,10 @@ async def approve_command(turn: Turn, args: str) -> str:
     except PairingError as exc:
         return str(exc)
     extra = f", {member.age_group}" if member.role == "child" else ""
-    return (f"Approved: {member.name} ({member.role}{extra}, id {member.id}) can talk to me now. "
-            "I added them to halo.yaml and kept the previous file as halo.yaml.bak.")
+    return (
+        f"Approved: {member.name} ({member.role}{extra}, id {member.id}) can talk to me now. "
+        "I added them to halo.yaml and kept the previous file as halo.yaml.bak."
+    )
 
 
 @commands.command("deny", "Turn down a join request", usage="CODE")

@@ -87,10 +87,7 @@ class PersonaSource:
         target = env.target_member
         about = f"\nThe request is about: {target.name}." if target and target is not member else ""
         now = env.ts.astimezone()
-        situation = (
-            f"Speaking: {who}.\nWhere: {_describe_scope(turn)}.\n"
-            f"Now: {now:%A %Y-%m-%d %H:%M %Z}.{about}"
-        )
+        situation = f"Speaking: {who}.\nWhere: {_describe_scope(turn)}.\nNow: {now:%A %Y-%m-%d %H:%M %Z}.{about}"
         return [
             ContextSection("Persona", self.soul.read() or DEFAULT_SOUL, priority=0),
             ContextSection("This conversation", situation, priority=1),

@@ -47,10 +47,17 @@ class Delivery:
         if sender is None:
             return False
         await sender.send(scope_id, text)
-        await self.transcripts.append(TranscriptLine(
-            id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id=scope_id, role="assistant", text=text,
-            speaker="halo", platform=scope_id.partition(":")[0],
-        ))
+        await self.transcripts.append(
+            TranscriptLine(
+                id=uuid.uuid4().hex,
+                ts=datetime.now(UTC),
+                scope_id=scope_id,
+                role="assistant",
+                text=text,
+                speaker="halo",
+                platform=scope_id.partition(":")[0],
+            )
+        )
         return True
 
     async def to_member(self, family: Family, member_id: str, text: str) -> list[str]:

@@ -31,8 +31,12 @@ async def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, st
 async def check_model(settings: Settings) -> Check:
     llm = settings.llm
     if llm.provider == "none":
-        return Check("model", True, "no model configured: commands work, free text gets a how-to reply",
-                     "set llm.provider (openai, openai-compatible, anthropic) in halo.yaml to talk freely")
+        return Check(
+            "model",
+            True,
+            "no model configured: commands work, free text gets a how-to reply",
+            "set llm.provider (openai, openai-compatible, anthropic) in halo.yaml to talk freely",
+        )
     key = llm.resolved_api_key()
     if llm.provider == "anthropic":
         base = (llm.base_url or "https://api.anthropic.com").rstrip("/")
@@ -43,8 +47,12 @@ async def check_model(settings: Settings) -> Check:
     try:
         status, body = await _get(url, headers)
     except (aiohttp.ClientError, TimeoutError) as exc:
-        return Check("model", False, f"{llm.provider} at {base} is unreachable: {exc or type(exc).__name__}",
-                     "check llm.base_url and that the server is running")
+        return Check(
+            "model",
+            False,
+            f"{llm.provider} at {base} is unreachable: {exc or type(exc).__name__}",
+            "check llm.base_url and that the server is running",
+        )
     if status in (401, 403):
         return Check("model", False, f"{llm.provider} refused the API key ({status})", "check llm.api_key")
     if status >= 400:
@@ -60,8 +68,12 @@ async def check_telegram(settings: Settings) -> Check | None:
     try:
         status, _ = await _get(f"{base}{token.get_secret_value()}/getMe")
     except (aiohttp.ClientError, TimeoutError) as exc:
-        return Check("telegram", False, f"Bot API unreachable: {exc or type(exc).__name__}",
-                     "check the network or telegram.base_url")
+        return Check(
+            "telegram",
+            False,
+            f"Bot API unreachable: {exc or type(exc).__name__}",
+            "check the network or telegram.base_url",
+        )
     if status != 200:
         return Check("telegram", False, f"Bot API answered {status}", "check telegram.token (from @BotFather)")
     return Check("telegram", True, "bot token accepted")
@@ -74,8 +86,12 @@ async def check_mqtt(settings: Settings) -> Check | None:
         _, writer = await asyncio.wait_for(asyncio.open_connection(settings.mqtt.host, settings.mqtt.port), 5)
         writer.close()
     except (OSError, TimeoutError) as exc:
-        return Check("mqtt", False, f"broker {settings.mqtt.host}:{settings.mqtt.port} unreachable: {exc}",
-                     "start the broker or fix mqtt.host / mqtt.port")
+        return Check(
+            "mqtt",
+            False,
+            f"broker {settings.mqtt.host}:{settings.mqtt.port} unreachable: {exc}",
+            "start the broker or fix mqtt.host / mqtt.port",
+        )
     return Check("mqtt", True, f"broker {settings.mqtt.host}:{settings.mqtt.port} accepts connections")
 
 
@@ -112,15 +128,21 @@ async def check_semantic(settings: Settings) -> Check:
     llm = settings.llm
     openai_like = llm.provider in ("openai", "openai-compatible")
     try:
-        embedder = await load_embedder(semantic, llm_base_url=llm.base_url if openai_like else None,
-                                       llm_api_key=llm.resolved_api_key() if openai_like else None)
+        embedder = await load_embedder(
+            semantic,
+            llm_base_url=llm.base_url if openai_like else None,
+            llm_api_key=llm.resolved_api_key() if openai_like else None,
+        )
     except EmbedderUnavailable as exc:
-        return Check("semantic recall", False, f"full-text only: {exc}",
-                     "point memory.semantic.model at a local model folder, or set memory.semantic.embedder")
+        return Check(
+            "semantic recall",
+            False,
+            f"full-text only: {exc}",
+            "point memory.semantic.model at a local model folder, or set memory.semantic.embedder",
+        )
     if embedder is None:
         return Check("semantic recall", True, f"full-text only (embedder: none), sqlite-vec {support.vec_version}")
-    return Check("semantic recall", True,
-                 f"hybrid: sqlite-vec {support.vec_version}, embedder {embedder.identity.key}")
+    return Check("semantic recall", True, f"hybrid: sqlite-vec {support.vec_version}, embedder {embedder.identity.key}")
 
 
 async def run_checks(settings: Settings) -> list[Check]:
@@ -132,8 +154,13 @@ async def run_checks(settings: Settings) -> list[Check]:
         checks.append(Check("policy", True, "policies valid against the schema"))
     except PolicyError as exc:
         checks.append(Check("policy", False, str(exc), "fix or remove the named .cedar file"))
-    found = await asyncio.gather(check_model(settings), check_telegram(settings), check_mqtt(settings),
-                                 check_admin_port(settings), check_semantic(settings))
+    found = await asyncio.gather(
+        check_model(settings),
+        check_telegram(settings),
+        check_mqtt(settings),
+        check_admin_port(settings),
+        check_semantic(settings),
+    )
     checks.extend(c for c in found if c is not None)
     return checks
 

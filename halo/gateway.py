@@ -117,8 +117,11 @@ class Gateway:
         elif command_reply is not None:
             reply = Reply(command_reply, env.scope.id, "command", decision)
         elif self.services.model is None:
-            noted = "Noted — I'll keep that in this chat's memory (/memory shows it). " \
-                if self.services.memory.is_memory_request(env.text) else ""
+            noted = (
+                "Noted — I'll keep that in this chat's memory (/memory shows it). "
+                if self.services.memory.is_memory_request(env.text)
+                else ""
+            )
             reply = Reply(noted + NO_MODEL, env.scope.id, "no_model", decision)
         else:
             if on_model_start is not None:
@@ -153,9 +156,7 @@ class Gateway:
     async def _keep_as_context(self, turn: Turn) -> None:
         """A message not addressed to halo (a group's chatter) joins the scope's history, so
         the next answer there knows what was said."""
-        await self.services.sessions.get(turn.scope.id).add_items(
-            [{"role": "user", "content": _model_input(turn)}]
-        )
+        await self.services.sessions.get(turn.scope.id).add_items([{"role": "user", "content": _model_input(turn)}])
 
     async def _record(self, turn: Turn, role: Literal["user", "assistant", "event"], text: str) -> int:
         env = turn.envelope
@@ -209,7 +210,9 @@ class Gateway:
         except Exception as exc:  # any provider failure becomes a clear reply, never a crash
             log.warning("model run failed for %s: %s", env.scope.id, _describe_error(exc))
             services.audit.write(
-                "provider_error", scope_id=env.scope.id, provider=services.settings.llm.provider,
+                "provider_error",
+                scope_id=env.scope.id,
+                provider=services.settings.llm.provider,
                 error=_describe_error(exc),
             )
             return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
@@ -231,9 +234,13 @@ class Gateway:
         offered = []
         for tool in self.services.tools:
             decision = policy.decide(
-                "use_tool", principal=turn.member, resource=turn.scope, from_scope=turn.scope,
+                "use_tool",
+                principal=turn.member,
+                resource=turn.scope,
+                from_scope=turn.scope,
                 unknown_id=None if turn.member else turn.envelope.speaker.platform_user_id,
-                context={"tool": tool.name, "tool_class": tool_class(tool)}, audit=False,
+                context={"tool": tool.name, "tool_class": tool_class(tool)},
+                audit=False,
             )
             if decision.allowed:
                 offered.append(tool)

@@ -102,8 +102,11 @@ class GroupGuard:
     def may_be_there(self, scope: Scope, speaker: Speaker) -> bool:
         """Would the policy let this person converse in the group, were it not suspended?"""
         return self.policy.decide(
-            "converse", principal=speaker.member, resource=replace(scope, suspended=False),
-            unknown_id=None if speaker.member else speaker.platform_user_id, audit=False,
+            "converse",
+            principal=speaker.member,
+            resource=replace(scope, suspended=False),
+            unknown_id=None if speaker.member else speaker.platform_user_id,
+            audit=False,
         ).allowed
 
     async def on_denied(self, turn: Turn) -> str | None:
@@ -135,20 +138,30 @@ class GroupGuard:
                     intruders_table.c.platform_user_id == speaker.platform_user_id,
                 )
             )
-            await conn.execute(intruders_table.insert().values(
-                scope_id=scope.id, platform_user_id=speaker.platform_user_id, label=label,
-                seen_at=time.time(),
-            ))
+            await conn.execute(
+                intruders_table.insert().values(
+                    scope_id=scope.id,
+                    platform_user_id=speaker.platform_user_id,
+                    label=label,
+                    seen_at=time.time(),
+                )
+            )
         state.setdefault(scope.id, {})[speaker.platform_user_id] = label
         self.audit.write(
-            "group_suspended" if first else "group_intruder", scope_id=scope.id, who=label,
-            speaker=speaker.label, how=how,
+            "group_suspended" if first else "group_intruder",
+            scope_id=scope.id,
+            who=label,
+            speaker=speaker.label,
+            how=how,
         )
         if first:
-            await self.delivery.to_parents(self.policy.family, (
-                f"I've stopped using the parents group: {label} {how}. Only parents may be in it. "
-                "Remove them from the group, then send /resume (here or in the group)."
-            ))
+            await self.delivery.to_parents(
+                self.policy.family,
+                (
+                    f"I've stopped using the parents group: {label} {how}. Only parents may be in it. "
+                    "Remove them from the group, then send /resume (here or in the group)."
+                ),
+            )
         return False
 
     async def left(self, scope_id: str, platform_user_id: str) -> None:
@@ -171,8 +184,9 @@ class GroupGuard:
         for target in targets:
             still = await self._still_there(target, state[target])
             if still:
-                replies.append(f"{', '.join(still)} is still in the group, so I stay away. "
-                               "Remove them, then send /resume again.")
+                replies.append(
+                    f"{', '.join(still)} is still in the group, so I stay away. Remove them, then send /resume again."
+                )
                 continue
             await self._forget(target, None)
             self.audit.write("group_resumed", scope_id=target, by=by.id)
@@ -210,4 +224,3 @@ class GroupGuard:
         else:
             for user_id in user_ids:
                 state.get(scope_id, {}).pop(user_id, None)
-

@@ -56,7 +56,9 @@ class FamilyEditor:
                 entry["age_group"] = age_group or "young_child"
             entry[field] = int(platform_user_id)
             settings: Settings = await asyncio.to_thread(
-                edit_config, self.paths.config_file, append_member(entry),
+                edit_config,
+                self.paths.config_file,
+                append_member(entry),
                 lambda data: settings_from(self.paths, data),
             )
             family = settings.family_view()

@@ -45,8 +45,13 @@ async def forget(turn: Turn, text: str) -> str:
         return f"I can't change memory here: {decision.reason}"
     mine = re.match(r"^my\b", query, re.I) is not None
     gone = await memory.forget(turn.scope.id, query, by=_speaker_name(turn) if mine else None)
-    turn.services.audit.write("memory_forget", scope_id=turn.scope.id, by=turn.envelope.speaker.label,
-                              facts=gone.facts, daily_lines=gone.daily_lines)
+    turn.services.audit.write(
+        "memory_forget",
+        scope_id=turn.scope.id,
+        by=turn.envelope.speaker.label,
+        facts=gone.facts,
+        daily_lines=gone.daily_lines,
+    )
     if not gone.facts and not gone.daily_lines:
         return "I found nothing like that in this chat's memory."
     notes = f" and {_count(gone.daily_lines, 'line')} from its daily notes" if gone.daily_lines else ""
@@ -92,6 +97,7 @@ async def share(turn: Turn, text: str) -> str:
     line = await memory.share(group.id, text, by=_speaker_name(turn), when=turn.envelope.ts)
     if line is None:
         return "That looks like a password or another secret, and I don't share those."
-    turn.services.audit.write("memory_shared", scope_id=turn.scope.id, to_scope=group.id,
-                              by=turn.envelope.speaker.label)
+    turn.services.audit.write(
+        "memory_shared", scope_id=turn.scope.id, to_scope=group.id, by=turn.envelope.speaker.label
+    )
     return f"Shared with the parents: {line}"

@@ -97,8 +97,9 @@ class MemorySource:
         memory = self._read(self.paths.memory_file(scope_id), "memory", facts.prompt_view)
         today = day_of(turn.envelope.ts)
         yesterday = today - timedelta(days=1)
-        sections = [ContextSection("What you remember in this chat", cut_oldest(memory, MEMORY_TOKENS),
-                                   PRIORITY_MEMORY)]
+        sections = [
+            ContextSection("What you remember in this chat", cut_oldest(memory, MEMORY_TOKENS), PRIORITY_MEMORY)
+        ]
         for day, label, priority in ((today, "today", PRIORITY_TODAY), (yesterday, "yesterday", PRIORITY_YESTERDAY)):
             notes = self._read(self.paths.daily_file(scope_id, day), "daily", self._daily)
             title = f"Notes from {day.isoformat()} ({label})"

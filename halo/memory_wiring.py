@@ -30,7 +30,10 @@ _DESCRIPTIONS = {
 
 
 def build_memory(
-    settings: Settings, policy: PolicyEngine, transcripts: TranscriptStore, extraction_model: Model | None,
+    settings: Settings,
+    policy: PolicyEngine,
+    transcripts: TranscriptStore,
+    extraction_model: Model | None,
 ) -> MemoryService:
     """The MemoryService for this HALO_HOME; model extraction only with `memory.extractor: llm` and a model."""
 
@@ -61,8 +64,7 @@ def build_memory(
         # who may talk there, by the policy; a DM is its owner's alone (dm-owner-only), so only they are asked
         candidates = [owner] if scope.type == "dm" and owner else [] if scope.type == "dm" else family.members
         members = [
-            m.id for m in candidates
-            if policy.decide("converse", principal=m, resource=scope, audit=False).allowed
+            m.id for m in candidates if policy.decide("converse", principal=m, resource=scope, audit=False).allowed
         ]
         if scope.type == "dm":
             text = f"a private chat with {owner.name}" if owner else "a private chat"
@@ -76,15 +78,21 @@ def build_memory(
     extraction = None
     if settings.memory.extractor == "llm" and extraction_model is not None:
         extraction = ModelExtraction(
-            files, transcripts, state,
-            ModelChunkExtractor(extraction_model, max_tokens=settings.llm.max_output_tokens,
-                                tracing=settings.llm.tracing),
-            names=names, may_write=may_write, model_name=settings.llm.cheap_model or settings.llm.model,
+            files,
+            transcripts,
+            state,
+            ModelChunkExtractor(
+                extraction_model, max_tokens=settings.llm.max_output_tokens, tracing=settings.llm.tracing
+            ),
+            names=names,
+            may_write=may_write,
+            model_name=settings.llm.cheap_model or settings.llm.model,
             chunk_turns=settings.memory.extraction_chunk_turns,
             overlap_turns=settings.memory.extraction_overlap_turns,
         )
-    return MemoryService(settings.memory, files, transcripts, state, names=names, may_write=may_write,
-                         extraction=extraction)
+    return MemoryService(
+        settings.memory, files, transcripts, state, names=names, may_write=may_write, extraction=extraction
+    )
 
 
 def memory_after_turn(memory: MemoryService) -> AfterTurnHook:

@@ -81,8 +81,11 @@ class Outbox:
             try:
                 record = json.loads(raw)
                 if record["status"] == "queued":
-                    note = Notification(**{k: record[k] for k in ("id", "member_id", "kind", "text", "about")},
-                                        ts=datetime.fromisoformat(record["ts"]), inbox_text=record.get("inbox_text"))
+                    note = Notification(
+                        **{k: record[k] for k in ("id", "member_id", "kind", "text", "about")},
+                        ts=datetime.fromisoformat(record["ts"]),
+                        inbox_text=record.get("inbox_text"),
+                    )
                     self._notes[note.id] = note
                 elif record["status"] == "delivered":
                     self._delivered.setdefault(record["id"], set()).add(record["via"])
@@ -105,8 +108,15 @@ class Outbox:
         self._notes[note.id] = note
 
     def mark_delivered(self, note: Notification, via: str, scope_id: str) -> None:
-        self._append({"id": note.id, "status": "delivered", "via": via, "scope_id": scope_id,
-                      "ts": datetime.now(UTC).isoformat()})
+        self._append(
+            {
+                "id": note.id,
+                "status": "delivered",
+                "via": via,
+                "scope_id": scope_id,
+                "ts": datetime.now(UTC).isoformat(),
+            }
+        )
         self._delivered.setdefault(note.id, set()).add(via)
 
     def delivered_via(self, note_id: str) -> set[str]:
@@ -135,8 +145,14 @@ class PlatformSink:
         self._family = family
 
     def dm_scope(self, member: Member) -> str | None:
-        return next((s.id for s in member_scopes(self._family())
-                     if s.type == "dm" and s.owner_id == member.id and s.platform == self.name), None)
+        return next(
+            (
+                s.id
+                for s in member_scopes(self._family())
+                if s.type == "dm" and s.owner_id == member.id and s.platform == self.name
+            ),
+            None,
+        )
 
     async def send(self, scope_id: str, text: str) -> None:
         await self.sender.send(scope_id, text)
@@ -146,7 +162,11 @@ class Notifier:
     """Persists, records and delivers private notifications; delivery never delays the caller."""
 
     def __init__(
-        self, family: Callable[[], Family], transcripts: TranscriptStore, outbox: Outbox, audit: AuditLog,
+        self,
+        family: Callable[[], Family],
+        transcripts: TranscriptStore,
+        outbox: Outbox,
+        audit: AuditLog,
         delivery: Delivery | None = None,
     ) -> None:
         self._family = family
@@ -208,8 +228,11 @@ class Notifier:
         found = list(self.sinks)
         names = {sink.name for sink in found}
         if self.delivery is not None:
-            found += [PlatformSink(platform, sender, self._family)
-                      for platform, sender in self.delivery.senders().items() if platform not in names]
+            found += [
+                PlatformSink(platform, sender, self._family)
+                for platform, sender in self.delivery.senders().items()
+                if platform not in names
+            ]
         return found
 
     async def _deliver(self, sink: NotificationSink, note: Notification, scope_id: str) -> None:
@@ -217,20 +240,34 @@ class Notifier:
             await sink.send(scope_id, note.text)
         except Exception as exc:  # kept in the outbox; the next retry tries again
             log.warning("notification %s via %s failed: %s", note.id, sink.name, exc)
-            self.audit.write("notification_failed", notification_id=note.id, member=note.member_id,
-                             via=sink.name, error=f"{type(exc).__name__}: {exc}"[:300])
+            self.audit.write(
+                "notification_failed",
+                notification_id=note.id,
+                member=note.member_id,
+                via=sink.name,
+                error=f"{type(exc).__name__}: {exc}"[:300],
+            )
             return
         self.outbox.mark_delivered(note, sink.name, scope_id)
         await self._record(note, scope_id, scope_id.split(":", 1)[0], note.text)
-        self.audit.write("notification_delivered", notification_id=note.id, member=note.member_id,
-                         via=sink.name, scope_id=scope_id)
+        self.audit.write(
+            "notification_delivered", notification_id=note.id, member=note.member_id, via=sink.name, scope_id=scope_id
+        )
 
     async def _record(self, note: Notification, scope_id: str, platform: str, text: str) -> None:
-        await self.transcripts.append(TranscriptLine(
-            id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id=scope_id, role="event", text=text,
-            speaker="halo", target=note.about, platform=platform,
-            extra={"notification_id": note.id, "kind": note.kind},
-        ))
+        await self.transcripts.append(
+            TranscriptLine(
+                id=uuid.uuid4().hex,
+                ts=datetime.now(UTC),
+                scope_id=scope_id,
+                role="event",
+                text=text,
+                speaker="halo",
+                target=note.about,
+                platform=platform,
+                extra={"notification_id": note.id, "kind": note.kind},
+            )
+        )
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         try:

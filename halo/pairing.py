@@ -88,7 +88,7 @@ class PairingRequest:
 
     @property
     def who(self) -> str:
-        """"Kiran S., @kiran" — how parents are told who is asking."""
+        """ "Kiran S., @kiran" — how parents are told who is asking."""
         handle = f"@{self.username}" if self.username else "no username"
         return f"{self.display_name or 'no name'}, {handle}"
 
@@ -147,28 +147,45 @@ class Pairing:
         now = self.clock()
         uid = speaker.platform_user_id
         async with self.db.write(metadata) as conn:
-            latest = (await conn.execute(
-                select(requests_table)
-                .where(requests_table.c.platform == platform, requests_table.c.platform_user_id == uid)
-                .order_by(requests_table.c.id.desc()).limit(1)
-            )).mappings().first()
+            latest = (
+                (
+                    await conn.execute(
+                        select(requests_table)
+                        .where(requests_table.c.platform == platform, requests_table.c.platform_user_id == uid)
+                        .order_by(requests_table.c.id.desc())
+                        .limit(1)
+                    )
+                )
+                .mappings()
+                .first()
+            )
             if latest is not None:
                 if latest["status"] == "denied":
                     return None
                 if latest["status"] in ("pending", "overflow") and latest["expires_at"] > now:
                     return None
-            open_codes = set((await conn.execute(
-                select(requests_table.c.code)
-                .where(requests_table.c.status == "pending", requests_table.c.expires_at > now)
-            )).scalars())
+            open_codes = set(
+                (
+                    await conn.execute(
+                        select(requests_table.c.code).where(
+                            requests_table.c.status == "pending", requests_table.c.expires_at > now
+                        )
+                    )
+                ).scalars()
+            )
             status: Status = "pending" if len(open_codes) < MAX_PENDING else "overflow"
             code = new_code()
             while code in open_codes:
                 code = new_code()
             row = {
-                "code": code, "platform": platform, "platform_user_id": uid,
-                "display_name": speaker.display_name, "username": speaker.username, "status": status,
-                "created_at": now, "expires_at": now + CODE_TTL_SECONDS,
+                "code": code,
+                "platform": platform,
+                "platform_user_id": uid,
+                "display_name": speaker.display_name,
+                "username": speaker.username,
+                "status": status,
+                "created_at": now,
+                "expires_at": now + CODE_TTL_SECONDS,
             }
             await conn.execute(requests_table.insert().values(**row))
         request = _request(row)
@@ -182,16 +199,20 @@ class Pairing:
     async def list_pending(self) -> list[PairingRequest]:
         """Open requests, oldest first (expired ones are not listed)."""
         async with self.db.read(metadata) as conn:
-            rows = (await conn.execute(
-                select(requests_table)
-                .where(requests_table.c.status == "pending", requests_table.c.expires_at > self.clock())
-                .order_by(requests_table.c.id)
-            )).mappings().all()
+            rows = (
+                (
+                    await conn.execute(
+                        select(requests_table)
+                        .where(requests_table.c.status == "pending", requests_table.c.expires_at > self.clock())
+                        .order_by(requests_table.c.id)
+                    )
+                )
+                .mappings()
+                .all()
+            )
         return [_request(r) for r in rows]
 
-    async def approve(
-        self, code: str, *, role: Role, name: str, age_group: AgeGroup | None = None, by: str
-    ) -> Member:
+    async def approve(self, code: str, *, role: Role, name: str, age_group: AgeGroup | None = None, by: str) -> Member:
         """Add the requester to halo.yaml as `name` with `role` and tell them. Raises PairingError."""
         if role not in ROLES:
             raise PairingError(f"{role!r} is not a role; use one of {', '.join(ROLES)}.")
@@ -203,15 +224,23 @@ class Pairing:
             request = await self._pending(code)
             try:
                 member = await self.members.add_member(
-                    name=name.strip(), role=role, age_group=age_group,
-                    platform=request.platform, platform_user_id=request.platform_user_id,
+                    name=name.strip(),
+                    role=role,
+                    age_group=age_group,
+                    platform=request.platform,
+                    platform_user_id=request.platform_user_id,
                 )
             except ConfigError as exc:
                 raise PairingError(f"halo.yaml was not changed: {exc}") from None
             await self._decide(request.code, "approved", by, member_id=member.id)
         self.audit.write(
-            "pairing_approved", code=request.code, by=by, member_id=member.id, role=role,
-            platform=request.platform, platform_user_id=request.platform_user_id,
+            "pairing_approved",
+            code=request.code,
+            by=by,
+            member_id=member.id,
+            role=role,
+            platform=request.platform,
+            platform_user_id=request.platform_user_id,
         )
         welcome = f"Welcome, {member.name}! A parent let you in — talk to me any time."
         await self.delivery.to_member(self.policy.family, member.id, welcome)
@@ -223,7 +252,10 @@ class Pairing:
             request = await self._pending(code, allow_expired=True)
             await self._decide(request.code, "denied", by)
         self.audit.write(
-            "pairing_denied", code=request.code, by=by, platform=request.platform,
+            "pairing_denied",
+            code=request.code,
+            by=by,
+            platform=request.platform,
             platform_user_id=request.platform_user_id,
         )
         return request
@@ -231,11 +263,18 @@ class Pairing:
     async def _pending(self, code: str, allow_expired: bool = False) -> PairingRequest:
         code = code.strip().upper()
         async with self.db.read(metadata) as conn:
-            row = (await conn.execute(
-                select(requests_table)
-                .where(requests_table.c.code == code, requests_table.c.status == "pending")
-                .order_by(requests_table.c.id.desc()).limit(1)
-            )).mappings().first()
+            row = (
+                (
+                    await conn.execute(
+                        select(requests_table)
+                        .where(requests_table.c.code == code, requests_table.c.status == "pending")
+                        .order_by(requests_table.c.id.desc())
+                        .limit(1)
+                    )
+                )
+                .mappings()
+                .first()
+            )
         if row is None:
             raise UnknownCode(f"There is no open request with code {code}.")
         if not allow_expired and row["expires_at"] <= self.clock():
@@ -253,11 +292,16 @@ class Pairing:
 
 def _request(row: Any) -> PairingRequest:
     return PairingRequest(
-        code=row["code"], platform=row["platform"], platform_user_id=row["platform_user_id"],
-        display_name=row["display_name"], username=row["username"], status=row["status"],
+        code=row["code"],
+        platform=row["platform"],
+        platform_user_id=row["platform_user_id"],
+        display_name=row["display_name"],
+        username=row["username"],
+        status=row["status"],
         created_at=datetime.fromtimestamp(row["created_at"], UTC),
         expires_at=datetime.fromtimestamp(row["expires_at"], UTC),
-        decided_by=row.get("decided_by"), member_id=row.get("member_id"),
+        decided_by=row.get("decided_by"),
+        member_id=row.get("member_id"),
     )
 
 

@@ -18,7 +18,14 @@ from policy import SYSTEM, PolicyEngine, SystemPrincipal
 
 # In the order a parent thinks of them; receive_proactive is asked of halo itself, not of a member.
 MEMBER_ACTIONS: tuple[str, ...] = (
-    "converse", "read_memory", "write_memory", "share", "ask_status", "use_tool", "read_transcript", "admin",
+    "converse",
+    "read_memory",
+    "write_memory",
+    "share",
+    "ask_status",
+    "use_tool",
+    "read_transcript",
+    "admin",
 )
 SYSTEM_ACTIONS: tuple[str, ...] = ("receive_proactive",)
 _FROM_INSIDE = frozenset({"read_memory", "write_memory", "ask_status", "use_tool"})
@@ -69,7 +76,10 @@ def _cell(
     try:
         decision = engine.decide(
             action,  # type: ignore[arg-type]
-            principal=principal, resource=scope, from_scope=from_scope, audit=False,
+            principal=principal,
+            resource=scope,
+            from_scope=from_scope,
+            audit=False,
         )
     except ValueError as exc:  # a request the schema does not allow: say so rather than hide the cell
         return Cell(label, action, False, (), f"not applicable: {exc}", origin)

@@ -43,14 +43,12 @@ def build_model(llm: LLMSettings, model_name: str | None = None) -> Model | None
 
         if not api_key:
             raise ProviderConfigError(
-                "llm.provider is anthropic but no API key is set: put it in HALO_LLM__API_KEY "
-                "or ANTHROPIC_API_KEY"
+                "llm.provider is anthropic but no API key is set: put it in HALO_LLM__API_KEY or ANTHROPIC_API_KEY"
             )
         return AnyLLMModel(model=f"anthropic/{name}", api_key=api_key, base_url=llm.base_url)
     if llm.provider == "openai-compatible" and not llm.base_url:
         raise ProviderConfigError(
-            "llm.provider is openai-compatible but llm.base_url is not set "
-            "(e.g. http://127.0.0.1:11434/v1 for Ollama)"
+            "llm.provider is openai-compatible but llm.base_url is not set (e.g. http://127.0.0.1:11434/v1 for Ollama)"
         )
     if llm.provider == "openai" and not api_key:
         raise ProviderConfigError(
@@ -98,5 +96,5 @@ def model_settings(llm: LLMSettings) -> ModelSettings:
                 retry_policies.retry_after(),
                 retry_policies.http_status(RETRYABLE_STATUS),
             ),
-        )
+        ),
     )

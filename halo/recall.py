@@ -75,8 +75,9 @@ async def search_readable(turn: Turn, query: str, *, limit: int | None = None, a
     hits = await semantic.search(scopes, query, limit=limit)
     other = sorted({h.scope_id for h in hits} - {turn.scope.id})
     if other:  # reading another scope's memory is worth a line in the audit log
-        turn.services.audit.write("memory_recalled", scope_id=turn.scope.id, by=turn.envelope.speaker.label,
-                                  from_scopes=other, hits=len(hits))
+        turn.services.audit.write(
+            "memory_recalled", scope_id=turn.scope.id, by=turn.envelope.speaker.label, from_scopes=other, hits=len(hits)
+        )
     return hits
 
 
@@ -89,8 +90,12 @@ def scope_label(turn: Turn, scope_id: str) -> str:
     if scope.type == "dm":
         owner = turn.services.family.member(scope.owner_id) if scope.owner_id else None
         return f"{owner.name}'s private chat" if owner else "a private chat"
-    return {"parents_group": "the parents group", "family_group": "the family group",
-            "work_channel": f"work channel {scope_id}", "home": "home events"}.get(scope.type, scope_id)
+    return {
+        "parents_group": "the parents group",
+        "family_group": "the family group",
+        "work_channel": f"work channel {scope_id}",
+        "home": "home events",
+    }.get(scope.type, scope_id)
 
 
 def describe(turn: Turn, hit: Hit) -> str:
@@ -113,7 +118,9 @@ class RecallSource:
     another source already shows whole."""
 
     def __init__(
-        self, title: str = "Recalled from memory", priority: int = 6,
+        self,
+        title: str = "Recalled from memory",
+        priority: int = 6,
         already_in_context: Callable[[Turn], set[str]] | None = None,
     ) -> None:
         self.title = title
@@ -131,8 +138,16 @@ class RecallSource:
             return []
         now = time.time()
         shown = self.already_in_context(turn) if self.already_in_context else set()
-        hits = [h for h in hits if not (h.scope_id == turn.scope.id and (
-            h.source in shown or (h.source == "transcript" and h.ts is not None and now - h.ts < RECENT_SECONDS)))]
+        hits = [
+            h
+            for h in hits
+            if not (
+                h.scope_id == turn.scope.id
+                and (
+                    h.source in shown or (h.source == "transcript" and h.ts is not None and now - h.ts < RECENT_SECONDS)
+                )
+            )
+        ]
         budget = semantic.settings.context_tokens
         lines: list[str] = []
         for hit in hits:
@@ -157,7 +172,6 @@ async def recall(ctx: RunContextWrapper[Turn], query: str) -> str:
     if not hits:
         return "Nothing found."
     return "\n\n".join(f"{describe(turn, h)}\n{h.text.strip()}" for h in hits)
-
 
 
 @commands.command("recall", "Search what was noted or said before", usage="<words>")

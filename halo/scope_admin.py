@@ -107,14 +107,16 @@ async def scope_summaries(services: Services) -> list[ScopeSummary]:
                 log.warning("skipping unparseable scope id %r found in the store", scope_id)
                 continue
             last = services.transcripts.tail(scope_id, 1)
-            summaries.append(ScopeSummary(
-                scope=scope,
-                item_count=counts.get(scope_id, 0),
-                transcript_lines=services.transcripts.count(scope_id),
-                last_activity=last[0].ts if last else None,
-                has_memory=services.memory.memory_path(scope_id).is_file(),
-                configured=scope_id in configured,
-            ))
+            summaries.append(
+                ScopeSummary(
+                    scope=scope,
+                    item_count=counts.get(scope_id, 0),
+                    transcript_lines=services.transcripts.count(scope_id),
+                    last_activity=last[0].ts if last else None,
+                    has_memory=services.memory.memory_path(scope_id).is_file(),
+                    configured=scope_id in configured,
+                )
+            )
         return summaries
 
     summaries = await asyncio.to_thread(gather)
@@ -147,8 +149,12 @@ async def purge_scope(services: Services, scope_id: str, *, actor: str) -> Purge
     memory = memory_files or folder
     outcome = PurgeResult(scope_id, items, transcript, memory)
     services.audit.write(
-        "admin_purge", scope_id=scope_id, actor=actor,
-        session_items=items, transcript=transcript, memory=memory,
+        "admin_purge",
+        scope_id=scope_id,
+        actor=actor,
+        session_items=items,
+        transcript=transcript,
+        memory=memory,
     )
     return outcome
 

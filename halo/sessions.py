@@ -176,9 +176,7 @@ class SessionStore:
         await self.flush()
         await self.get("__init__").inner._ensure_tables()  # tables exist before the first chat
         async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                text("SELECT session_id, COUNT(*) FROM agent_messages GROUP BY session_id")
-            )
+            rows = await conn.execute(text("SELECT session_id, COUNT(*) FROM agent_messages GROUP BY session_id"))
             return {sid: n for sid, n in rows if sid != "__init__"}
 
     async def compact(self, scope_id: str, summarise: Summariser | None) -> bool:

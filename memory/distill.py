@@ -121,8 +121,14 @@ class Distiller:
     """Runs `plan` for a scope from its watermark and writes the result. Blocking: use a thread."""
 
     def __init__(
-        self, files: ScopeFiles, transcripts: TranscriptStore, state: JobStateStore, *,
-        names: Names, may_write: MayWrite, clock: Callable[[], float] = time.time,
+        self,
+        files: ScopeFiles,
+        transcripts: TranscriptStore,
+        state: JobStateStore,
+        *,
+        names: Names,
+        may_write: MayWrite,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.files = files
         self.transcripts = transcripts
@@ -163,8 +169,14 @@ class Distiller:
                     counts[2] += removed
                     continue
                 text, added = facts.add_fact(
-                    text, op.body, op.meta, header=header, subject=op.subject, key=op.key,
-                    value=op.value, day=op.day,
+                    text,
+                    op.body,
+                    op.meta,
+                    header=header,
+                    subject=op.subject,
+                    key=op.key,
+                    value=op.value,
+                    day=op.day,
                 )
                 counts[0] += added.added
                 counts[1] += added.superseded

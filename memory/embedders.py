@@ -153,8 +153,14 @@ class OpenAIEmbedder:
 
     @classmethod
     async def load(
-        cls, *, model: str, base_url: str | None, api_key: str | None, dimensions: int | None = None,
-        batch_size: int = 64, timeout_seconds: float = 30.0,
+        cls,
+        *,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        dimensions: int | None = None,
+        batch_size: int = 64,
+        timeout_seconds: float = 30.0,
     ) -> OpenAIEmbedder:
         """Connects and embeds one probe text, which also tells the dimension."""
         from openai import AsyncOpenAI
@@ -163,8 +169,7 @@ class OpenAIEmbedder:
             raise EmbedderUnavailable(
                 "the openai embedder needs an api key (memory.semantic.api_key or OPENAI_API_KEY)"
             )
-        client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url, timeout=timeout_seconds,
-                             max_retries=1)
+        client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url, timeout=timeout_seconds, max_retries=1)
         probe = cls(client, model, 0, dimensions, batch_size)
         try:
             dim = int((await probe._request(["halo"])).shape[1])
@@ -207,8 +212,11 @@ async def load_embedder(
     assert model is not None
     api_key = settings.api_key.get_secret_value() if settings.api_key else llm_api_key
     return await OpenAIEmbedder.load(
-        model=model, base_url=settings.base_url or llm_base_url, api_key=api_key,
-        dimensions=settings.dimensions, batch_size=settings.batch_size,
+        model=model,
+        base_url=settings.base_url or llm_base_url,
+        api_key=api_key,
+        dimensions=settings.dimensions,
+        batch_size=settings.batch_size,
     )
 
 

@@ -94,9 +94,7 @@ class ModelChunkExtractor:
             output_type=Extraction,
             model_settings=ModelSettings(temperature=temperature, max_tokens=self.max_tokens),
         )
-        result = await Runner.run(
-            agent, text, max_turns=1, run_config=RunConfig(tracing_disabled=not self.tracing)
-        )
+        result = await Runner.run(agent, text, max_turns=1, run_config=RunConfig(tracing_disabled=not self.tracing))
         return result.final_output_as(Extraction, raise_if_incorrect_type=True)
 
 
@@ -124,8 +122,14 @@ class ExtractionResult:
 
 
 def build_chunks(
-    lines: Sequence[tuple[int, TranscriptLine]], range_start: int, range_end: int, *,
-    names: Names, keep: Callable[[TranscriptLine], bool], size: int, overlap: int,
+    lines: Sequence[tuple[int, TranscriptLine]],
+    range_start: int,
+    range_end: int,
+    *,
+    names: Names,
+    keep: Callable[[TranscriptLine], bool],
+    size: int,
+    overlap: int,
 ) -> list[Chunk]:
     """Signal turns of one transcript range, `size` to a chunk, each chunk repeating the last
     `overlap` turns of the one before as context. Chunk ranges tile [range_start, range_end)."""
@@ -175,9 +179,19 @@ class ModelExtraction:
     files and state are written under it."""
 
     def __init__(
-        self, files: ScopeFiles, transcripts: TranscriptStore, state: JobStateStore, extractor: ChunkExtractor,
-        *, names: Names, may_write: MayWrite, model_name: str | None = None, chunk_turns: int = 12,
-        overlap_turns: int = 2, temperatures: Sequence[float] = TEMPERATURES, embedder: Embedder | None = None,
+        self,
+        files: ScopeFiles,
+        transcripts: TranscriptStore,
+        state: JobStateStore,
+        extractor: ChunkExtractor,
+        *,
+        names: Names,
+        may_write: MayWrite,
+        model_name: str | None = None,
+        chunk_turns: int = 12,
+        overlap_turns: int = 2,
+        temperatures: Sequence[float] = TEMPERATURES,
+        embedder: Embedder | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.files = files
@@ -232,8 +246,13 @@ class ModelExtraction:
 
     def _build(self, scope_id: str, lines: list[tuple[int, TranscriptLine]], start: int, end: int) -> list[Chunk]:
         return build_chunks(
-            lines, start, end, names=self.names, keep=lambda line: self.may_write(line.speaker, scope_id),
-            size=self.chunk_turns, overlap=self.overlap_turns,
+            lines,
+            start,
+            end,
+            names=self.names,
+            keep=lambda line: self.may_write(line.speaker, scope_id),
+            size=self.chunk_turns,
+            overlap=self.overlap_turns,
         )
 
     async def _extract(self, chunk: Chunk) -> Extraction:
@@ -262,11 +281,19 @@ class ModelExtraction:
             content = " ".join(absolute_dates(redact(e.content), datetime.fromisoformat(chunk.day).date()).split())
             if only_redacted(content):
                 continue
-            candidates.append(sidecar.Entry(
-                id=uuid.uuid4().hex, type=e.type, content=content, confidence=round(min(max(e.confidence, 0), 1), 2),
-                evidence=redact(e.evidence)[:300], about=e.about, source=[chunk.start, chunk.end],
-                extracted_at=now.isoformat(timespec="seconds"), model=self.model_name,
-            ))
+            candidates.append(
+                sidecar.Entry(
+                    id=uuid.uuid4().hex,
+                    type=e.type,
+                    content=content,
+                    confidence=round(min(max(e.confidence, 0), 1), 2),
+                    evidence=redact(e.evidence)[:300],
+                    about=e.about,
+                    source=[chunk.start, chunk.end],
+                    extracted_at=now.isoformat(timespec="seconds"),
+                    model=self.model_name,
+                )
+            )
         meta_path = self.files.paths.memory_meta(scope_id)
         existing = await asyncio.to_thread(sidecar.load, meta_path)
         text = await asyncio.to_thread(self.files.memory_text, scope_id)

@@ -73,8 +73,17 @@ def parse(text: str) -> list[FactLine]:
             body = struck_m.group("body").strip()
         keyed = _KEYED.match(body)
         if keyed:
-            found.append(FactLine(i, body, meta, struck, keyed.group("subject").strip(),
-                                  normalise_key(keyed.group("key")), keyed.group("value").strip()))
+            found.append(
+                FactLine(
+                    i,
+                    body,
+                    meta,
+                    struck,
+                    keyed.group("subject").strip(),
+                    normalise_key(keyed.group("key")),
+                    keyed.group("value").strip(),
+                )
+            )
         else:
             found.append(FactLine(i, body, meta, struck))
     return found
@@ -103,8 +112,16 @@ class Added:
 
 
 def add_fact(
-    text: str, body: str, meta: str, *, section: str = FACTS, header: str = "",
-    subject: str | None = None, key: str | None = None, value: str | None = None, day: date | None = None,
+    text: str,
+    body: str,
+    meta: str,
+    *,
+    section: str = FACTS,
+    header: str = "",
+    subject: str | None = None,
+    key: str | None = None,
+    value: str | None = None,
+    day: date | None = None,
 ) -> tuple[str, Added]:
     """Add one fact unless an equal live one exists; a keyed fact strikes older values of its key."""
     facts = live(text)
@@ -135,8 +152,7 @@ def forget(text: str, query: str, only_of: str | None = None) -> tuple[str, int]
     if not wanted:
         return text, 0
     doomed = {
-        f.index for f in parse(text)
-        if wanted <= content_tokens(f.body) and (only_of is None or f.mentions(only_of))
+        f.index for f in parse(text) if wanted <= content_tokens(f.body) and (only_of is None or f.mentions(only_of))
     }
     if not doomed:
         return text, 0

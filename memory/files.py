@@ -75,7 +75,7 @@ def append_line_block(path: Path, text: str) -> None:
     try:
         view = memoryview(text.encode("utf-8"))
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
 

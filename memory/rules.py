@@ -17,15 +17,61 @@ from dataclasses import dataclass
 
 from memory.redact import only_redacted
 
-STOPWORDS = frozenset({
-    "a", "an", "the", "my", "me", "i", "to", "of", "and", "or", "about", "that", "this", "it", "is",
-    "are", "was", "be", "on", "in", "at", "for", "with", "from", "please", "our", "your", "his", "her",
-    "their", "its",
-})
-_PRONOUNS = frozenset({
-    "this", "that", "it", "he", "she", "they", "there", "here", "what", "who", "which", "these",
-    "those", "everything", "nothing", "something",
-})
+STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "my",
+        "me",
+        "i",
+        "to",
+        "of",
+        "and",
+        "or",
+        "about",
+        "that",
+        "this",
+        "it",
+        "is",
+        "are",
+        "was",
+        "be",
+        "on",
+        "in",
+        "at",
+        "for",
+        "with",
+        "from",
+        "please",
+        "our",
+        "your",
+        "his",
+        "her",
+        "their",
+        "its",
+    }
+)
+_PRONOUNS = frozenset(
+    {
+        "this",
+        "that",
+        "it",
+        "he",
+        "she",
+        "they",
+        "there",
+        "here",
+        "what",
+        "who",
+        "which",
+        "these",
+        "those",
+        "everything",
+        "nothing",
+        "something",
+    }
+)
 _TEMPORAL = re.compile(
     r"\b(today|tonight|tomorrow|yesterday|this (?:morning|afternoon|evening|week|weekend)|"
     r"next (?:week|month)|later|soon|right now|now)\b",
@@ -36,19 +82,39 @@ _FILLER = re.compile(
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 # "Dr. Okafor", "J. Smith", "5 p.m. today" do not end a sentence.
-_ABBREVIATIONS = frozenset({
-    "dr", "mr", "mrs", "ms", "mx", "prof", "st", "jr", "sr", "vs", "etc", "e.g", "i.e",
-    "a.m", "p.m", "no", "approx", "appt", "ave", "rd", "mt", "ft",
-})
+_ABBREVIATIONS = frozenset(
+    {
+        "dr",
+        "mr",
+        "mrs",
+        "ms",
+        "mx",
+        "prof",
+        "st",
+        "jr",
+        "sr",
+        "vs",
+        "etc",
+        "e.g",
+        "i.e",
+        "a.m",
+        "p.m",
+        "no",
+        "approx",
+        "appt",
+        "ave",
+        "rd",
+        "mt",
+        "ft",
+    }
+)
 _LAST_WORD = re.compile(r"([^\s.]+(?:\.[^\s.]+)*)\.$")
 _FORGET = re.compile(r"^forget\s+(?:about\s+)?(?:that\s+)?(?P<q>.+?)[.!]*$", re.I)
 _REMEMBER = re.compile(
     r"^(?:remember|note(?: to self)?|make a note|note down)\b\s*(?:that\b\s*|:\s*|,\s*)?(?P<x>.+?)[.!]*$", re.I
 )
 _NOT_A_FACT = re.compile(r"^(?:when|how|what|who|where|why|if|whether|the time)\b", re.I)
-_MY_X_IS_Y = re.compile(
-    r"^my\s+(?P<k>[^\W_][\w'’ -]{0,40}?)\s+(?:is|are|=)\s+(?P<v>.+?)[.!]*$", re.I
-)
+_MY_X_IS_Y = re.compile(r"^my\s+(?P<k>[^\W_][\w'’ -]{0,40}?)\s+(?:is|are|=)\s+(?P<v>.+?)[.!]*$", re.I)
 _Y_IS_MY_X = re.compile(r"^(?P<v>[^\W_][\w'’ .-]{0,60}?)\s+(?:is|are)\s+my\s+(?P<k>[^\W_][\w'’ -]{0,40}?)[.!]*$", re.I)
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 

@@ -122,7 +122,13 @@ class ScopeFiles:
         return self.paths.daily_file(scope_id, day)
 
     def add_daily(
-        self, scope_id: str, day: date, section: str, lines: list[str], dedupe: bool, durable: bool = True,
+        self,
+        scope_id: str,
+        day: date,
+        section: str,
+        lines: list[str],
+        dedupe: bool,
+        durable: bool = True,
     ) -> None:
         """Append lines to a section of that day's file; `dedupe` skips lines already there."""
         header = daily.daily_header(day, scope_id)
@@ -145,7 +151,7 @@ class ScopeFiles:
             self.add_daily(scope_id, day, daily.TRANSCRIPT, lines, dedupe=False, durable=False)
 
     def forget_in_daily(self, scope_id: str, query: str, only_of: str | None) -> int:
-        """"Forget" reaches the daily files too: matching note and log lines are removed."""
+        """ "Forget" reaches the daily files too: matching note and log lines are removed."""
         folder = self.paths.scope_dir(scope_id) / "daily"
         paths = sorted(folder.glob("*.md")) if folder.is_dir() else []
         removed = 0

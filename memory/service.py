@@ -68,8 +68,15 @@ class LogEntry:
 
 class MemoryService:
     def __init__(
-        self, settings: MemorySettings, files: ScopeFiles, transcripts: TranscriptStore, state: JobStateStore, *,
-        names: Names, may_write: MayWrite, extraction: ModelExtraction | None = None,
+        self,
+        settings: MemorySettings,
+        files: ScopeFiles,
+        transcripts: TranscriptStore,
+        state: JobStateStore,
+        *,
+        names: Names,
+        may_write: MayWrite,
+        extraction: ModelExtraction | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
@@ -229,7 +236,7 @@ class MemoryService:
 
     @staticmethod
     def is_memory_request(text: str) -> bool:
-        """"remember …", "my X is Y", "forget …": distilled right after the reply, model or not."""
+        """ "remember …", "my X is Y", "forget …": distilled right after the reply, model or not."""
         return _has_memory_cue(text)
 
     async def after_turn(self, scope_id: str, user_text: str) -> None:

@@ -20,12 +20,23 @@ _CONFIRMATION = re.compile(
 )
 _RULES: tuple[tuple[SignalKind, re.Pattern[str]], ...] = (
     ("correction", re.compile(r"^(?:no|nope|actually|wrong|not quite)\b[,.!\s]|\bthat'?s (?:not|wrong)\b", re.I)),
-    ("preference", re.compile(
-        r"\bi (?:really )?(?:prefer|like|love|hate|want|need|enjoy|dislike|can'?t stand|don'?t (?:like|want))\b|"
-        r"\bmy favou?rite\b|\ballergic\b", re.I)),
+    (
+        "preference",
+        re.compile(
+            r"\bi (?:really )?(?:prefer|like|love|hate|want|need|enjoy|dislike|can'?t stand|don'?t (?:like|want))\b|"
+            r"\bmy favou?rite\b|\ballergic\b",
+            re.I,
+        ),
+    ),
     ("policy", re.compile(r"\bwe (?:always|never|usually|don'?t)\b|\b(?:always|never) (?:let|give|use|do)\b", re.I)),
-    ("decision", re.compile(r"\blet'?s (?:go with|use|do|pick|book)\b|\bwe (?:decided|chose|(?:wi|')ll go with)\b|"
-                            r"\bdecided\b", re.I)),
+    (
+        "decision",
+        re.compile(
+            r"\blet'?s (?:go with|use|do|pick|book)\b|\bwe (?:decided|chose|(?:wi|')ll go with)\b|"
+            r"\bdecided\b",
+            re.I,
+        ),
+    ),
     ("fact", re.compile(r"\b(?:my|our) [\w ]{1,30}? (?:is|are|was|has|starts|ends)\b|\bremember\b|\bnote\b", re.I)),
 )
 LONG_MESSAGE = 50

@@ -64,15 +64,26 @@ class JobState:
 
     def succeeded(self, now: float, offset: int, items: int, pending: list[list[int]] | None = None) -> JobState:
         return replace(
-            self, offset=offset, runs=self.runs + 1, items=self.items + items, last_run=now,
-            last_success=now, last_error=None, failures=0, next_retry=None,
+            self,
+            offset=offset,
+            runs=self.runs + 1,
+            items=self.items + items,
+            last_run=now,
+            last_success=now,
+            last_error=None,
+            failures=0,
+            next_retry=None,
             pending=self.pending if pending is None else pending,
         )
 
     def failed(self, now: float, error: str) -> JobState:
         failures = self.failures + 1
         return replace(
-            self, runs=self.runs + 1, last_run=now, last_error=error, failures=failures,
+            self,
+            runs=self.runs + 1,
+            last_run=now,
+            last_error=error,
+            failures=failures,
             next_retry=now + backoff_seconds(failures),
         )
 
@@ -128,9 +139,11 @@ class JobStateStore:
     def get(self, scope_id: str, job: Job) -> JobState:
         self._ensure()
         with self.engine.connect() as conn:
-            row = conn.execute(
-                select(memory_jobs).where(memory_jobs.c.scope_id == scope_id, memory_jobs.c.job == job)
-            ).mappings().first()
+            row = (
+                conn.execute(select(memory_jobs).where(memory_jobs.c.scope_id == scope_id, memory_jobs.c.job == job))
+                .mappings()
+                .first()
+            )
         return _from_row(row) if row else JobState(scope_id, job)
 
     def put(self, state: JobState) -> None:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-_RELATIVE = re.compile(
-    r"\b(?:(this|last) (morning|afternoon|evening)|(today|tonight|tomorrow|yesterday))\b", re.I
-)
+_RELATIVE = re.compile(r"\b(?:(this|last) (morning|afternoon|evening)|(today|tonight|tomorrow|yesterday))\b", re.I)
 
 
 def local(ts: datetime) -> datetime:

@@ -47,8 +47,15 @@ __all__ = [
 ]
 
 Action = Literal[
-    "converse", "read_memory", "write_memory", "share", "ask_status",
-    "receive_proactive", "use_tool", "admin", "read_transcript",
+    "converse",
+    "read_memory",
+    "write_memory",
+    "share",
+    "ask_status",
+    "receive_proactive",
+    "use_tool",
+    "admin",
+    "read_transcript",
 ]
 ACTIONS: frozenset[str] = frozenset(get_args(Action))
 
@@ -160,9 +167,7 @@ class PolicyEngine:
         if origin is None and action in _FROM_RESOURCE and isinstance(target, ScopeRef):
             origin = target
         snapshot = self._snapshot
-        decision = snapshot.evaluate(
-            action, snapshot.principal_key(action, principal, unknown_id), target, origin, ctx
-        )
+        decision = snapshot.evaluate(action, snapshot.principal_key(action, principal, unknown_id), target, origin, ctx)
         if audit and self._audit is not None and (not decision.allowed or action != "converse"):
             self._audit.write(
                 "policy",
@@ -191,8 +196,10 @@ def explain(decision: Decision) -> str:
     each deciding policy with its effect, file and line."""
     verdict = "ALLOW" if decision.allowed else "DENY"
     where = f" (from {decision.from_scope})" if decision.from_scope else ""
-    lines = [f"{verdict}: {decision.principal} {decision.action} {decision.resource}{where}",
-             f"  reason: {decision.reason}"]
+    lines = [
+        f"{verdict}: {decision.principal} {decision.action} {decision.resource}{where}",
+        f"  reason: {decision.reason}",
+    ]
     if decision.policy_ids:
         lines.append("  decided by:")
         known = {info.id: info for info in decision.policies}
@@ -228,11 +235,13 @@ class _Rules:
         policy_set, infos = load_policies(files, schema)
         policies = policy_set.to_pst().static_policies
         by_action = {
-            action: cedarpy.PolicySet.from_pst(pst.PolicySet(
-                templates={},
-                static_policies={k: p for k, p in policies.items() if _applies(p.action, action)},
-                template_links=(),
-            ))
+            action: cedarpy.PolicySet.from_pst(
+                pst.PolicySet(
+                    templates={},
+                    static_policies={k: p for k, p in policies.items() if _applies(p.action, action)},
+                    template_links=(),
+                )
+            )
             for action in ACTIONS
         }
         return cls(schema, by_action, {i.id: i for i in infos}, {i.id: n for n, i in enumerate(infos)})
@@ -283,7 +292,11 @@ class _Snapshot:
         return self._base.with_added_json_str(json.dumps(delta))
 
     def _evaluate(
-        self, action: str, principal: _Key, resource: ScopeRef | _Key, from_scope: ScopeRef | None,
+        self,
+        action: str,
+        principal: _Key,
+        resource: ScopeRef | _Key,
+        from_scope: ScopeRef | None,
         ctx: _Context,
     ) -> Decision:
         context: dict[str, Any] = dict(ctx)
@@ -317,8 +330,9 @@ class _Snapshot:
             )
         annotations = result.diagnostics.id_annotations_by_reason
         order = self._rules.order
-        ids = tuple(sorted({annotations.get(r, r) for r in result.diagnostics.reasons},
-                           key=lambda i: order.get(i, len(order))))
+        ids = tuple(
+            sorted({annotations.get(r, r) for r in result.diagnostics.reasons}, key=lambda i: order.get(i, len(order)))
+        )
         if ids:
             reason = " ".join(self._rules.reason(i) for i in ids)
         else:

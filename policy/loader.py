@@ -62,7 +62,8 @@ def load_policies(paths: Iterable[Path], schema: cedarpy.Schema) -> tuple[cedarp
             if info.id in seen:
                 first = seen[info.id]
                 raise PolicyError(
-                    path, info.line,
+                    path,
+                    info.line,
                     f'duplicate @id("{info.id}"), already used at {first.path} line {first.line}',
                 )
             seen[info.id] = info
@@ -106,13 +107,11 @@ def _check_file(path: Path, text: str, schema: cedarpy.Schema) -> list[PolicyInf
         first_template = min(parsed.templates, key=lambda k: int(k.removeprefix("policy")))
         raise PolicyError(path, where(first_template)[0], "templates (?principal / ?resource) are not supported")
     infos = []
-    for policy_id, policy in sorted(
-        parsed.static_policies.items(), key=lambda kv: int(kv[0].removeprefix("policy"))
-    ):
+    for policy_id, policy in sorted(parsed.static_policies.items(), key=lambda kv: int(kv[0].removeprefix("policy"))):
         first, _ = where(policy_id)
         annotations = policy.annotations
         if not annotations.get("id"):
-            raise PolicyError(path, first, "policy has no @id(\"...\"); every policy needs a unique @id")
+            raise PolicyError(path, first, 'policy has no @id("..."); every policy needs a unique @id')
         infos.append(PolicyInfo(annotations["id"], policy.effect, annotations.get("reason"), path, first))
     return infos
 

@@ -45,16 +45,21 @@ class MemoryKit:
         return speaker not in self.denied
 
     def new_distiller(self) -> Distiller:
-        return Distiller(self.files, self.transcripts, self.state, names=names, may_write=self.may_write,
-                         clock=self.clock)
+        return Distiller(
+            self.files, self.transcripts, self.state, names=names, may_write=self.may_write, clock=self.clock
+        )
 
-    async def say(self, scope_id: str, text: str, speaker: str = "mom", role: str = "user",
-                  ts: datetime | None = None) -> int:
+    async def say(
+        self, scope_id: str, text: str, speaker: str = "mom", role: str = "user", ts: datetime | None = None
+    ) -> int:
         self._n += 1
         line = TranscriptLine(
-            id=uuid.uuid4().hex, ts=ts or T0 + timedelta(minutes=self._n), scope_id=scope_id,
+            id=uuid.uuid4().hex,
+            ts=ts or T0 + timedelta(minutes=self._n),
+            scope_id=scope_id,
             role=role,  # type: ignore[arg-type]
-            text=text, speaker=speaker if role == "user" else "halo",
+            text=text,
+            speaker=speaker if role == "user" else "halo",
         )
         return await self.transcripts.append(line)
 

@@ -103,8 +103,9 @@ async def evaluate(semantic: object, scope_id: str, now: float, k: int = 5) -> d
         for kind, question, relevant in QUERIES:
             vector = await semantic.query_vector(question)  # type: ignore[attr-defined]
             for mode in MODES:
-                hits = await asyncio.to_thread(search, [index], question, vector, params,
-                                               text_only=mode == "bm25", vector_only=mode == "vectors")
+                hits = await asyncio.to_thread(
+                    search, [index], question, vector, params, text_only=mode == "bm25", vector_only=mode == "vectors"
+                )
                 found = {h.source for h in hits[:k]} & relevant
                 score = len(found) / len(relevant)
                 totals[mode].setdefault(kind, []).append(score)

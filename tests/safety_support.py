@@ -21,6 +21,7 @@ def family_settings(home: Path, extra_yaml: str = "", family: str = SAFETY_FAMIL
     write_home(home, extra_yaml, family=family)
     return load_settings(home)
 
+
 Verdict = tuple[str, str, str | None]  # level, category ("none" when low), blocked topic
 
 
@@ -41,17 +42,17 @@ class SafetyScript:
         messages = body.get("messages") or body.get("input") or []
         last = messages[-1] if isinstance(messages, list) and messages else {}
         content = last.get("content", "") if isinstance(last, dict) else ""
-        text = content if isinstance(content, str) else " ".join(
-            part.get("text", "") for part in content if isinstance(part, dict))
+        text = (
+            content
+            if isinstance(content, str)
+            else " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+        )
         wire = json.dumps(body)
         if "child-safety classifier" in wire:
             direction = "output" if "DIRECTION: output" in wire else "input"
             self.classified.append((direction, text))
-            level, category, topic = next(
-                (v for key, v in self.verdicts.items() if key in text), ("low", "none", None)
-            )
-            return json.dumps({"level": level, "category": category, "blocked_topic": topic,
-                               "summary": self.summary})
+            level, category, topic = next((v for key, v in self.verdicts.items() if key in text), ("low", "none", None))
+            return json.dumps({"level": level, "category": category, "blocked_topic": topic, "summary": self.summary})
         self.answered.append(text)
         return self.reply
 

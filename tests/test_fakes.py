@@ -53,9 +53,7 @@ def openai_client(fake: FakeOpenAI, closing: AsyncExitStack, **options: object) 
     return client
 
 
-def anthropic_client(
-    fake: FakeAnthropic, closing: AsyncExitStack, **options: object
-) -> anthropic.AsyncAnthropic:
+def anthropic_client(fake: FakeAnthropic, closing: AsyncExitStack, **options: object) -> anthropic.AsyncAnthropic:
     client = anthropic.AsyncAnthropic(base_url=fake.base_url, api_key="x", **options)
     closing.push_async_callback(client.close)
     return client
@@ -151,9 +149,7 @@ async def test_chat_tool_call_plain_and_streamed(fake_openai: FakeOpenAI, closin
     assert [json.loads(arguments[i]) for i in (0, 1)] == [{"query": "a"}, {"query": "b"}]
 
 
-async def test_embeddings_are_deterministic_unit_vectors(
-    fake_openai: FakeOpenAI, closing: AsyncExitStack
-) -> None:
+async def test_embeddings_are_deterministic_unit_vectors(fake_openai: FakeOpenAI, closing: AsyncExitStack) -> None:
     client = openai_client(fake_openai, closing)
 
     single = await client.embeddings.create(model="e", input="grandma")
@@ -200,9 +196,7 @@ async def test_http_errors_surface_as_sdk_errors(
         assert raised.value.response.headers["retry-after"] == "1"
 
 
-async def test_rate_limit_is_retried_after_retry_after(
-    fake_openai: FakeOpenAI, closing: AsyncExitStack
-) -> None:
+async def test_rate_limit_is_retried_after_retry_after(fake_openai: FakeOpenAI, closing: AsyncExitStack) -> None:
     fake_openai.error(429, retry_after=0.1)
     fake_openai.reply("second try")
     client = openai_client(fake_openai, closing, max_retries=1)
@@ -271,9 +265,7 @@ def responses_model(fake: FakeOpenAI, closing: AsyncExitStack) -> OpenAIResponse
 
 
 @pytest.mark.parametrize("make_model", [chat_model, responses_model])
-async def test_agent_returns_the_scripted_text(
-    fake_openai: FakeOpenAI, closing: AsyncExitStack, make_model
-) -> None:
+async def test_agent_returns_the_scripted_text(fake_openai: FakeOpenAI, closing: AsyncExitStack, make_model) -> None:
     fake_openai.reply("Hi Anna!")
     agent = Agent(name="halo", instructions="You are halo.", model=make_model(fake_openai, closing))
 
@@ -285,9 +277,7 @@ async def test_agent_returns_the_scripted_text(
 
 
 @pytest.mark.parametrize("make_model", [chat_model, responses_model])
-async def test_agent_runs_a_scripted_tool_call(
-    fake_openai: FakeOpenAI, closing: AsyncExitStack, make_model
-) -> None:
+async def test_agent_runs_a_scripted_tool_call(fake_openai: FakeOpenAI, closing: AsyncExitStack, make_model) -> None:
     fake_openai.tool_call("recall", {"query": "May 3rd"})
     fake_openai.reply("It is on May 3rd.")
     agent = Agent(name="halo", model=make_model(fake_openai, closing), tools=[recall])
@@ -327,9 +317,7 @@ async def test_agent_streams(fake_openai: FakeOpenAI, closing: AsyncExitStack, m
 
 async def test_agent_surfaces_a_rate_limit(fake_openai: FakeOpenAI, closing: AsyncExitStack) -> None:
     fake_openai.error(429)
-    model = OpenAIChatCompletionsModel(
-        model="m", openai_client=openai_client(fake_openai, closing, max_retries=0)
-    )
+    model = OpenAIChatCompletionsModel(model="m", openai_client=openai_client(fake_openai, closing, max_retries=0))
 
     with pytest.raises(openai.RateLimitError):
         await Runner.run(Agent(name="halo", model=model), "hi")
@@ -338,9 +326,7 @@ async def test_agent_surfaces_a_rate_limit(fake_openai: FakeOpenAI, closing: Asy
 # --- anthropic SDK -------------------------------------------------------------------
 
 
-async def test_anthropic_plain_reply_and_recording(
-    fake_anthropic: FakeAnthropic, closing: AsyncExitStack
-) -> None:
+async def test_anthropic_plain_reply_and_recording(fake_anthropic: FakeAnthropic, closing: AsyncExitStack) -> None:
     fake_anthropic.reply("hello from claude")
     client = anthropic_client(fake_anthropic, closing)
 
@@ -376,9 +362,7 @@ async def test_anthropic_stream(fake_anthropic: FakeAnthropic, closing: AsyncExi
     assert types[0] == "message_start" and types[-2:] == ["message_delta", "message_stop"]
 
 
-async def test_anthropic_tool_use_plain_and_streamed(
-    fake_anthropic: FakeAnthropic, closing: AsyncExitStack
-) -> None:
+async def test_anthropic_tool_use_plain_and_streamed(fake_anthropic: FakeAnthropic, closing: AsyncExitStack) -> None:
     fake_anthropic.tool_call("recall", {"query": "x"}, text="Let me look.")
     fake_anthropic.tool_call("recall", {"query": "y"})
     client = anthropic_client(fake_anthropic, closing)
@@ -410,9 +394,7 @@ async def test_anthropic_errors(
     client = anthropic_client(fake_anthropic, closing, max_retries=0)
 
     with pytest.raises(error) as raised:
-        await client.messages.create(
-            model="claude-x", max_tokens=100, messages=[{"role": "user", "content": "hi"}]
-        )
+        await client.messages.create(model="claude-x", max_tokens=100, messages=[{"role": "user", "content": "hi"}])
 
     assert raised.value.status_code == status
     assert raised.value.body["error"]["type"] in {"rate_limit_error", "api_error", "overloaded_error"}
@@ -492,9 +474,7 @@ def test_servers_run_in_a_background_thread() -> None:
     try:
         fake.enqueue(Reply(text="from the thread"))
         with openai.OpenAI(base_url=fake.base_url, api_key="x") as client:
-            completion = client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "hi"}]
-            )
+            completion = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         assert completion.choices[0].message.content == "from the thread"
     finally:
         fake.stop()

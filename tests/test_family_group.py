@@ -38,10 +38,15 @@ async def send(halo: Any, member_id: str, scope_id: str, text: str, *, addressed
     family = halo.services.family
     member = family.member(member_id)
     platform = scope_id.split(":")[0]
-    return await halo.gateway.handle(Envelope(
-        platform=platform, scope=resolve_scope(family, scope_id),  # type: ignore[arg-type]
-        speaker=Speaker(member_id, member), text=text, addressed=addressed,
-    ))
+    return await halo.gateway.handle(
+        Envelope(
+            platform=platform,
+            scope=resolve_scope(family, scope_id),  # type: ignore[arg-type]
+            speaker=Speaker(member_id, member),
+            text=text,
+            addressed=addressed,
+        )
+    )
 
 
 async def test_unaddressed_messages_get_no_reply(home, serve_halo) -> None:
@@ -127,11 +132,18 @@ def families(draw: st.DrawFn) -> dict[str, Any]:
     children = draw(st.lists(st.sampled_from(["young_child", "adolescent"]), max_size=3))
     visibility = draw(st.lists(st.booleans(), min_size=len(children), max_size=len(children)))
     names = draw(st.permutations(NAMES))
-    members = [{"id": f"p{i}", "name": names[i], "role": "parent", "telegram_user_id": 100 + i}
-               for i in range(parents)]
-    members += [{"id": f"c{i}", "name": names[parents + i], "role": "child", "age_group": group,
-                 "parental_visibility": visibility[i], "telegram_user_id": 200 + i}
-                for i, group in enumerate(children)]
+    members = [{"id": f"p{i}", "name": names[i], "role": "parent", "telegram_user_id": 100 + i} for i in range(parents)]
+    members += [
+        {
+            "id": f"c{i}",
+            "name": names[parents + i],
+            "role": "child",
+            "age_group": group,
+            "parental_visibility": visibility[i],
+            "telegram_user_id": 200 + i,
+        }
+        for i, group in enumerate(children)
+    ]
     source = draw(st.sampled_from(["telegram_dm", "web_dm", "parents_group"]))
     teller = draw(st.integers(min_value=0, max_value=parents - 1))
     asker = draw(st.sampled_from([m["id"] for m in members]))
@@ -140,10 +152,14 @@ def families(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def _yaml(members: list[dict[str, Any]], fake: FakeOpenAI) -> str:
-    rows = "\n".join("  - {" + ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}"
-                                         for k, v in m.items()) + "}" for m in members)
-    return (f"members:\n{rows}\nparents_group: {{telegram_chat_id: -1001}}\n"
-            f"family_group: {{telegram_chat_id: {GROUP}}}\n" + textwrap.dedent(llm_yaml(fake)))
+    rows = "\n".join(
+        "  - {" + ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in m.items()) + "}"
+        for m in members
+    )
+    return (
+        f"members:\n{rows}\nparents_group: {{telegram_chat_id: -1001}}\n"
+        f"family_group: {{telegram_chat_id: {GROUP}}}\n" + textwrap.dedent(llm_yaml(fake))
+    )
 
 
 async def _scenario(case: dict[str, Any], fake: FakeOpenAI) -> None:
@@ -157,8 +173,11 @@ async def _scenario(case: dict[str, Any], fake: FakeOpenAI) -> None:
         start = len(fake.model_requests)  # the fake serves every example
         try:
             teller = case["teller"]
-            where = {"telegram_dm": f"telegram:{100 + int(teller[1:])}", "web_dm": f"web:{teller}",
-                     "parents_group": "telegram:-1001"}[case["source"]]
+            where = {
+                "telegram_dm": f"telegram:{100 + int(teller[1:])}",
+                "web_dm": f"web:{teller}",
+                "parents_group": "telegram:-1001",
+            }[case["source"]]
             # durable memory of that scope (the /remember command), and its conversation
             kept = await send(halo, teller, where, f"/remember the surprise party is at {case['fact']}")
             assert kept.kind == "command", kept

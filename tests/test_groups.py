@@ -19,8 +19,11 @@ def speaker(halo: Halo, user_id: int, name: str = "Stranger") -> Speaker:
 
 async def say(halo: Halo, user_id: int, text: str, addressed: bool = True):
     envelope = Envelope(
-        platform="telegram", scope=resolve_scope(halo.services.family, GROUP),
-        speaker=speaker(halo, user_id), text=text, addressed=addressed,
+        platform="telegram",
+        scope=resolve_scope(halo.services.family, GROUP),
+        speaker=speaker(halo, user_id),
+        text=text,
+        addressed=addressed,
     )
     return await halo.gateway.handle(envelope)
 
@@ -63,13 +66,13 @@ async def test_resume_from_a_dm_needs_a_parent(halo, outbox):
     await say(halo, 4242, "who is here?")  # a stranger in the parents group
     await halo.services.groups.left(GROUP, "4242")
 
-    child = await halo.gateway.handle(Envelope(
-        "telegram", resolve_scope(halo.services.family, "telegram:1003"), speaker(halo, 1003), "/resume"
-    ))
+    child = await halo.gateway.handle(
+        Envelope("telegram", resolve_scope(halo.services.family, "telegram:1003"), speaker(halo, 1003), "/resume")
+    )
     assert "only parents can resume" in (child.text or "")
-    parent = await halo.gateway.handle(Envelope(
-        "telegram", resolve_scope(halo.services.family, "telegram:1001"), speaker(halo, 1001), "/resume"
-    ))
+    parent = await halo.gateway.handle(
+        Envelope("telegram", resolve_scope(halo.services.family, "telegram:1001"), speaker(halo, 1001), "/resume")
+    )
     assert parent.text == "Resumed: I'm back in the parents group."
     assert "someone I don't know (Stranger, id 4242) wrote there" in outbox.to("telegram:1002")[0]
 
@@ -100,7 +103,6 @@ async def test_a_platform_that_vouches_someone_left_lets_resume_work(halo, outbo
     halo.services.groups.register_presence("telegram", gone)
     assert (await say(halo, 1002, "/resume")).text == "Resumed: I'm back in the parents group."
     assert asked == [(GROUP, "1004")]
-
 
 
 async def test_unaddressed_group_messages_become_context(halo, outbox, fake_llm):

@@ -46,8 +46,7 @@ async def test_killed_mid_write_leaves_the_old_file_and_the_next_run_completes(t
     await kit.exchange(SCOPE, "remember the bins go out on Monday")
 
     script = KILL_MID_WRITE.format(root=str(ROOT), home=str(kit.home), scope=SCOPE)
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, cwd=ROOT,
-                                                stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, cwd=ROOT, stderr=asyncio.subprocess.PIPE)
     _, stderr = await asyncio.wait_for(proc.communicate(), timeout=60)
 
     assert proc.returncode == -signal.SIGKILL, stderr.decode()
@@ -91,8 +90,13 @@ async def test_failure_between_files_then_rerun_adds_nothing_twice(
 
 def _service(kit: MemoryKit, **settings: object) -> MemoryService:
     return MemoryService(
-        MemorySettings(**settings), kit.files, kit.transcripts, kit.state,  # type: ignore[arg-type]
-        names=names, may_write=kit.may_write, clock=kit.clock,
+        MemorySettings(**settings),
+        kit.files,
+        kit.transcripts,
+        kit.state,  # type: ignore[arg-type]
+        names=names,
+        may_write=kit.may_write,
+        clock=kit.clock,
     )
 
 

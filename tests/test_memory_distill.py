@@ -36,15 +36,15 @@ def at(minute: int) -> str:
 
 
 async def test_conversation_distils_into_facts_and_notes(kit: MemoryKit) -> None:
-    await kit.exchange(SCOPE, "remember my shoe size is 37", "Got it.")               # 1, 2
+    await kit.exchange(SCOPE, "remember my shoe size is 37", "Got it.")  # 1, 2
     await kit.exchange(SCOPE, "The dentist moved to tomorrow at 3", "Noted. Anything else?")  # 3, 4
-    await kit.exchange(SCOPE, "my shoe size is 38", "Updated.")                        # 5, 6
-    await kit.exchange(SCOPE, "Priya is my manager", "Okay.")                          # 7, 8
+    await kit.exchange(SCOPE, "my shoe size is 38", "Updated.")  # 5, 6
+    await kit.exchange(SCOPE, "Priya is my manager", "Okay.")  # 7, 8
     await kit.exchange(SCOPE, "the wifi password is hunter2", "Your key is sk-abcdefghijklmnopqrstuv ok")  # 9, 10
-    await kit.exchange(SCOPE, "remember the alarm code is 4821", "Okay.")              # 11, 12
+    await kit.exchange(SCOPE, "remember the alarm code is 4821", "Okay.")  # 11, 12
     await kit.exchange(SCOPE, "/remember commands act at once and are skipped", "Remembered: …")  # 13, 14
-    await kit.exchange(SCOPE, "forget my manager", "Done.")                            # 15, 16
-    await kit.say(SCOPE, "model unavailable", role="event")                            # 17 (ignored)
+    await kit.exchange(SCOPE, "forget my manager", "Done.")  # 15, 16
+    await kit.say(SCOPE, "model unavailable", role="event")  # 17 (ignored)
 
     result = kit.distiller.run(SCOPE)
 
@@ -172,8 +172,13 @@ async def test_scope_json_names_the_folder(kit: MemoryKit) -> None:
     import json
 
     info = json.loads(kit.paths.scope_json(SCOPE).read_text())
-    assert info == {"scope_id": SCOPE, "scope_type": "dm", "owner": "mom", "members": ["mom"],
-                    "description": "Mom's DM"}
+    assert info == {
+        "scope_id": SCOPE,
+        "scope_type": "dm",
+        "owner": "mom",
+        "members": ["mom"],
+        "description": "Mom's DM",
+    }
 
 
 def test_writers_of_one_scope_take_turns(kit: MemoryKit) -> None:

@@ -25,16 +25,20 @@ from tests.fakes.llm_server import FakeOpenAI
 PARENTS_GROUP = "telegram:-1001234"
 
 
-async def say(halo: Halo, member_id: str, scope_id: str, text: str, *, target: str | None = None,
-              addressed: bool = True) -> Reply:
+async def say(
+    halo: Halo, member_id: str, scope_id: str, text: str, *, target: str | None = None, addressed: bool = True
+) -> Reply:
     """A message through the gateway as it would come from Telegram, then the after-reply work."""
     family = halo.services.family
     member = family.member(member_id)
     assert member is not None
     envelope = Envelope(
-        platform="telegram", scope=resolve_scope(family, scope_id),
-        speaker=Speaker(str(member.telegram_user_id), member, member.name), text=text,
-        target=family.member(target) if target else None, addressed=addressed,
+        platform="telegram",
+        scope=resolve_scope(family, scope_id),
+        speaker=Speaker(str(member.telegram_user_id), member, member.name),
+        text=text,
+        target=family.member(target) if target else None,
+        addressed=addressed,
     )
     reply = await halo.gateway.handle(envelope)
     await halo.gateway.drain()
@@ -163,7 +167,9 @@ async def test_target_profile_only_when_the_policy_allows(fake_llm: FakeOpenAI, 
     assert "cello" not in fake_llm.last_prompt_text()  # nothing of the family from a work channel
     reads = [e for e in halo.services.audit.tail(50, kind="policy") if e["action"] == "read_memory"]
     assert {(e["principal"], e["resource"], e["allowed"]) for e in reads} >= {
-        ("mom", "member:aarav", True), ("aarav", "member:mom", False), ("wags", "member:aarav", False),
+        ("mom", "member:aarav", True),
+        ("aarav", "member:mom", False),
+        ("wags", "member:aarav", False),
     }
 
 
@@ -253,16 +259,25 @@ def test_halo_distill_cli(settings_for, home: Path, monkeypatch, capsys):
     settings_for("")
     monkeypatch.setenv("HALO_HOME", str(home))
     store = TranscriptStore(home / "transcripts")
-    line = TranscriptLine(id="1", ts=time_now(), scope_id="telegram:1002", role="user",
-                          text="remember the bins go out on Monday", speaker="mom")
+    line = TranscriptLine(
+        id="1",
+        ts=time_now(),
+        scope_id="telegram:1002",
+        role="user",
+        text="remember the bins go out on Monday",
+        speaker="mom",
+    )
     asyncio.run(store.append(line))
 
     assert main(["distill", "telegram:1002"]) == 0
     out = capsys.readouterr().out
     assert "distilled telegram:1002: 1 new transcript items" in out and "facts +1" in out
-    assert "- The bins go out on Monday _(Mom, " in (home / "memory" / "scopes").joinpath(
-        out.strip().split("memory file: ")[1].split("/memory/scopes/")[1]
-    ).read_text()
+    assert (
+        "- The bins go out on Monday _(Mom, "
+        in (home / "memory" / "scopes")
+        .joinpath(out.strip().split("memory file: ")[1].split("/memory/scopes/")[1])
+        .read_text()
+    )
     assert main(["distill", "telegram:1002"]) == 0
     assert "0 new transcript items" in capsys.readouterr().out
     assert main(["distill", "nonsense"]) == 2
@@ -272,10 +287,21 @@ async def test_a_quiet_scope_is_extracted_with_the_cheap_model(fake_llm: FakeOpe
     yaml = llm_yaml(fake_llm) + "  cheap_model: fake-cheap\nmemory: {extractor: llm, quiet_minutes: 0.002}\n"
     running = await serve_halo(settings_for(yaml))
     fake_llm.reply("Noted!")
-    fake_llm.reply(json.dumps({"entries": [{
-        "type": "preference", "content": "Mom prefers aisle seats on planes", "confidence": 0.9,
-        "evidence": "I always prefer aisle seats", "about": "Mom",
-    }]}))
+    fake_llm.reply(
+        json.dumps(
+            {
+                "entries": [
+                    {
+                        "type": "preference",
+                        "content": "Mom prefers aisle seats on planes",
+                        "confidence": 0.9,
+                        "evidence": "I always prefer aisle seats",
+                        "about": "Mom",
+                    }
+                ]
+            }
+        )
+    )
 
     memory = running.halo.services.memory
     await chat(running, "I always prefer aisle seats on planes, never the window")
@@ -296,10 +322,13 @@ async def test_a_memory_too_big_for_the_budget_is_cut_from_its_oldest_part(
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
     path = running.halo.settings.paths.memory_file("web:mom")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# Memory\n\n## Facts\n\n" + "".join(
-        f"- Fact number {n} is about the garden shed and what is stored in it _(Mom, 2026-02-13)_\n"
-        for n in range(400)
-    ))
+    path.write_text(
+        "# Memory\n\n## Facts\n\n"
+        + "".join(
+            f"- Fact number {n} is about the garden shed and what is stored in it _(Mom, 2026-02-13)_\n"
+            for n in range(400)
+        )
+    )
     await chat(running, "What is in the shed?")
     prompt = fake_llm.last_prompt_text()
     assert CUT_MARKER in prompt

@@ -35,13 +35,25 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 
 
 def extraction(kit: MemoryKit, fake: FakeOpenAI, **kwargs: object) -> ModelExtraction:
-    llm = LLMSettings(provider="openai-compatible", model="main-model", cheap_model="cheap-model",
-                      base_url=fake.base_url, api_key="test-key")  # type: ignore[arg-type]
+    llm = LLMSettings(
+        provider="openai-compatible",
+        model="main-model",
+        cheap_model="cheap-model",
+        base_url=fake.base_url,
+        api_key="test-key",
+    )  # type: ignore[arg-type]
     model = build_model(llm, llm.cheap_model)
     assert model is not None
     return ModelExtraction(
-        kit.files, kit.transcripts, kit.state, ModelChunkExtractor(model), names=names,
-        may_write=kit.may_write, model_name="cheap-model", clock=kit.clock, **kwargs,  # type: ignore[arg-type]
+        kit.files,
+        kit.transcripts,
+        kit.state,
+        ModelChunkExtractor(model),
+        names=names,
+        may_write=kit.may_write,
+        model_name="cheap-model",
+        clock=kit.clock,
+        **kwargs,  # type: ignore[arg-type]
     )
 
 
@@ -55,12 +67,14 @@ async def test_entries_are_extracted_rendered_and_their_metadata_kept(tmp_path: 
     await kit.exchange(SCOPE, "I really prefer tea over coffee in the evenings", "Noted.")
     await kit.exchange(SCOPE, "ok", "👍")
     await kit.exchange(SCOPE, "Let's go with the blue tent for the camping trip", "Good choice.")
-    fake.reply(answer(
-        entry("Mom prefers tea over coffee in the evenings", "I really prefer tea over coffee"),
-        entry("Mom chose the blue tent for the camping trip", "go with the blue tent", "decision", 0.8),
-        entry("Mom owns a yacht", "I bought a yacht last week", "fact"),  # not in the chat: made up
-        entry("Mom might like jazz", "prefer tea", "preference", 0.1),  # too unsure
-    ))
+    fake.reply(
+        answer(
+            entry("Mom prefers tea over coffee in the evenings", "I really prefer tea over coffee"),
+            entry("Mom chose the blue tent for the camping trip", "go with the blue tent", "decision", 0.8),
+            entry("Mom owns a yacht", "I bought a yacht last week", "fact"),  # not in the chat: made up
+            entry("Mom might like jazz", "prefer tea", "preference", 0.1),  # too unsure
+        )
+    )
 
     result = await extraction(kit, fake).run(SCOPE)
 
@@ -141,8 +155,7 @@ async def test_a_failing_chunk_is_retried_warmer_kept_and_not_marked_done(tmp_pa
     assert [line for line in learned(kit) if "swimming" in line] == []
 
     # the next run retries only the kept range, and only now is it done
-    fake.reply(answer(entry("Tara goes to the Tuesday swimming class", "Tuesday swimming class for Tara",
-                            "decision")))
+    fake.reply(answer(entry("Tara goes to the Tuesday swimming class", "Tuesday swimming class for Tara", "decision")))
     retry = await job.run(SCOPE)
 
     assert (retry.chunks, retry.failed_chunks, retry.added) == (1, 0, 1)

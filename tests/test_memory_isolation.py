@@ -37,7 +37,10 @@ from tests.conftest import llm_yaml, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI
 
 settings.register_profile(
-    "memory-isolation", max_examples=25, deadline=None, derandomize=True,
+    "memory-isolation",
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -79,14 +82,14 @@ def family_yaml(kids: list[Kid]) -> str:
 
 
 def scope_ids(kids: list[Kid]) -> list[str]:
-    return ["telegram:1001", "telegram:1002", *(f"telegram:{1101 + i}" for i in range(len(kids))),
-            PARENTS_GROUP, WORK]
+    return ["telegram:1001", "telegram:1002", *(f"telegram:{1101 + i}" for i in range(len(kids))), PARENTS_GROUP, WORK]
 
 
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[list[Kid], list[Step]]:
-    kids = draw(st.lists(st.builds(Kid, st.sampled_from(["young_child", "adolescent"]), st.booleans()),
-                         min_size=1, max_size=2))
+    kids = draw(
+        st.lists(st.builds(Kid, st.sampled_from(["young_child", "adolescent"]), st.booleans()), min_size=1, max_size=2)
+    )
     n_members, n_scopes = 3 + len(kids), len(scope_ids(kids))
     pg, work = n_scopes - 2, n_scopes - 1
     # where each member usually talks (parents: own DM, the group, work; a child: own DM;
@@ -94,11 +97,17 @@ def cases(draw: st.DrawFn) -> tuple[list[Kid], list[Step]]:
     usual = {0: [0, pg, work], 1: [1, pg, work], n_members - 1: [work]}
     usual.update({2 + i: [2 + i] for i in range(len(kids))})
     kind = st.sampled_from(["remember", "keyed", "note", "chat", "share", "new", "ask", "ask"])
-    anywhere = st.builds(Step, who=st.integers(0, n_members - 1), where=st.integers(0, n_scopes - 1),
-                         kind=kind, about=st.integers(0, n_members - 1))
+    anywhere = st.builds(
+        Step,
+        who=st.integers(0, n_members - 1),
+        where=st.integers(0, n_scopes - 1),
+        kind=kind,
+        about=st.integers(0, n_members - 1),
+    )
     at_home = st.integers(0, n_members - 1).flatmap(
-        lambda who: st.builds(Step, who=st.just(who), where=st.sampled_from(usual[who]), kind=kind,
-                              about=st.integers(0, n_members - 1))
+        lambda who: st.builds(
+            Step, who=st.just(who), where=st.sampled_from(usual[who]), kind=kind, about=st.integers(0, n_members - 1)
+        )
     )
     step = st.one_of(anywhere, at_home, at_home, at_home)
     return kids, draw(st.lists(step, min_size=6, max_size=16))
@@ -161,9 +170,11 @@ async def converse(halo: Halo, fake: FakeOpenAI, kids: list[Kid], steps: list[St
         if step.kind == "keyed":
             source[key] = {scope.id}
         envelope = Envelope(
-            platform="discord" if scope.id.startswith("discord") else "telegram", scope=scope,
+            platform="discord" if scope.id.startswith("discord") else "telegram",
+            scope=scope,
             speaker=Speaker(str(speaker.telegram_user_id or speaker.discord_user_id), speaker, speaker.name),
-            text=text, target=target,
+            text=text,
+            target=target,
         )
         before, before_all = len(fake.scripted_requests), len(fake.model_requests)
         reply = await halo.gateway.handle(envelope)
@@ -194,10 +205,14 @@ async def converse(halo: Halo, fake: FakeOpenAI, kids: list[Kid], steps: list[St
                 if origin == scope.id:
                     allowed = True
                     break
-                resource = (family.member(origin.split(":", 1)[1]) if origin.startswith("member:")
-                            else resolve_scope(family, origin))
-                decision = policy.decide("read_memory", principal=speaker, resource=resource, from_scope=scope,
-                                         audit=False)
+                resource = (
+                    family.member(origin.split(":", 1)[1])
+                    if origin.startswith("member:")
+                    else resolve_scope(family, origin)
+                )
+                decision = policy.decide(
+                    "read_memory", principal=speaker, resource=resource, from_scope=scope, audit=False
+                )
                 if decision.allowed:
                     allowed = True
                     break
@@ -232,6 +247,8 @@ def _isolation_property(fake: FakeOpenAI, case: tuple[list[Kid], list[Step]]) ->
 def test_memory_never_crosses_scopes_the_policy_keeps_apart(fake_server: FakeOpenAI, capsys) -> None:
     _isolation_property(fake_server)
     with capsys.disabled():
-        print(f"\n[memory isolation] {CHECKED.cases} generated families and conversations, "
-              f"{CHECKED.prompts} model prompts checked, {CHECKED.leaks_checked} tagged facts traced")
+        print(
+            f"\n[memory isolation] {CHECKED.cases} generated families and conversations, "
+            f"{CHECKED.prompts} model prompts checked, {CHECKED.leaks_checked} tagged facts traced"
+        )
     assert CHECKED.cases >= 25 and CHECKED.prompts > 0

@@ -22,11 +22,12 @@ RULES = [
     ("My shoe size is 38.", [Durable("my shoe size is 38", "shoe size", "38")]),
     ("btw my height is 1.65 m", [Durable("my height is 1.65 m", "height", "1.65 m")]),
     ("Priya is my manager", [Durable("my manager is Priya", "manager", "Priya")]),
-    ("Hi! My shoe size is 38. Can you find sneakers?",
-     [Durable("my shoe size is 38", "shoe size", "38"), Note("Hi! Can you find sneakers?")]),
+    (
+        "Hi! My shoe size is 38. Can you find sneakers?",
+        [Durable("my shoe size is 38", "shoe size", "38"), Note("Hi! Can you find sneakers?")],
+    ),
     ("remember the vet is Dr. Okafor on Oak Road", [Durable("The vet is Dr. Okafor on Oak Road")]),
-    ("note: J. Smith picks up Aarav at 5 p.m. on Fridays",
-     [Durable("J. Smith picks up Aarav at 5 p.m. on Fridays")]),
+    ("note: J. Smith picks up Aarav at 5 p.m. on Fridays", [Durable("J. Smith picks up Aarav at 5 p.m. on Fridays")]),
     ("forget my shoe size", [Forget("my shoe size", mine=True)]),
     ("please forget about the dentist", [Forget("the dentist", mine=False)]),
     # not facts
@@ -61,20 +62,30 @@ def test_dates_become_absolute() -> None:
 
 
 def test_keyed_fact_supersedes_and_the_old_line_is_marked_not_lost() -> None:
-    text, first = facts.add_fact("", "Mom's shoe size: 37", "Mom, 2026-02-10", header="# Memory\n",
-                                 subject="Mom", key="shoe size", value="37")
-    text, second = facts.add_fact(text, "Mom's shoe size: 38", "Mom, 2026-02-13", subject="Mom",
-                                  key="shoe size", value="38", day=date(2026, 2, 13))
+    text, first = facts.add_fact(
+        "", "Mom's shoe size: 37", "Mom, 2026-02-10", header="# Memory\n", subject="Mom", key="shoe size", value="37"
+    )
+    text, second = facts.add_fact(
+        text,
+        "Mom's shoe size: 38",
+        "Mom, 2026-02-13",
+        subject="Mom",
+        key="shoe size",
+        value="38",
+        day=date(2026, 2, 13),
+    )
     assert first.added and second.added and second.superseded == 1
     assert "- ~~Mom's shoe size: 37~~ _(Mom, 2026-02-10; superseded 2026-02-13)_" in text
     assert "- Mom's shoe size: 38 _(Mom, 2026-02-13)_" in text
     assert [f.body for f in facts.live(text)] == ["Mom's shoe size: 38"]
     # the same value again changes nothing; another person's shoe size is another fact
-    again, dup = facts.add_fact(text, "Mom's shoe size: 38", "Mom, 2026-02-14", subject="Mom",
-                                key="shoe size", value="38")
+    again, dup = facts.add_fact(
+        text, "Mom's shoe size: 38", "Mom, 2026-02-14", subject="Mom", key="shoe size", value="38"
+    )
     assert again == text and not dup.added
-    text, other = facts.add_fact(text, "Wags's shoe size: 44", "Wags, 2026-02-14", subject="Wags",
-                                 key="shoe size", value="44")
+    text, other = facts.add_fact(
+        text, "Wags's shoe size: 44", "Wags, 2026-02-14", subject="Wags", key="shoe size", value="44"
+    )
     assert other.added and other.superseded == 0
 
 
@@ -94,8 +105,7 @@ def test_forget_removes_current_and_struck_lines_and_respects_whose() -> None:
 
 
 def test_prompt_view_hides_struck_lines_and_comments() -> None:
-    text = ("# Memory\n\n<!-- for parents -->\n\n## Facts\n\n- ~~old~~ _(x; superseded 2026-01-01)_\n"
-            "- new _(x)_\n")
+    text = "# Memory\n\n<!-- for parents -->\n\n## Facts\n\n- ~~old~~ _(x; superseded 2026-01-01)_\n- new _(x)_\n"
     view = facts.prompt_view(text)
     assert "new" in view and "old" not in view and "for parents" not in view
     assert facts.prompt_view("# Memory\n\n<!-- nothing yet -->\n") == ""

@@ -17,11 +17,23 @@ FAMILY = {
     "members": [
         {"id": "wags", "name": "Wags", "role": "parent", "telegram_user_id": 1001},
         {"id": "mom", "name": "Mom", "role": "parent", "telegram_user_id": 1002},
-        {"id": "aarav", "name": "Aarav", "role": "child", "age_group": "adolescent",
-         "parental_visibility": False, "telegram_user_id": 1003},
+        {
+            "id": "aarav",
+            "name": "Aarav",
+            "role": "child",
+            "age_group": "adolescent",
+            "parental_visibility": False,
+            "telegram_user_id": 1003,
+        },
         {"id": "tara", "name": "Tara", "role": "child", "age_group": "young_child", "telegram_user_id": 1004},
-        {"id": "veda", "name": "Veda", "role": "child", "age_group": "adolescent",
-         "parental_visibility": True, "telegram_user_id": 1005},
+        {
+            "id": "veda",
+            "name": "Veda",
+            "role": "child",
+            "age_group": "adolescent",
+            "parental_visibility": True,
+            "telegram_user_id": 1005,
+        },
         {"id": "priya", "name": "Priya", "role": "colleague", "discord_user_id": 2001},
     ],
     "parents_group": {"telegram_chat_id": -1001},
@@ -179,29 +191,70 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
     ("system", "receive_proactive", "pg", None, None, True, "proactive-parents-group"),
     ("system", "receive_proactive", "dm:mom", None, None, True, "proactive-parent-dm"),
     ("system", "receive_proactive", "dm:tara", None, None, False, "proactive-not-to-children"),
-    ("system", "receive_proactive", "dm:aarav", None, {"rule_allows_children": False}, False,
-     "proactive-not-to-children"),
-    ("system", "receive_proactive", "dm:tara", None, {"rule_allows_children": True}, True,
-     "proactive-child-dm-by-rule"),
+    (
+        "system",
+        "receive_proactive",
+        "dm:aarav",
+        None,
+        {"rule_allows_children": False},
+        False,
+        "proactive-not-to-children",
+    ),
+    (
+        "system",
+        "receive_proactive",
+        "dm:tara",
+        None,
+        {"rule_allows_children": True},
+        True,
+        "proactive-child-dm-by-rule",
+    ),
     ("system", "receive_proactive", "work", None, None, False, "proactive-not-to-work"),
     ("system", "receive_proactive", "pg-unconfigured", None, None, False, "group-untrusted"),
     ("system", "receive_proactive", "pg-suspended", None, None, False, "group-suspended"),
     ("system", "receive_proactive", "dm:priya", None, None, False, None),
     # use_tool
     ("wags", "use_tool", "dm:wags", None, {"tool": "calendar", "tool_class": "private"}, True, "tool-in-scope"),
-    ("aarav", "use_tool", "dm:aarav", None, {"tool": "web_search", "tool_class": "outward"}, True,
-     "tool-in-scope"),
+    ("aarav", "use_tool", "dm:aarav", None, {"tool": "web_search", "tool_class": "outward"}, True, "tool-in-scope"),
     ("mom", "use_tool", "fg", "fg", {"tool": "weather"}, True, "tool-in-scope"),
     ("priya", "use_tool", "work", None, {"tool": "tasks"}, True, "tool-in-scope"),
     ("unknown", "use_tool", "dm:wags", None, {"tool": "weather"}, False, "unknown-sender"),
-    ("tara", "use_tool", "dm:tara", None, {"tool": "web_search", "tool_class": "outward"}, False,
-     "young-child-no-outward-tools"),
-    ("mom", "use_tool", "fg", None, {"tool": "calendar", "tool_class": "private"}, False,
-     "no-private-tools-in-family-group"),
-    ("aarav", "use_tool", "dm:aarav", None, {"tool": "shell", "tool_class": "system"}, False,
-     "child-profile-tool-classes"),
-    ("tara", "use_tool", "dm:tara", None, {"tool": "web_search", "tool_class": "outward"}, False,
-     "child-profile-tool-classes"),
+    (
+        "tara",
+        "use_tool",
+        "dm:tara",
+        None,
+        {"tool": "web_search", "tool_class": "outward"},
+        False,
+        "young-child-no-outward-tools",
+    ),
+    (
+        "mom",
+        "use_tool",
+        "fg",
+        None,
+        {"tool": "calendar", "tool_class": "private"},
+        False,
+        "no-private-tools-in-family-group",
+    ),
+    (
+        "aarav",
+        "use_tool",
+        "dm:aarav",
+        None,
+        {"tool": "shell", "tool_class": "system"},
+        False,
+        "child-profile-tool-classes",
+    ),
+    (
+        "tara",
+        "use_tool",
+        "dm:tara",
+        None,
+        {"tool": "web_search", "tool_class": "outward"},
+        False,
+        "child-profile-tool-classes",
+    ),
     ("wags", "use_tool", "dm:wags", None, {"tool": "shell", "tool_class": "system"}, True, "tool-in-scope"),
     ("aarav", "use_tool", "pg", None, {"tool": "weather"}, False, "outside-scope"),
     ("priya", "use_tool", "dm:wags", None, None, False, "outside-scope"),
@@ -226,12 +279,18 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
 @pytest.mark.parametrize(
     ("principal", "action", "resource", "from_scope", "context", "allowed", "policy_id"),
     RULES,
-    ids=[f"{r[0]}-{r[1]}-{r[2]}" + (f"-from-{r[3]}" if r[3] else "") + (f"-{r[4]}" if r[4] else "")
-         for r in RULES],
+    ids=[f"{r[0]}-{r[1]}-{r[2]}" + (f"-from-{r[3]}" if r[3] else "") + (f"-{r[4]}" if r[4] else "") for r in RULES],
 )
 def test_family_policy(
-    engine: PolicyEngine, family: Family, principal: str, action: Any, resource: str,
-    from_scope: str | None, context: dict[str, Any] | None, allowed: bool, policy_id: str | None,
+    engine: PolicyEngine,
+    family: Family,
+    principal: str,
+    action: Any,
+    resource: str,
+    from_scope: str | None,
+    context: dict[str, Any] | None,
+    allowed: bool,
+    policy_id: str | None,
 ) -> None:
     decision = engine.decide(
         action,
@@ -274,8 +333,9 @@ def test_decision_labels(engine: PolicyEngine, family: Family) -> None:
 
 
 def test_default_deny_reason(engine: PolicyEngine, family: Family) -> None:
-    d = engine.decide("read_memory", principal=who(family, "mom"), resource=who(family, "wags"),
-                      from_scope=SCOPES["dm:mom"])
+    d = engine.decide(
+        "read_memory", principal=who(family, "mom"), resource=who(family, "wags"), from_scope=SCOPES["dm:mom"]
+    )
     assert not d.allowed
     assert d.reason == "no policy permits mom to read_memory member:wags"
 
@@ -295,8 +355,7 @@ def test_member_missing_from_config_is_unknown(engine: PolicyEngine) -> None:
 
 def test_dm_owner_missing_from_config_owns_nothing(engine: PolicyEngine, family: Family) -> None:
     stranger_dm = ScopeRef("telegram:77", "dm", "stranger")
-    d = engine.decide("read_memory", principal=who(family, "wags"), resource=stranger_dm,
-                      from_scope=SCOPES["dm:wags"])
+    d = engine.decide("read_memory", principal=who(family, "wags"), resource=stranger_dm, from_scope=SCOPES["dm:wags"])
     assert not d.allowed and d.policy_ids == ("dm-memory-private",) and not d.errors
 
 
@@ -304,13 +363,11 @@ def test_invalid_requests_raise(engine: PolicyEngine, family: Family) -> None:
     with pytest.raises(ValueError, match="not valid for"):
         engine.decide("read_memory", principal=SYSTEM, resource=SCOPES["pg"])
     with pytest.raises(ValueError, match="engine sets them"):
-        engine.decide("use_tool", principal=who(family, "wags"), resource=SCOPES["dm:wags"],
-                      context={"in_scope": True})
+        engine.decide("use_tool", principal=who(family, "wags"), resource=SCOPES["dm:wags"], context={"in_scope": True})
     with pytest.raises(ValueError, match="unknown policy action"):
         engine.decide("fly", principal=who(family, "wags"), resource=SCOPES["dm:wags"])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="should not exist"):
-        engine.decide("use_tool", principal=who(family, "wags"), resource=SCOPES["dm:wags"],
-                      context={"colour": "red"})
+        engine.decide("use_tool", principal=who(family, "wags"), resource=SCOPES["dm:wags"], context={"colour": "red"})
 
 
 @dataclass(frozen=True)
@@ -361,11 +418,9 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 def test_syntax_error_names_file_and_line(family: Family, tmp_path: Path) -> None:
-    path = write(tmp_path, "extra.cedar", (
-        '@id("bad")\n'
-        "forbid (principal, action, resource)\n"
-        "when { principal.role == };\n"
-    ))
+    path = write(
+        tmp_path, "extra.cedar", ('@id("bad")\nforbid (principal, action, resource)\nwhen { principal.role == };\n')
+    )
     with pytest.raises(PolicyError) as caught:
         PolicyEngine(family, extra_dir=tmp_path)
     assert str(caught.value).startswith(f"{path} line 3: syntax error")
@@ -373,14 +428,18 @@ def test_syntax_error_names_file_and_line(family: Family, tmp_path: Path) -> Non
 
 
 def test_schema_error_names_file_line_and_attribute(family: Family, tmp_path: Path) -> None:
-    path = write(tmp_path, "extra.cedar", (
-        "// our own rules\n"
-        '@id("no-foo")\n'
-        "forbid (principal is Halo::Member, action, resource)\n"
-        "when {\n"
-        "  principal.foo == 3\n"
-        "};\n"
-    ))
+    path = write(
+        tmp_path,
+        "extra.cedar",
+        (
+            "// our own rules\n"
+            '@id("no-foo")\n'
+            "forbid (principal is Halo::Member, action, resource)\n"
+            "when {\n"
+            "  principal.foo == 3\n"
+            "};\n"
+        ),
+    )
     with pytest.raises(PolicyError) as caught:
         PolicyEngine(family, extra_dir=tmp_path)
     message = str(caught.value)
@@ -389,18 +448,25 @@ def test_schema_error_names_file_line_and_attribute(family: Family, tmp_path: Pa
 
 
 def test_unknown_action_in_extra_policy(family: Family, tmp_path: Path) -> None:
-    write(tmp_path, "extra.cedar", (
-        '@id("ok")\npermit (principal, action == Halo::Action::"admin", resource);\n\n'
-        '@id("typo")\nforbid (principal, action == Halo::Action::"sahre", resource);\n'
-    ))
+    write(
+        tmp_path,
+        "extra.cedar",
+        (
+            '@id("ok")\npermit (principal, action == Halo::Action::"admin", resource);\n\n'
+            '@id("typo")\nforbid (principal, action == Halo::Action::"sahre", resource);\n'
+        ),
+    )
     with pytest.raises(PolicyError, match=r"extra\.cedar line 5: .*sahre"):
         PolicyEngine(family, extra_dir=tmp_path)
 
 
 def test_duplicate_policy_id_across_files(family: Family, tmp_path: Path) -> None:
     write(tmp_path, "extra.cedar", '\n@id("own-dm")\nforbid (principal, action, resource);\n')
-    with pytest.raises(PolicyError, match=r'extra\.cedar line 2: duplicate @id\("own-dm"\), already used at '
-                                          r".*family\.cedar line \d+"):
+    with pytest.raises(
+        PolicyError,
+        match=r'extra\.cedar line 2: duplicate @id\("own-dm"\), already used at '
+        r".*family\.cedar line \d+",
+    ):
         PolicyEngine(family, extra_dir=tmp_path)
 
 
@@ -416,20 +482,22 @@ def test_missing_extra_dir_is_fine(family: Family, tmp_path: Path) -> None:
 
 
 def test_family_can_forbid_child_share(family: Family, tmp_path: Path) -> None:
-    path = write(tmp_path, "no-child-share.cedar", (
-        '@id("no-child-share")\n'
-        '@reason("In our family, children do not share into the parents group.")\n'
-        'forbid (principal is Halo::Member, action == Halo::Action::"share", resource)\n'
-        'when { principal.role == "child" };\n'
-    ))
+    path = write(
+        tmp_path,
+        "no-child-share.cedar",
+        (
+            '@id("no-child-share")\n'
+            '@reason("In our family, children do not share into the parents group.")\n'
+            'forbid (principal is Halo::Member, action == Halo::Action::"share", resource)\n'
+            'when { principal.role == "child" };\n'
+        ),
+    )
     engine = PolicyEngine(family, extra_dir=tmp_path)
-    child = engine.decide("share", principal=who(family, "aarav"), resource=SCOPES["pg"],
-                          from_scope=SCOPES["dm:aarav"])
+    child = engine.decide("share", principal=who(family, "aarav"), resource=SCOPES["pg"], from_scope=SCOPES["dm:aarav"])
     assert not child.allowed
     assert child.policy_ids == ("no-child-share",)
     assert child.reason == "In our family, children do not share into the parents group."
-    parent = engine.decide("share", principal=who(family, "wags"), resource=SCOPES["pg"],
-                           from_scope=SCOPES["dm:wags"])
+    parent = engine.decide("share", principal=who(family, "wags"), resource=SCOPES["pg"], from_scope=SCOPES["dm:wags"])
     assert parent.allowed
     assert f"{path} line 1" in engine.explain(child)
 
@@ -472,15 +540,26 @@ def test_audit_gets_denies_and_non_converse_allows(family: Family) -> None:
     engine.decide("read_transcript", principal=wags, resource=SCOPES["dm:tara"])
     engine.decide("read_transcript", principal=wags, resource=SCOPES["dm:tara"])  # memoised, still audited
     denied, allowed, again = sink.events
-    assert denied == {"kind": "policy", "principal": "aarav", "action": "converse",
-                      "resource": "telegram:-1001", "from_scope": None, "allowed": False,
-                      "policy_ids": ["parents-group-parents-only"],
-                      "reason": "The parents group is for parents only; anyone else's message there is refused."}
-    assert allowed == {"kind": "policy", "principal": "wags", "action": "read_transcript",
-                       "resource": "telegram:1004", "from_scope": None, "allowed": True,
-                       "policy_ids": ["parent-reads-child-transcript"],
-                       "reason": "A parent may read a young child's DM transcript, "
-                                 "or an adolescent's with parental visibility."}
+    assert denied == {
+        "kind": "policy",
+        "principal": "aarav",
+        "action": "converse",
+        "resource": "telegram:-1001",
+        "from_scope": None,
+        "allowed": False,
+        "policy_ids": ["parents-group-parents-only"],
+        "reason": "The parents group is for parents only; anyone else's message there is refused.",
+    }
+    assert allowed == {
+        "kind": "policy",
+        "principal": "wags",
+        "action": "read_transcript",
+        "resource": "telegram:1004",
+        "from_scope": None,
+        "allowed": True,
+        "policy_ids": ["parent-reads-child-transcript"],
+        "reason": "A parent may read a young child's DM transcript, or an adolescent's with parental visibility.",
+    }
     assert again == allowed
 
     engine.decide("converse", principal=aarav, resource=SCOPES["pg"], audit=False)  # a probe: /whoami
@@ -488,8 +567,9 @@ def test_audit_gets_denies_and_non_converse_allows(family: Family) -> None:
 
 
 def test_explain_shows_ids_reasons_and_where(engine: PolicyEngine, family: Family) -> None:
-    decision = engine.decide("read_memory", principal=who(family, "aarav"), resource=SCOPES["dm:wags"],
-                             from_scope=SCOPES["dm:aarav"])
+    decision = engine.decide(
+        "read_memory", principal=who(family, "aarav"), resource=SCOPES["dm:wags"], from_scope=SCOPES["dm:aarav"]
+    )
     text = engine.explain(decision)
     assert text.splitlines()[0] == "DENY: aarav read_memory telegram:1001 (from telegram:1003)"
     for policy_id in ("dm-memory-private", "child-reads-parent"):
@@ -541,16 +621,17 @@ def test_templates_are_refused(family: Family, tmp_path: Path) -> None:
 
 def test_age_profile_is_an_entity_attribute_policies_enforce(tmp_path: Path) -> None:
     """A family that narrows the adolescent profile in halo.yaml gets it enforced by Cedar."""
-    narrowed = Family.model_validate(
-        {**FAMILY, "safety": {"profiles": {"adolescent": {"tool_classes": ["internal"]}}}}
-    )
+    narrowed = Family.model_validate({**FAMILY, "safety": {"profiles": {"adolescent": {"tool_classes": ["internal"]}}}})
     engine = PolicyEngine(narrowed)
     outward = {"tool": "web_search", "tool_class": "outward"}
-    denied = engine.decide("use_tool", principal=who(narrowed, "aarav"), resource=SCOPES["dm:aarav"],
-                           context=outward)
+    denied = engine.decide("use_tool", principal=who(narrowed, "aarav"), resource=SCOPES["dm:aarav"], context=outward)
     assert not denied.allowed and denied.policy_ids == ("child-profile-tool-classes",)
-    allowed = engine.decide("use_tool", principal=who(narrowed, "aarav"), resource=SCOPES["dm:aarav"],
-                            context={"tool": "clock", "tool_class": "internal"})
+    allowed = engine.decide(
+        "use_tool",
+        principal=who(narrowed, "aarav"),
+        resource=SCOPES["dm:aarav"],
+        context={"tool": "clock", "tool_class": "internal"},
+    )
     assert allowed.allowed
     # a family policy can read the profile too
     (tmp_path / "short.cedar").write_text(
@@ -559,9 +640,17 @@ def test_age_profile_is_an_entity_attribute_policies_enforce(tmp_path: Path) -> 
         "when { principal has profile && principal.profile.max_reply_chars < 1000 };\n"
     )
     family_rules = PolicyEngine(narrowed, extra_dir=tmp_path)
-    tara = family_rules.decide("use_tool", principal=who(narrowed, "tara"), resource=SCOPES["dm:tara"],
-                               context={"tool": "clock", "tool_class": "internal"})
+    tara = family_rules.decide(
+        "use_tool",
+        principal=who(narrowed, "tara"),
+        resource=SCOPES["dm:tara"],
+        context={"tool": "clock", "tool_class": "internal"},
+    )
     assert not tara.allowed and "short-replies-no-tools" in tara.policy_ids
-    wags = family_rules.decide("use_tool", principal=who(narrowed, "wags"), resource=SCOPES["dm:wags"],
-                               context={"tool": "clock", "tool_class": "internal"})
+    wags = family_rules.decide(
+        "use_tool",
+        principal=who(narrowed, "wags"),
+        resource=SCOPES["dm:wags"],
+        context={"tool": "clock", "tool_class": "internal"},
+    )
     assert wags.allowed

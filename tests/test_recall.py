@@ -37,8 +37,11 @@ async def seed_dm_month_ago(settings: Settings) -> None:
     store = TranscriptStore(settings.paths.transcripts)
     then = datetime.now(UTC) - timedelta(days=31)
     await store.append(TranscriptLine("u1", then, DM, "user", DENTIST, speaker="mom", platform="web"))
-    await store.append(TranscriptLine("a1", then + timedelta(seconds=3), DM, "assistant", "Noted: the dentist.",
-                                      speaker="halo", platform="web"))
+    await store.append(
+        TranscriptLine(
+            "a1", then + timedelta(seconds=3), DM, "assistant", "Noted: the dentist.", speaker="halo", platform="web"
+        )
+    )
     parents_dir = settings.paths.scope_dir(PARENTS)
     parents_dir.mkdir(parents=True, exist_ok=True)
     (parents_dir / "MEMORY.md").write_text("# Parents\nGrandma visits in December.\n")
@@ -95,8 +98,9 @@ async def test_recall_command_lists_hits_by_scope(fake_llm, settings_for, serve_
     assert body["reply"].startswith("Usage: /recall")
     assert fake_llm.model_requests == [], "commands never reach the model"
     policy_events = running.halo.services.audit.tail(50, kind="policy")
-    assert any(e["action"] == "read_memory" and e["resource"] == DM and not e["allowed"] for e in policy_events), \
+    assert any(e["action"] == "read_memory" and e["resource"] == DM and not e["allowed"] for e in policy_events), (
         "the group's refused read of the DM is audited"
+    )
 
 
 async def test_recall_tool_asks_the_policy_per_scope(fake_llm, settings_for, serve_halo, model_dir) -> None:

@@ -96,8 +96,9 @@ def test_shorten_cuts_on_a_sentence_boundary() -> None:
 
 def test_strictest_profile_of_a_group() -> None:
     config = SafetyConfig()
-    group, merged = strictest([("adolescent", config.profile("adolescent")),
-                               ("young_child", config.profile("young_child"))])
+    group, merged = strictest(
+        [("adolescent", config.profile("adolescent")), ("young_child", config.profile("young_child"))]
+    )
     assert group == "young_child"
     assert merged.max_reply_chars == DEFAULT_PROFILES["young_child"]["max_reply_chars"]
     assert "outward" not in merged.tool_classes
@@ -106,10 +107,12 @@ def test_strictest_profile_of_a_group() -> None:
 
 
 def test_profile_overrides_keep_the_other_defaults() -> None:
-    family = Family.model_validate({
-        "members": [{"id": "tara", "name": "Tara", "role": "child"}],
-        "safety": {"profiles": {"young_child": {"max_reply_chars": 300}}},
-    })
+    family = Family.model_validate(
+        {
+            "members": [{"id": "tara", "name": "Tara", "role": "child"}],
+            "safety": {"profiles": {"young_child": {"max_reply_chars": 300}}},
+        }
+    )
     tara = family.member("tara")
     assert tara is not None and tara.age_group == "young_child"
     profile = family.profile_of(tara)
@@ -120,8 +123,9 @@ def test_profile_overrides_keep_the_other_defaults() -> None:
 
 
 def test_alert_text_quotes_only_when_allowed_and_never_over_chat_apps() -> None:
-    family = Family.model_validate({"members": [{"id": "aarav", "name": "Aarav", "role": "child",
-                                                 "age_group": "adolescent"}]})
+    family = Family.model_validate(
+        {"members": [{"id": "aarav", "name": "Aarav", "role": "child", "age_group": "adolescent"}]}
+    )
     aarav = family.members[0]
     found = Assessment("high", "strangers", source="classifier", summary="Someone online wants to meet him.")
     private = alert_text(aarav, datetime.now(UTC), "in their private chat", found, words=None, action="x")

@@ -35,8 +35,9 @@ async def model() -> AsyncIterator[tuple[FakeOpenAI, SafetyScript]]:
 
 
 @pytest.fixture
-async def start(home: Path, model: tuple[FakeOpenAI, SafetyScript], tg: FakeTelegram
-                ) -> AsyncIterator[Callable[..., Awaitable[Halo]]]:
+async def start(
+    home: Path, model: tuple[FakeOpenAI, SafetyScript], tg: FakeTelegram
+) -> AsyncIterator[Callable[..., Awaitable[Halo]]]:
     running: list[Halo] = []
 
     async def start_halo(family: str = FAMILY) -> Halo:

@@ -25,8 +25,14 @@ from tests.conftest import write_home
 from tests.semantic_helpers import concept_model
 
 SCOPES = [
-    "telegram:1001", "telegram:1002", "telegram:1003", "telegram:1004",  # DMs: wags, mom, aarav, tara
-    "web:wags", "web:mom", "web:aarav", "web:priya",
+    "telegram:1001",
+    "telegram:1002",
+    "telegram:1003",
+    "telegram:1004",  # DMs: wags, mom, aarav, tara
+    "web:wags",
+    "web:mom",
+    "web:aarav",
+    "web:priya",
     "telegram:-1001234",  # the parents group
     "telegram:-777",  # a group halo.yaml does not name
     "discord:3001",  # the work channel
@@ -92,8 +98,14 @@ def test_recall_never_crosses_a_scope_the_policy_refuses(world: World, member, s
     hits = world.loop.run_until_complete(search_readable(turn, query, limit=10, audit=False))
     policy = turn.services.policy
     for hit in hits:
-        decision = policy.decide("read_memory", principal=turn.member, resource=resolve_scope(turn.services.family,
-                                 hit.scope_id), from_scope=turn.scope, unknown_id="999", audit=False)
+        decision = policy.decide(
+            "read_memory",
+            principal=turn.member,
+            resource=resolve_scope(turn.services.family, hit.scope_id),
+            from_scope=turn.scope,
+            unknown_id="999",
+            audit=False,
+        )
         assert decision.allowed, f"{member} in {scope_id} got a chunk of {hit.scope_id}: {decision.reason}"
         for other in SCOPES:
             if secret(other) in hit.text:
@@ -106,8 +118,9 @@ def test_who_reads_what(world: World) -> None:
     def readable(member: str | None, scope_id: str) -> set[str]:
         return set(readable_scopes(turn_for(world, member, scope_id), audit=False))
 
-    assert readable("mom", "telegram:1002") == {"telegram:1002", "telegram:-1001234", "telegram:1004"}, \
+    assert readable("mom", "telegram:1002") == {"telegram:1002", "telegram:-1001234", "telegram:1004"}, (
         "her DM, the parents group, and young Tara's DM"
+    )
     assert readable("mom", "telegram:-1001234") == {"telegram:-1001234", "telegram:1004"}
     assert readable("aarav", "telegram:1003") == {"telegram:1003"}, "an adolescent without visibility: own DM only"
     assert readable("tara", "telegram:1004") == {"telegram:1004"}

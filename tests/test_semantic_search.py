@@ -107,9 +107,11 @@ async def test_minimum_score_keeps_small_talk_empty(paths, embedder) -> None:
 
 
 async def test_several_scopes_merge_by_score(paths, embedder) -> None:
-    for scope, text in [("web:mom", "The dentist is Dr. Patel on Elm Street."),
-                        ("telegram:-1001234", "Dentist bills go to the joint account."),
-                        ("web:wags", "Soccer cleats are size six.")]:
+    for scope, text in [
+        ("web:mom", "The dentist is Dr. Patel on Elm Street."),
+        ("telegram:-1001234", "Dentist bills go to the joint account."),
+        ("web:wags", "Soccer cleats are size six."),
+    ]:
         folder = paths.scope_dir(scope)
         folder.mkdir(parents=True)
         (folder / "MEMORY.md").write_text(text + "\n")

@@ -48,8 +48,16 @@ def write(path: Path, text: str) -> None:
 
 
 async def say(store: TranscriptStore, role: str, text: str, ts: datetime, speaker: str = "mom") -> None:
-    await store.append(TranscriptLine(os.urandom(6).hex(), ts, SCOPE, role, text,  # type: ignore[arg-type]
-                                      speaker=speaker if role == "user" else "halo"))
+    await store.append(
+        TranscriptLine(
+            os.urandom(6).hex(),
+            ts,
+            SCOPE,
+            role,
+            text,  # type: ignore[arg-type]
+            speaker=speaker if role == "user" else "halo",
+        )
+    )
 
 
 def test_markdown_chunks_follow_headings_lines_and_overlap() -> None:
@@ -123,8 +131,12 @@ async def test_edit_add_delete_and_append_embed_only_what_changed(paths, embedde
 
     index = ScopeIndex(semantic.index_path(SCOPE), SCOPE)
     new_memory_chunks = chunk_markdown("MEMORY.md", long_memory)
-    old_texts = {c.text for c in chunk_markdown("MEMORY.md", "# Facts\nAarav's dentist is Dr. Patel.\n\n## Car\n"
-                                                                "The van needs new tyres.\n")}
+    old_texts = {
+        c.text
+        for c in chunk_markdown(
+            "MEMORY.md", "# Facts\nAarav's dentist is Dr. Patel.\n\n## Car\nThe van needs new tyres.\n"
+        )
+    }
     expected = {c.text for c in new_memory_chunks} - old_texts
     expected |= {"- vet visit for the puppy"}
     expected |= {t for t in embedder.texts if "passport" in t}
@@ -136,8 +148,9 @@ async def test_edit_add_delete_and_append_embed_only_what_changed(paths, embedde
     assert stats["files"] == 2
     with index.transaction() as db:
         sources = {r[0] for r in db.execute("select distinct source from chunks")}
-        orphans = db.execute("select count(*) from embeddings e where not exists "
-                             "(select 1 from chunks c where c.embedding_id = e.id)").fetchone()[0]
+        orphans = db.execute(
+            "select count(*) from embeddings e where not exists (select 1 from chunks c where c.embedding_id = e.id)"
+        ).fetchone()[0]
     assert sources == {"MEMORY.md", "daily/2026-09-02.md", "transcript"}
     assert orphans == 0, "vectors of deleted chunks are collected"
     index.close()

@@ -25,18 +25,26 @@ def halo_cmd(*args: str, home: Path, port: int | None = None, **popen) -> subpro
     if port is not None:
         env["HALO_ADMIN__PORT"] = str(port)
     return subprocess.Popen(
-        [sys.executable, "-m", "halo.cli", *args], cwd=ROOT, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen,
+        [sys.executable, "-m", "halo.cli", *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **popen,
     )
 
 
-def run_halo(
-    *args: str, home: Path, timeout: float = 30, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
+def run_halo(*args: str, home: Path, timeout: float = 30, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HALO_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", "halo.cli", *args], cwd=ROOT, env=env, text=True,
-        capture_output=True, timeout=timeout, input=stdin,
+        [sys.executable, "-m", "halo.cli", *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        input=stdin,
     )
 
 

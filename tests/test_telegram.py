@@ -29,10 +29,17 @@ COMMENTED_FAMILY = "# the Sharmas — edited by hand\n" + FAMILY_YAML
 
 
 def telegram_yaml(base_url: str, **extra: Any) -> str:
-    fields = {"token": TOKEN, "base_url": base_url, "poll_timeout_seconds": 1, "send_retries": 1,
-              "retry_backoff_seconds": 0.05, **extra}
-    return "telegram:\n" + "".join(f"  {k}: {v!r}\n" if isinstance(v, str) else f"  {k}: {v}\n"
-                                   for k, v in fields.items())
+    fields = {
+        "token": TOKEN,
+        "base_url": base_url,
+        "poll_timeout_seconds": 1,
+        "send_retries": 1,
+        "retry_backoff_seconds": 0.05,
+        **extra,
+    }
+    return "telegram:\n" + "".join(
+        f"  {k}: {v!r}\n" if isinstance(v, str) else f"  {k}: {v}\n" for k, v in fields.items()
+    )
 
 
 def adapter_of(halo: Halo) -> TelegramAdapter:
@@ -105,8 +112,9 @@ async def test_a_parents_dm_round_trip(start, tg: FakeTelegram, fake_llm: FakeOp
     menu = {c["command"] for c in tg.calls_to("setMyCommands")[0].params["commands"]}
     assert {"help", "whoami", "new", "approve", "deny", "resume"} <= menu
     status = halo.adapter_status()["telegram"]
-    assert status["connected"] and status["bot"] == "@halo_family_bot" and status["outbox"] == {
-        "pending": 0, "failed": 0}
+    assert (
+        status["connected"] and status["bot"] == "@halo_family_bot" and status["outbox"] == {"pending": 0, "failed": 0}
+    )
 
 
 async def test_a_childs_dm_round_trip_and_neither_sees_the_other(start, tg, fake_llm):
@@ -215,8 +223,12 @@ async def test_someone_unknown_joining_the_parents_group_stops_it(start, tg):
 
 
 async def test_respond_to_all_answers_every_parent_message(start, tg, fake_llm):
-    await start(family=FAMILY_YAML.replace("parents_group: {telegram_chat_id: -1001234}",
-                                           "parents_group: {telegram_chat_id: -1001234, respond_to_all: true}"))
+    await start(
+        family=FAMILY_YAML.replace(
+            "parents_group: {telegram_chat_id: -1001234}",
+            "parents_group: {telegram_chat_id: -1001234, respond_to_all: true}",
+        )
+    )
     fake_llm.reply("Noted.")
     tg.message(GROUP, 1001, "dentist on friday")
     assert await tg.wait_sent(GROUP) == ["Noted."]
@@ -335,7 +347,9 @@ async def test_each_chat_in_order_and_chats_concurrently(start, tg, fake_llm):
 
 
 async def test_unreachable_telegram_keeps_halo_running_and_status_says_so(
-    home: Path, fake_llm: FakeOpenAI, serve_halo: Any,
+    home: Path,
+    fake_llm: FakeOpenAI,
+    serve_halo: Any,
 ):
     port = free_port()
     write_home(home, llm_yaml(fake_llm) + telegram_yaml(f"http://127.0.0.1:{port}/bot"))
@@ -369,11 +383,13 @@ async def test_webhook_mode_takes_updates_only_with_the_secret(home: Path, fake_
     secret = tg.webhook["secret_token"]
     update = {"update_id": 41, "message": tg.message(1002, 1002, "via webhook")["message"]}
 
-    async with running.http.post(running.url("/tg/hook"), json=update,
-                                 headers={"X-Telegram-Bot-Api-Secret-Token": "guess"}) as resp:
+    async with running.http.post(
+        running.url("/tg/hook"), json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "guess"}
+    ) as resp:
         assert resp.status == 403
-    async with running.http.post(running.url("/tg/hook"), json=update,
-                                 headers={"X-Telegram-Bot-Api-Secret-Token": secret}) as resp:
+    async with running.http.post(
+        running.url("/tg/hook"), json=update, headers={"X-Telegram-Bot-Api-Secret-Token": secret}
+    ) as resp:
         assert resp.status == 200
     assert await tg.wait_sent(1002) == ["Hello from the fake model"]
     assert tg.calls_to("getUpdates") == [] and adapter.status()["mode"] == "webhook"

@@ -17,13 +17,15 @@ from halo.scopes import resolve_scope
 from tests.fakes.telegram_server import visible_text
 
 BOT = BotIdentity(999, "halo_family_bot")
-FAMILY = Family.model_validate({
-    "members": [
-        {"id": "mom", "name": "Mom", "role": "parent", "telegram_user_id": 1002},
-        {"id": "aarav", "name": "Aarav", "role": "child", "telegram_user_id": 1003},
-    ],
-    "parents_group": {"telegram_chat_id": -1001234},
-})
+FAMILY = Family.model_validate(
+    {
+        "members": [
+            {"id": "mom", "name": "Mom", "role": "parent", "telegram_user_id": 1002},
+            {"id": "aarav", "name": "Aarav", "role": "child", "telegram_user_id": 1003},
+        ],
+        "parents_group": {"telegram_chat_id": -1001234},
+    }
+)
 
 _text = st.text(alphabet=st.sampled_from(list("ab c\n\n😀<&>*`")), max_size=400)
 
@@ -69,9 +71,12 @@ def test_html_formatting(text: str, html: str):
 
 def message(chat_id: int, from_id: int, text: str, **fields: Any) -> Message:
     data = {
-        "message_id": 7, "date": 1_700_000_000, "text": text,
+        "message_id": 7,
+        "date": 1_700_000_000,
+        "text": text,
         "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
-        "from": {"id": from_id, "is_bot": False, "first_name": "X", "username": "x"}, **fields,
+        "from": {"id": from_id, "is_bot": False, "first_name": "X", "username": "x"},
+        **fields,
     }
     return Message.de_json(data, None)
 
@@ -87,14 +92,30 @@ def mention(text: str, offset: int = 0, length: int | None = None, kind: str = "
         ("@halo_family_bot hi", {"entities": [mention("@halo_family_bot")]}, True),
         ("@HALO_FAMILY_BOT hi", {"entities": [mention("@HALO_FAMILY_BOT")]}, True),
         ("@other_bot hi", {"entities": [mention("@other_bot")]}, False),
-        ("halo hi", {"entities": [mention("halo", kind="text_mention", user={"id": 999, "is_bot": True,
-                                                                            "first_name": "halo"})]}, True),
+        (
+            "halo hi",
+            {
+                "entities": [
+                    mention("halo", kind="text_mention", user={"id": 999, "is_bot": True, "first_name": "halo"})
+                ]
+            },
+            True,
+        ),
         ("/help", {"entities": [mention("/help", kind="bot_command")]}, True),
         ("/help@halo_family_bot", {"entities": [mention("/help@halo_family_bot", kind="bot_command")]}, True),
         ("/help@other_bot", {"entities": [mention("/help@other_bot", kind="bot_command")]}, False),
-        ("thanks", {"reply_to_message": {"message_id": 3, "date": 1_700_000_000,
-                                         "chat": {"id": -1001234, "type": "supergroup"},
-                                         "from": {"id": 999, "is_bot": True, "first_name": "halo"}}}, True),
+        (
+            "thanks",
+            {
+                "reply_to_message": {
+                    "message_id": 3,
+                    "date": 1_700_000_000,
+                    "chat": {"id": -1001234, "type": "supergroup"},
+                    "from": {"id": 999, "is_bot": True, "first_name": "halo"},
+                }
+            },
+            True,
+        ),
     ],
 )
 def test_group_messages_are_for_halo_when_mentioned_replied_to_or_commanded(text, fields, addressed):
@@ -123,4 +144,3 @@ def test_start_is_help(text: str):
     scope = resolve_scope(FAMILY, "telegram:1002")
     envelope = to_envelope(message(1002, 1002, text), scope, FAMILY, BOT)
     assert envelope is not None and envelope.text == "/help"
-

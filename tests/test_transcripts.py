@@ -48,7 +48,7 @@ def raw_lines(path: Path) -> list[bytes]:
 
 
 def test_line_round_trips_with_extra_at_top_level() -> None:
-    line = make_line("नमस्ते \u2028 {\"quoted\"}\n", reply_to="abc", tokens=12)
+    line = make_line('नमस्ते \u2028 {"quoted"}\n', reply_to="abc", tokens=12)
     data = json.loads(line.to_json())
     assert list(data)[:8] == ["id", "ts", "scope_id", "role", "speaker", "target", "platform", "text"]
     assert data["reply_to"] == "abc" and data["tokens"] == 12
@@ -62,8 +62,7 @@ def test_line_rejects_naive_time_bad_role_and_shadowing_extra() -> None:
     with pytest.raises(ValueError):
         TranscriptLine(id="1", ts=datetime.now(UTC), scope_id=SCOPE, role="bot", text="x")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        TranscriptLine(id="1", ts=datetime.now(UTC), scope_id=SCOPE, role="user", text="x",
-                       extra={"text": "y"})
+        TranscriptLine(id="1", ts=datetime.now(UTC), scope_id=SCOPE, role="user", text="x", extra={"text": "y"})
 
 
 def test_line_time_is_normalised_to_utc() -> None:
@@ -143,8 +142,14 @@ async def test_a_second_process_appending_concurrently_never_interleaves(
     # The child appends until told to stop, so every append of ours races one of its appends.
     stop = tmp_path / "stop"
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _CHILD, str(store.root), SCOPE, str(stop),
-        cwd=REPO, stdout=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-c",
+        _CHILD,
+        str(store.root),
+        SCOPE,
+        str(stop),
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
     )
     assert child.stdout is not None
     assert await asyncio.wait_for(child.stdout.readline(), 60) == b"ready\n"
@@ -202,7 +207,7 @@ async def test_a_torn_last_line_is_skipped_and_the_next_append_starts_fresh(
 async def test_corrupt_complete_lines_are_skipped_without_raising(store: TranscriptStore) -> None:
     await store.append(make_line("one"))
     with store.path(SCOPE).open("ab") as f:
-        f.write(b"not json\n[1, 2]\n{\"id\": \"x\"}\n\n")
+        f.write(b'not json\n[1, 2]\n{"id": "x"}\n\n')
         f.write(make_line("bad role").to_json().replace('"user"', '"robot"').encode() + b"\n")
         f.write(make_line("bad id").to_json().replace('"id":"', '"id":7,"x":"').encode() + b"\n")
     await store.append(make_line("two"))

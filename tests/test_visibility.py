@@ -18,10 +18,14 @@ async def say(running: Any, member_id: str, scope_id: str, text: str) -> None:
     """A line in a scope's transcript, said through the gateway (commands need no model)."""
     family = running.halo.services.family
     member = family.member(member_id)
-    await running.halo.gateway.handle(Envelope(
-        platform=scope_id.split(":")[0], scope=resolve_scope(family, scope_id),  # type: ignore[arg-type]
-        speaker=Speaker(member_id, member), text=text,
-    ))
+    await running.halo.gateway.handle(
+        Envelope(
+            platform=scope_id.split(":")[0],
+            scope=resolve_scope(family, scope_id),  # type: ignore[arg-type]
+            speaker=Speaker(member_id, member),
+            text=text,
+        )
+    )
 
 
 async def read(running: Any, token: str | None, scope_id: str, lines: int = 20) -> tuple[int, Any]:
@@ -45,10 +49,19 @@ READS = [
 ]
 
 
-@pytest.mark.parametrize(("family", "token", "scope_id", "allowed", "policy_id"), READS,
-                         ids=[f"{r[1].split('-')[0]}-{r[2]}{'-visible' if r[0] is VISIBLE else ''}" for r in READS])
+@pytest.mark.parametrize(
+    ("family", "token", "scope_id", "allowed", "policy_id"),
+    READS,
+    ids=[f"{r[1].split('-')[0]}-{r[2]}{'-visible' if r[0] is VISIBLE else ''}" for r in READS],
+)
 async def test_transcript_reads_follow_the_policy_and_are_audited(
-    family: str, token: str, scope_id: str, allowed: bool, policy_id: str | None, home, serve_halo,
+    family: str,
+    token: str,
+    scope_id: str,
+    allowed: bool,
+    policy_id: str | None,
+    home,
+    serve_halo,
 ) -> None:
     running = await serve_halo(family_settings(home, "llm: {provider: none}\n", family=family))
     scope = resolve_scope(running.halo.services.family, scope_id)

@@ -30,9 +30,7 @@ logger = logging.getLogger(__name__)
 
 Role = Literal["user", "assistant", "system", "event"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
-CORE_KEYS: frozenset[str] = frozenset(
-    {"id", "ts", "scope_id", "role", "speaker", "target", "platform", "text"}
-)
+CORE_KEYS: frozenset[str] = frozenset({"id", "ts", "scope_id", "role", "speaker", "target", "platform", "text"})
 
 _fsync = getattr(os, "fdatasync", os.fsync)  # the size is the only metadata an append needs on disk
 
@@ -161,8 +159,9 @@ class TranscriptReader(Iterator[tuple[int, TranscriptLine]]):
             for raw in f:
                 offset = self.next_offset
                 if not raw.endswith(b"\n"):
-                    logger.warning("%s: skipping torn line at offset %d (%d bytes, no newline)",
-                                   self.path, offset, len(raw))
+                    logger.warning(
+                        "%s: skipping torn line at offset %d (%d bytes, no newline)", self.path, offset, len(raw)
+                    )
                     return
                 self.next_offset = offset + len(raw)
                 if (line := _parse(self.path, raw, offset)) is not None:
@@ -236,7 +235,7 @@ class TranscriptStore:
                     offset = size + 1
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 _fsync(fd)
             finally:
                 os.close(fd)

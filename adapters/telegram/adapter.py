@@ -74,7 +74,8 @@ class TelegramAdapter:
         self.identity: BotIdentity | None = None
         self.last_update_id: int | None = None
         self.webhook_secret = (
-            settings.webhook_secret.get_secret_value() if settings.webhook_secret
+            settings.webhook_secret.get_secret_value()
+            if settings.webhook_secret
             else hashlib.sha256(f"halo-webhook:{token}".encode()).hexdigest()[:48]
         )
         self.webhook_path: str | None = None
@@ -82,8 +83,12 @@ class TelegramAdapter:
             self.webhook_path = urlparse(settings.webhook_url).path or DEFAULT_WEBHOOK_PATH
         self.app = self._application(token)
         self.outbox = Outbox(
-            self.store, self.app.bot, gateway.services.audit,
-            retries=settings.send_retries, backoff=settings.retry_backoff_seconds, describe=self.describe,
+            self.store,
+            self.app.bot,
+            gateway.services.audit,
+            retries=settings.send_retries,
+            backoff=settings.retry_backoff_seconds,
+            describe=self.describe,
         )
         self._runner: asyncio.Task[None] | None = None
 
@@ -127,13 +132,20 @@ class TelegramAdapter:
                 return
             except Exception as exc:  # unreachable, or anything else: halo runs on, /status says why
                 self.health.failed(self.describe(exc))
-                log.warning("Telegram is unreachable, trying again in %.0fs: %s", pause, self.describe(exc),
-                            exc_info=not isinstance(exc, TelegramError))
+                log.warning(
+                    "Telegram is unreachable, trying again in %.0fs: %s",
+                    pause,
+                    self.describe(exc),
+                    exc_info=not isinstance(exc, TelegramError),
+                )
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, MAX_RECONNECT_PAUSE)
         self.outbox.start()
-        log.info("Telegram: @%s is %s", self.identity.username if self.identity else "?",
-                 "receiving a webhook" if self.settings.webhook_url else "polling")
+        log.info(
+            "Telegram: @%s is %s",
+            self.identity.username if self.identity else "?",
+            "receiving a webhook" if self.settings.webhook_url else "polling",
+        )
 
     async def _connect(self) -> None:
         app = self.app
@@ -149,7 +161,8 @@ class TelegramAdapter:
             )
         elif app.updater is not None and not app.updater.running:
             await app.updater.start_polling(
-                timeout=self.settings.poll_timeout_seconds, allowed_updates=ALLOWED_UPDATES,
+                timeout=self.settings.poll_timeout_seconds,
+                allowed_updates=ALLOWED_UPDATES,
                 error_callback=self._polling_error,
             )
         self.health.ok()
@@ -266,8 +279,12 @@ class TelegramAdapter:
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         error = context.error
         update_id = update.update_id if isinstance(update, Update) else None
-        log.error("handling Telegram update %s failed: %s", update_id,
-                  self.describe(error) if error else "unknown error", exc_info=error)
+        log.error(
+            "handling Telegram update %s failed: %s",
+            update_id,
+            self.describe(error) if error else "unknown error",
+            exc_info=error,
+        )
 
     # --- webhook ---------------------------------------------------------------------
 

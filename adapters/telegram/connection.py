@@ -113,7 +113,8 @@ def hide_token_in_logs(token: str) -> None:
     on the logger a record is made by), and keep httpx's per-request INFO line, which
     carries the URL, out of the log unless someone asks for it."""
     names = ["httpx", "httpcore", "telegram"] + [
-        name for name in logging.root.manager.loggerDict
+        name
+        for name in logging.root.manager.loggerDict
         if name.startswith(("telegram.", "httpcore.", "httpx.", "adapters.telegram"))
     ]
     for name in names:

@@ -43,7 +43,7 @@ def split_message(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
         for separator in ("\n\n", "\n", " "):
             cut = rest.rfind(separator, 1, fits + len(separator))  # the piece before it fits
             if cut > 0 and rest[:cut].strip():
-                piece, rest = rest[:cut], rest[cut + len(separator):]
+                piece, rest = rest[:cut], rest[cut + len(separator) :]
                 break
         else:
             piece, rest = rest[:fits], rest[fits:]
@@ -65,7 +65,7 @@ def to_html(text: str) -> str:
     out: list[str] = []
     position = 0
     for match in _FENCE.finditer(text):
-        out.append(_inline(text[position:match.start()]))
+        out.append(_inline(text[position : match.start()]))
         out.append(f"<pre>{html.escape(match.group(2).strip(chr(10)), quote=False)}</pre>")
         position = match.end()
     out.append(_inline(text[position:]))
@@ -76,7 +76,7 @@ def _inline(text: str) -> str:
     out: list[str] = []
     position = 0
     for match in _CODE.finditer(text):
-        out.append(_prose(text[position:match.start()]))
+        out.append(_prose(text[position : match.start()]))
         out.append(f"<code>{html.escape(match.group(1), quote=False)}</code>")
         position = match.end()
     out.append(_prose(text[position:]))

@@ -115,8 +115,9 @@ class Outbox:
             except (NetworkError, InvalidToken, TelegramError) as exc:
                 if attempt >= self.retries:
                     pause = min(self.backoff * 2 ** (message.attempts + attempt), MAX_PAUSE)
-                    log.warning("sending to %s failed, retrying in %.0fs: %s",
-                                message.chat_id, pause, self.describe(exc))
+                    log.warning(
+                        "sending to %s failed, retrying in %.0fs: %s", message.chat_id, pause, self.describe(exc)
+                    )
                     await self.store.retry_later(message.id, self.describe(exc), time.time() + pause)
                     return False
                 await asyncio.sleep(self.backoff * 2**attempt)

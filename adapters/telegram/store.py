@@ -73,10 +73,18 @@ def _rows(messages: list[Outgoing], now: float) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for message in messages:
         for n, piece in enumerate(split_message(message.text)):
-            rows.append({
-                "chat_id": message.chat_id, "text": piece, "reply_to": message.reply_to if n == 0 else None,
-                "plain": False, "status": "pending", "attempts": 0, "next_try": now, "created_at": now,
-            })
+            rows.append(
+                {
+                    "chat_id": message.chat_id,
+                    "text": piece,
+                    "reply_to": message.reply_to if n == 0 else None,
+                    "plain": False,
+                    "status": "pending",
+                    "attempts": 0,
+                    "next_try": now,
+                    "created_at": now,
+                }
+            )
     return rows
 
 
@@ -119,11 +127,18 @@ class TelegramStore:
     async def next_for(self, chat_id: int, now: float) -> Queued | None:
         """The chat's oldest pending message if it is due. Later ones wait behind it: order holds."""
         async with self.db.read(metadata) as conn:
-            row = (await conn.execute(
-                select(outbox_table)
-                .where(outbox_table.c.chat_id == chat_id, outbox_table.c.status == "pending")
-                .order_by(outbox_table.c.id).limit(1)
-            )).mappings().first()
+            row = (
+                (
+                    await conn.execute(
+                        select(outbox_table)
+                        .where(outbox_table.c.chat_id == chat_id, outbox_table.c.status == "pending")
+                        .order_by(outbox_table.c.id)
+                        .limit(1)
+                    )
+                )
+                .mappings()
+                .first()
+            )
         if row is None or row["next_try"] > now:
             return None
         return Queued(row["id"], row["chat_id"], row["text"], row["reply_to"], row["plain"], row["attempts"])
@@ -134,15 +149,27 @@ class TelegramStore:
 
     async def retry_later(self, message_id: int, error: str, at: float) -> None:
         async with self.db.write(metadata) as conn:
-            await conn.execute(outbox_table.update().where(outbox_table.c.id == message_id).values(
-                attempts=outbox_table.c.attempts + 1, next_try=at, last_error=error[:500],
-            ))
+            await conn.execute(
+                outbox_table.update()
+                .where(outbox_table.c.id == message_id)
+                .values(
+                    attempts=outbox_table.c.attempts + 1,
+                    next_try=at,
+                    last_error=error[:500],
+                )
+            )
 
     async def failed(self, message_id: int, error: str) -> None:
         async with self.db.write(metadata) as conn:
-            await conn.execute(outbox_table.update().where(outbox_table.c.id == message_id).values(
-                status="failed", attempts=outbox_table.c.attempts + 1, last_error=error[:500],
-            ))
+            await conn.execute(
+                outbox_table.update()
+                .where(outbox_table.c.id == message_id)
+                .values(
+                    status="failed",
+                    attempts=outbox_table.c.attempts + 1,
+                    last_error=error[:500],
+                )
+            )
 
     async def change(self, message_id: int, *, chat_id: int | None = None, plain: bool | None = None) -> None:
         """Send elsewhere (a group became a supergroup) or without formatting (Telegram refused it)."""
@@ -153,17 +180,20 @@ class TelegramStore:
     async def waiting(self) -> tuple[list[int], float | None]:
         """Chats with a pending message, and when the earliest of them is due."""
         async with self.db.read(metadata) as conn:
-            rows = (await conn.execute(
-                select(outbox_table.c.chat_id, func.min(outbox_table.c.next_try))
-                .where(outbox_table.c.status == "pending").group_by(outbox_table.c.chat_id)
-            )).all()
+            rows = (
+                await conn.execute(
+                    select(outbox_table.c.chat_id, func.min(outbox_table.c.next_try))
+                    .where(outbox_table.c.status == "pending")
+                    .group_by(outbox_table.c.chat_id)
+                )
+            ).all()
         return [chat for chat, _ in rows], min((due for _, due in rows), default=None)
 
     async def counts(self) -> dict[str, int]:
         async with self.db.read(metadata) as conn:
-            rows = (await conn.execute(
-                select(outbox_table.c.status, func.count()).group_by(outbox_table.c.status)
-            )).all()
+            rows = (
+                await conn.execute(select(outbox_table.c.status, func.count()).group_by(outbox_table.c.status))
+            ).all()
         found = {status: int(n) for status, n in rows}
         return {"pending": found.get("pending", 0), "failed": found.get("failed", 0)}
 
@@ -175,7 +205,9 @@ class TelegramStore:
         """Processed ids older than Telegram could redeliver are not needed; the newest is kept."""
         newest = await self.last_update_id()
         async with self.db.write(metadata) as conn:
-            await conn.execute(updates_table.delete().where(
-                updates_table.c.done_at < time.time() - KEEP_PROCESSED_SECONDS,
-                updates_table.c.update_id != (newest if newest is not None else -1),
-            ))
+            await conn.execute(
+                updates_table.delete().where(
+                    updates_table.c.done_at < time.time() - KEEP_PROCESSED_SECONDS,
+                    updates_table.c.update_id != (newest if newest is not None else -1),
+                )
+            )

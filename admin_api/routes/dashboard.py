@@ -30,23 +30,24 @@ def page() -> tuple[str, str]:
     for kind, body in _INLINE.findall(html):
         digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode()
         hashes[kind].append(f"'sha256-{digest}'")
-    csp = "; ".join([
-        "default-src 'none'",
-        f"script-src {' '.join(hashes['script'])}",
-        f"style-src {' '.join(hashes['style'])}",
-        "connect-src 'self'",
-        "img-src 'self' data:",
-        "base-uri 'none'",
-        "form-action 'none'",
-        "frame-ancestors 'none'",
-    ])
+    csp = "; ".join(
+        [
+            "default-src 'none'",
+            f"script-src {' '.join(hashes['script'])}",
+            f"style-src {' '.join(hashes['style'])}",
+            "connect-src 'self'",
+            "img-src 'self' data:",
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+        ]
+    )
     return html, csp
 
 
 def _page_response(status: int) -> web.Response:
     html, csp = page()
-    return web.Response(text=html, status=status, content_type="text/html",
-                        headers={"Content-Security-Policy": csp})
+    return web.Response(text=html, status=status, content_type="text/html", headers={"Content-Security-Policy": csp})
 
 
 async def dashboard(request: web.Request) -> web.Response:

@@ -45,9 +45,12 @@ async def readable_transcripts(request: web.Request) -> web.Response:
     member = member_of(request)
     services = halo_of(request).services
     scopes = [
-        s.id for s in member_scopes(services.family)
-        if s.type == "dm" and services.policy.decide(
-            "read_transcript", principal=member, resource=s, from_scope=_home(member), audit=False).allowed
+        s.id
+        for s in member_scopes(services.family)
+        if s.type == "dm"
+        and services.policy.decide(
+            "read_transcript", principal=member, resource=s, from_scope=_home(member), audit=False
+        ).allowed
     ]
     return web.json_response({"member": member.id, "scopes": scopes})
 
@@ -63,8 +66,14 @@ async def read_transcript(request: web.Request) -> web.Response:
     decision = services.policy.decide("read_transcript", principal=member, resource=scope, from_scope=_home(member))
     read = await asyncio.to_thread(services.transcripts.tail, scope.id, lines) if decision.allowed else []
     services.audit.write(
-        "transcript_read", reader=member.id, scope_id=scope.id, owner=scope.owner_id, allowed=decision.allowed,
-        lines=len(read), policy_ids=list(decision.policy_ids), via="family_api",
+        "transcript_read",
+        reader=member.id,
+        scope_id=scope.id,
+        owner=scope.owner_id,
+        allowed=decision.allowed,
+        lines=len(read),
+        policy_ids=list(decision.policy_ids),
+        via="family_api",
     )
     if not decision.allowed:
         raise ApiError(403, decision.reason)
@@ -77,11 +86,22 @@ async def notifications(request: web.Request) -> web.Response:
     lines = lines_param(request)
     notifier = halo_of(request).services.notifier
     notes = notifier.outbox.for_member(member.id, lines) if notifier else []
-    return web.json_response({"member": member.id, "notifications": [
-        {"id": n.id, "ts": n.ts.isoformat(), "kind": n.kind, "about": n.about, "text": n.inbox,
-         "deliveredVia": sorted(notifier.outbox.delivered_via(n.id)) if notifier else []}
-        for n in notes
-    ]})
+    return web.json_response(
+        {
+            "member": member.id,
+            "notifications": [
+                {
+                    "id": n.id,
+                    "ts": n.ts.isoformat(),
+                    "kind": n.kind,
+                    "about": n.about,
+                    "text": n.inbox,
+                    "deliveredVia": sorted(notifier.outbox.delivered_via(n.id)) if notifier else [],
+                }
+                for n in notes
+            ],
+        }
+    )
 
 
 ROUTES = [

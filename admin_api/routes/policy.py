@@ -21,8 +21,13 @@ async def policy_status(request: web.Request) -> web.Response:
     body: dict[str, Any] = {
         "actions": [*MEMBER_ACTIONS, *SYSTEM_ACTIONS],
         "members": [
-            {"id": m.id, "name": m.name, "role": m.role, "ageGroup": m.age_group,
-             "safety": effective_profile(services.policy, m, services.settings.llm)}
+            {
+                "id": m.id,
+                "name": m.name,
+                "role": m.role,
+                "ageGroup": m.age_group,
+                "safety": effective_profile(services.policy, m, services.settings.llm),
+            }
             for m in family.members
         ],
         "scopes": [

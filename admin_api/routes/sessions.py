@@ -29,19 +29,21 @@ async def sessions_with_counts(request: web.Request) -> web.Response:
 async def scopes(request: web.Request) -> web.Response:
     """Configured and active scopes with counts and last activity: the dashboard's list."""
     summaries = await scope_summaries(halo_of(request).services)
-    return web.json_response([
-        {
-            "scopeId": s.scope.id,
-            "type": s.scope.type,
-            "ownerId": s.scope.owner_id,
-            "configured": s.configured,
-            "itemCount": s.item_count,
-            "transcriptLines": s.transcript_lines,
-            "lastActivity": s.last_activity.isoformat() if s.last_activity else None,
-            "hasMemory": s.has_memory,
-        }
-        for s in summaries
-    ])
+    return web.json_response(
+        [
+            {
+                "scopeId": s.scope.id,
+                "type": s.scope.type,
+                "ownerId": s.scope.owner_id,
+                "configured": s.configured,
+                "itemCount": s.item_count,
+                "transcriptLines": s.transcript_lines,
+                "lastActivity": s.last_activity.isoformat() if s.last_activity else None,
+                "hasMemory": s.has_memory,
+            }
+            for s in summaries
+        ]
+    )
 
 
 async def clear(request: web.Request) -> web.Response:
@@ -91,10 +93,12 @@ async def purge(request: web.Request) -> web.Response:
     halo = halo_of(request)
     async with halo.gateway.scope_lock(scope.id):
         result = await purge_scope(halo.services, scope.id, actor=actor(request))
-    return web.json_response({
-        "scopeId": scope.id,
-        "purged": {"sessionItems": result.session_items, "transcript": result.transcript, "memory": result.memory},
-    })
+    return web.json_response(
+        {
+            "scopeId": scope.id,
+            "purged": {"sessionItems": result.session_items, "transcript": result.transcript, "memory": result.memory},
+        }
+    )
 
 
 ROUTES = [

@@ -57,9 +57,7 @@ class RiskClassifier:
         self.model_settings = dataclasses.replace(model_settings, max_tokens=300, temperature=0.0)
         self.run_config = RunConfig(tracing_disabled=not tracing)
 
-    async def classify(
-        self, text: str, *, direction: Direction, age_group: str, topics: tuple[str, ...]
-    ) -> Assessment:
+    async def classify(self, text: str, *, direction: Direction, age_group: str, topics: tuple[str, ...]) -> Assessment:
         agent = Agent(
             name="child_safety_classifier",
             instructions=INSTRUCTIONS.format(

@@ -106,7 +106,9 @@ class SafetyGate:
             return LOW
         try:
             return await self.classifier.classify(
-                text, direction=direction, age_group=state.limits.age_group,
+                text,
+                direction=direction,
+                age_group=state.limits.age_group,
                 topics=state.limits.profile.blocked_topics,
             )
         except Exception as exc:  # the floor still stands; the failure is audited
@@ -134,8 +136,9 @@ class SafetyGate:
         child = state.limits.child
         age = child.age_group if child is not None and child.age_group else state.limits.age_group
         if state.input_action == "escalate":
-            await self._alert_parents(turn, state.input, "replied calmly and suggested talking to a parent "
-                                                         "or trusted adult")
+            await self._alert_parents(
+                turn, state.input, "replied calmly and suggested talking to a parent or trusted adult"
+            )
             return replies.supportive_reply(age, state.input, parents, self.family.safety.emergency_resources)
         if state.limits.child is None:  # an adult in a group with children
             return replies.group_deflection(state.input, self.family.safety.emergency_resources)
@@ -209,8 +212,12 @@ class SafetyGate:
         """Audit what the guardrails found; tell parents about a child's medium risk per profile."""
         state = _state(turn)
         child = state.limits.child
-        if (state.input.level == "medium" and state.input_action != "escalate" and child is not None
-                and state.limits.profile.notify_parents_on_medium):
+        if (
+            state.input.level == "medium"
+            and state.input_action != "escalate"
+            and child is not None
+            and state.limits.profile.notify_parents_on_medium
+        ):
             did = "changed the subject" if state.input_action == "deflect" else "answered, suitably for their age"
             await self._alert_parents(turn, state.input, did)
         if state.input.above_low or state.input.topic:
@@ -218,17 +225,30 @@ class SafetyGate:
         if state.output is not None and (state.output.above_low or state.output.topic):
             self._audit(turn, "output", state.output, state.output_action, state)
         elif state.output_action == "shorten":
-            self.audit.write("safety", scope_id=turn.scope.id, member=turn.envelope.speaker.label,
-                             direction="output", level="low", action="shorten",
-                             max_reply_chars=state.limits.profile.max_reply_chars)
+            self.audit.write(
+                "safety",
+                scope_id=turn.scope.id,
+                member=turn.envelope.speaker.label,
+                direction="output",
+                level="low",
+                action="shorten",
+                max_reply_chars=state.limits.profile.max_reply_chars,
+            )
         for error in state.classifier_errors:
             self.audit.write("safety_classifier_error", scope_id=turn.scope.id, error=error)
 
     def _audit(self, turn: Turn, direction: str, found: Assessment, action: str, state: SafetyState) -> None:
         self.audit.write(
-            "safety", scope_id=turn.scope.id, member=turn.envelope.speaker.label, direction=direction,
-            level=found.level, category=found.category, topic=found.topic, source=found.source,
-            action=action, age_group=state.limits.age_group,
+            "safety",
+            scope_id=turn.scope.id,
+            member=turn.envelope.speaker.label,
+            direction=direction,
+            level=found.level,
+            category=found.category,
+            topic=found.topic,
+            source=found.source,
+            action=action,
+            age_group=state.limits.age_group,
             notified=list(state.notified) if direction == "input" else [],
         )
 
@@ -240,24 +260,31 @@ class SafetyGate:
         if child is None:
             return
         where = (
-            "in the family group" if turn.scope.type == "family_group"
+            "in the family group"
+            if turn.scope.type == "family_group"
             else f"in their private chat ({turn.envelope.platform})"
         )
         for parent in self.family.parents:
             try:
                 words = turn.envelope.text if parents_may_read(self.policy, child, parent, audit=True) else None
                 alert = replies.alert_text(child, turn.envelope.ts, where, found, words=words, action=action)
-                await self.notifier.notify(parent, alert.push, inbox_text=alert.inbox, kind="safety_alert",
-                                           about=child.id)
+                await self.notifier.notify(
+                    parent, alert.push, inbox_text=alert.inbox, kind="safety_alert", about=child.id
+                )
             except Exception as exc:  # the child still gets their reply; the failure is loud
                 log.exception("could not notify %s about %s", parent.id, child.id)
-                self.audit.write("notification_failed", member=parent.id, about=child.id,
-                                 error=f"{type(exc).__name__}: {exc}"[:300])
+                self.audit.write(
+                    "notification_failed", member=parent.id, about=child.id, error=f"{type(exc).__name__}: {exc}"[:300]
+                )
                 continue
             state.notified.append(parent.id)
-        await turn.services.transcripts.append(_event_line(
-            turn, f"safety: {found.level} risk ({replies.label(found.category)}); parents told: "
-                  f"{', '.join(state.notified) or 'none configured'}"))
+        await turn.services.transcripts.append(
+            _event_line(
+                turn,
+                f"safety: {found.level} risk ({replies.label(found.category)}); parents told: "
+                f"{', '.join(state.notified) or 'none configured'}",
+            )
+        )
 
 
 def _state(turn: Turn) -> SafetyState:
@@ -268,7 +295,12 @@ def _state(turn: Turn) -> SafetyState:
 
 def _event_line(turn: Turn, text: str) -> TranscriptLine:
     return TranscriptLine(
-        id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id=turn.scope.id, role="event", text=text,
-        speaker="halo", target=turn.envelope.speaker.label, platform=turn.envelope.platform,
+        id=uuid.uuid4().hex,
+        ts=datetime.now(UTC),
+        scope_id=turn.scope.id,
+        role="event",
+        text=text,
+        speaker="halo",
+        target=turn.envelope.speaker.label,
+        platform=turn.envelope.platform,
     )
-

@@ -33,12 +33,14 @@ def strictest(profiles: list[tuple[AgeGroup, AgeProfile]]) -> tuple[AgeGroup, Ag
     profiles = sorted(profiles, key=lambda gp: _age_rank(gp[0]))
     youngest_group, youngest = profiles[0]
     allowed = set(TOOL_CLASSES).intersection(*(p.tool_classes for _, p in profiles))
-    merged = youngest.model_copy(update={
-        "tool_classes": tuple(c for c in TOOL_CLASSES if c in allowed),
-        "max_reply_chars": min(p.max_reply_chars for _, p in profiles),
-        "blocked_topics": tuple(dict.fromkeys(t for _, p in profiles for t in p.blocked_topics)),
-        "notify_parents_on_medium": any(p.notify_parents_on_medium for _, p in profiles),
-    })
+    merged = youngest.model_copy(
+        update={
+            "tool_classes": tuple(c for c in TOOL_CLASSES if c in allowed),
+            "max_reply_chars": min(p.max_reply_chars for _, p in profiles),
+            "blocked_topics": tuple(dict.fromkeys(t for _, p in profiles for t in p.blocked_topics)),
+            "notify_parents_on_medium": any(p.notify_parents_on_medium for _, p in profiles),
+        }
+    )
     return youngest_group, merged
 
 

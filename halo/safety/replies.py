@@ -125,7 +125,7 @@ def shorten(text: str, max_chars: int) -> str:
     text = text.strip()
     if len(text) <= max_chars:
         return text
-    window = text[: max_chars]
+    window = text[:max_chars]
     ends = [m.end() for m in _SENTENCE_END.finditer(window)]
     if ends and ends[-1] >= max_chars * 0.4:
         return window[: ends[-1]].rstrip()

@@ -75,71 +75,123 @@ _CONTACT = (
 # (category, level, pattern). Order matters only for naming the category of a text that
 # matches several at the same level: the first wins.
 _RULES: tuple[tuple[Category, RiskLevel, re.Pattern[str]], ...] = (
-    ("self_harm", "high", _rx(
-        r"\b(?:kill|hurt|harm|cut|hang|stab|starve) (?:myself|my self|me self)\b",
-        r"\bsuicid", r"\bself[- ]?harm",
-        r"\b(?:want|wanna|going|gonna|plan(?:ning)?|ready) to die\b",
-        r"\bend (?:my life|it all)\b", r"\btake my (?:own )?life\b",
-        r"\b(?:don'?t|do not|dont) want to (?:live|be alive|exist|wake up)(?: anymore)?\b",
-        r"\bi (?:wish|want) (?:i was|i were|to be) dead\b", r"\bno reason to live\b",
-        r"\bbetter off (?:dead|without me)\b", r"\bnobody would (?:miss|care about) me\b",
-    )),
-    ("abuse", "high", _rx(
-        rf"\b{_WHO} {_HURTS}\b",
-        rf"\b{_WHO} (?:touched|touches|touching) (?:me|my)\b",
-        r"\bprivate (?:parts?|places?)\b",
-        r"\b(?:abuse[sd]?|abusing|molest\w*|rape[sd]?|raping)\b",
-        r"\bi'?m (?:scared|afraid|frightened) (?:of|to go) (?:going )?(?:home|him|her|"
-        r"my (?:dad|mom|mum|father|mother|step\w*|uncle|aunt|teacher|coach|brother|sister))\b",
-        r"\b(?:locks?|locked) me (?:in|up)\b",
-    )),
-    ("danger", "high", _rx(
-        r"\b(?:can'?t|cannot|cant) breathe\b",
-        r"\bbleeding (?:a lot|badly|everywhere|really bad)\b",
-        r"\b(?:swallowed|ate|drank|took) (?:some |the |a lot of |lots of |all the |a |my \w+'?s? )?"
-        r"(?:pills|tablets|medicine|bleach|poison|detergent|button batter(?:y|ies)|batter(?:y|ies))\b",
-        r"\boverdos", r"\b(?:house|room|kitchen|flat|apartment|building) is on fire\b",
-        r"\b(?:fire|smoke) in (?:the|my|our) (?:house|room|kitchen|flat|apartment)\b",
-        r"\b(?:someone|somebody|a man|a woman|a stranger) (?:is )?(?:trying to )?(?:breaking|break|broke) in\b",
-        r"\bfound (?:a|my \w+'?s?|the) (?:gun|pistol|revolver|rifle)\b",
-        r"\b(?:bring|brought|bringing|take|taking) (?:a |my \w+'?s? )?(?:gun|knife|weapon) to school\b",
-        r"\bsomeone is following me\b", r"\bi'?m lost and (?:scared|alone)\b",
-    )),
-    ("strangers", "high", _rx(
-        r"\bstranger\b.{0,60}\b(?:meet|car|follow\w*|sweets|candy|come with|address|home|photos?|pics?|secret)\b",
-        r"\b(?:meet|meeting|see) (?:up )?(?:\w+ )?(?:in person|irl|in real life)\b",
-        r"\b(?:told|tells|asked|asks|said|says) (?:me )?(?:not to|to not|don'?t|never to) tell\b",
-        r"\b(?:not to|don'?t|do not|never) tell (?:my|your) (?:parents|mom|mum|dad|family)\b",
-        r"\b(?:our|a) (?:little )?secret\b.{0,40}\b(?:parents|mom|mum|dad|tell)\b",
-        rf"(?:{_ONLINE}).{{0,80}}(?:{_CONTACT})", rf"(?:{_CONTACT}).{{0,80}}(?:{_ONLINE})",
-    )),
-    ("sexual", "high", _rx(
-        r"\bnudes?\b", r"\bporn", r"\bsext", r"\bnaked (?:pics?|pictures?|photos?|selfies?|videos?)\b",
-        r"\bsex(?:ual)? (?:with|pictures?|photos?|videos?|chat)\b", r"\bonlyfans\b",
-    )),
-    ("self_harm", "medium", _rx(
-        r"\bi hate myself\b", r"\bi feel (?:so |really )?(?:worthless|hopeless|empty|alone all the time)\b",
-        r"\b(?:nobody|no one|noone) (?:loves|likes|cares about) me\b", r"\beveryone hates me\b",
-    )),
+    (
+        "self_harm",
+        "high",
+        _rx(
+            r"\b(?:kill|hurt|harm|cut|hang|stab|starve) (?:myself|my self|me self)\b",
+            r"\bsuicid",
+            r"\bself[- ]?harm",
+            r"\b(?:want|wanna|going|gonna|plan(?:ning)?|ready) to die\b",
+            r"\bend (?:my life|it all)\b",
+            r"\btake my (?:own )?life\b",
+            r"\b(?:don'?t|do not|dont) want to (?:live|be alive|exist|wake up)(?: anymore)?\b",
+            r"\bi (?:wish|want) (?:i was|i were|to be) dead\b",
+            r"\bno reason to live\b",
+            r"\bbetter off (?:dead|without me)\b",
+            r"\bnobody would (?:miss|care about) me\b",
+        ),
+    ),
+    (
+        "abuse",
+        "high",
+        _rx(
+            rf"\b{_WHO} {_HURTS}\b",
+            rf"\b{_WHO} (?:touched|touches|touching) (?:me|my)\b",
+            r"\bprivate (?:parts?|places?)\b",
+            r"\b(?:abuse[sd]?|abusing|molest\w*|rape[sd]?|raping)\b",
+            r"\bi'?m (?:scared|afraid|frightened) (?:of|to go) (?:going )?(?:home|him|her|"
+            r"my (?:dad|mom|mum|father|mother|step\w*|uncle|aunt|teacher|coach|brother|sister))\b",
+            r"\b(?:locks?|locked) me (?:in|up)\b",
+        ),
+    ),
+    (
+        "danger",
+        "high",
+        _rx(
+            r"\b(?:can'?t|cannot|cant) breathe\b",
+            r"\bbleeding (?:a lot|badly|everywhere|really bad)\b",
+            r"\b(?:swallowed|ate|drank|took) (?:some |the |a lot of |lots of |all the |a |my \w+'?s? )?"
+            r"(?:pills|tablets|medicine|bleach|poison|detergent|button batter(?:y|ies)|batter(?:y|ies))\b",
+            r"\boverdos",
+            r"\b(?:house|room|kitchen|flat|apartment|building) is on fire\b",
+            r"\b(?:fire|smoke) in (?:the|my|our) (?:house|room|kitchen|flat|apartment)\b",
+            r"\b(?:someone|somebody|a man|a woman|a stranger) (?:is )?(?:trying to )?(?:breaking|break|broke) in\b",
+            r"\bfound (?:a|my \w+'?s?|the) (?:gun|pistol|revolver|rifle)\b",
+            r"\b(?:bring|brought|bringing|take|taking) (?:a |my \w+'?s? )?(?:gun|knife|weapon) to school\b",
+            r"\bsomeone is following me\b",
+            r"\bi'?m lost and (?:scared|alone)\b",
+        ),
+    ),
+    (
+        "strangers",
+        "high",
+        _rx(
+            r"\bstranger\b.{0,60}\b(?:meet|car|follow\w*|sweets|candy|come with|address|home|photos?|pics?|secret)\b",
+            r"\b(?:meet|meeting|see) (?:up )?(?:\w+ )?(?:in person|irl|in real life)\b",
+            r"\b(?:told|tells|asked|asks|said|says) (?:me )?(?:not to|to not|don'?t|never to) tell\b",
+            r"\b(?:not to|don'?t|do not|never) tell (?:my|your) (?:parents|mom|mum|dad|family)\b",
+            r"\b(?:our|a) (?:little )?secret\b.{0,40}\b(?:parents|mom|mum|dad|tell)\b",
+            rf"(?:{_ONLINE}).{{0,80}}(?:{_CONTACT})",
+            rf"(?:{_CONTACT}).{{0,80}}(?:{_ONLINE})",
+        ),
+    ),
+    (
+        "sexual",
+        "high",
+        _rx(
+            r"\bnudes?\b",
+            r"\bporn",
+            r"\bsext",
+            r"\bnaked (?:pics?|pictures?|photos?|selfies?|videos?)\b",
+            r"\bsex(?:ual)? (?:with|pictures?|photos?|videos?|chat)\b",
+            r"\bonlyfans\b",
+        ),
+    ),
+    (
+        "self_harm",
+        "medium",
+        _rx(
+            r"\bi hate myself\b",
+            r"\bi feel (?:so |really )?(?:worthless|hopeless|empty|alone all the time)\b",
+            r"\b(?:nobody|no one|noone) (?:loves|likes|cares about) me\b",
+            r"\beveryone hates me\b",
+        ),
+    ),
     ("abuse", "medium", _rx(rf"\b{_PEER}(?: [a-z]+){{0,3}} {_HURTS}\b", r"\b(?:bully|bullies|bullied|bullying)\b")),
-    ("danger", "medium", _rx(
-        r"\b(?:play(?:ing)? with|light(?:ing)?) (?:matches|a lighter|fire|fireworks)\b",
-        r"\bi'?m lost\b", r"\b(?:home alone|alone at home) and (?:scared|afraid)\b",
-    )),
-    ("strangers", "medium", _rx(
-        rf"\b(?:new friend|someone|somebody|a (?:guy|girl|boy|man|woman|person)) (?:i met |i know |i talk to )?"
-        rf"(?:{_ONLINE})",
-        r"\bstranger\b", r"\bfriend request from\b",
-    )),
+    (
+        "danger",
+        "medium",
+        _rx(
+            r"\b(?:play(?:ing)? with|light(?:ing)?) (?:matches|a lighter|fire|fireworks)\b",
+            r"\bi'?m lost\b",
+            r"\b(?:home alone|alone at home) and (?:scared|afraid)\b",
+        ),
+    ),
+    (
+        "strangers",
+        "medium",
+        _rx(
+            rf"\b(?:new friend|someone|somebody|a (?:guy|girl|boy|man|woman|person)) (?:i met |i know |i talk to )?"
+            rf"(?:{_ONLINE})",
+            r"\bstranger\b",
+            r"\bfriend request from\b",
+        ),
+    ),
     ("sexual", "medium", _rx(r"\bsex\b", r"\bsexy\b", r"\bhorny\b", r"\bnaked\b")),
-    ("personal_data", "medium", _rx(
-        r"\bmy (?:home |house |real )?address is\b", r"\bi live (?:at|on) (?:number )?\d",
-        # "12 Oak Street", "10 Main St": a number, one to three name words, a street word
-        r"\b\d{1,5}[a-z]? (?:(?!(?:the|a|an|on|in|at|to|of|and|my|for|with|more|miles|km)\b)[a-z]+ ){1,3}"
-        r"(?:street|st|road|rd|avenue|ave|lane|ln|drive|boulevard|blvd|terrace|crescent|gardens)\b",
-        r"\bmy (?:post ?code|zip(?: code)?|password|pin|passcode) is\b",
-        r"\b[\w.+-]+@[\w-]+\.[\w.]+\b",
-    )),
+    (
+        "personal_data",
+        "medium",
+        _rx(
+            r"\bmy (?:home |house |real )?address is\b",
+            r"\bi live (?:at|on) (?:number )?\d",
+            # "12 Oak Street", "10 Main St": a number, one to three name words, a street word
+            r"\b\d{1,5}[a-z]? (?:(?!(?:the|a|an|on|in|at|to|of|and|my|for|with|more|miles|km)\b)[a-z]+ ){1,3}"
+            r"(?:street|st|road|rd|avenue|ave|lane|ln|drive|boulevard|blvd|terrace|crescent|gardens)\b",
+            r"\bmy (?:post ?code|zip(?: code)?|password|pin|passcode) is\b",
+            r"\b[\w.+-]+@[\w-]+\.[\w.]+\b",
+        ),
+    ),
 )
 
 _PHONE_RUN = re.compile(r"\+?\(?\d[\d\s().-]{6,}\d")

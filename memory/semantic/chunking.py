@@ -150,8 +150,9 @@ def _pair(items: list[NumberedLine], max_tokens: int) -> Chunk:
     max_chars = max_tokens * CHARS_PER_TOKEN
     if len(text) > max_chars:
         text = text[: max_chars - 1] + "…"
-    return Chunk(TRANSCRIPT_SOURCE, items[0].number, items[-1].number, text, first.ts.timestamp(),
-                 date_words(when.date()))
+    return Chunk(
+        TRANSCRIPT_SOURCE, items[0].number, items[-1].number, text, first.ts.timestamp(), date_words(when.date())
+    )
 
 
 def _who(line: TranscriptLine) -> str:

@@ -190,8 +190,12 @@ class ScopeIndex:
             db.execute("insert or replace into meta(key, value) values ('embedder', ?)", (identity.key,))
         self._mirror = None
         if current is not None:
-            log.warning("semantic index %s: embedder changed (%s → %s): every chunk is embedded again",
-                        self.scope_id, current, identity.key)
+            log.warning(
+                "semantic index %s: embedder changed (%s → %s): every chunk is embedded again",
+                self.scope_id,
+                current,
+                identity.key,
+            )
         return current is not None
 
     def _has_vec_table(self) -> bool:
@@ -211,8 +215,10 @@ class ScopeIndex:
 
     def touch_file(self, path: str, state: FileState) -> None:
         with self._lock:
-            self._conn.execute("insert or replace into files(path, hash, mtime, size) values (?, ?, ?, ?)",
-                               (path, state.hash, state.mtime, state.size))
+            self._conn.execute(
+                "insert or replace into files(path, hash, mtime, size) values (?, ?, ?, ?)",
+                (path, state.hash, state.mtime, state.size),
+            )
 
     def replace_source(self, source: str, chunks: Sequence[Chunk], state: FileState | None) -> None:
         """The new chunks of one markdown file replace its old ones, in one transaction."""
@@ -222,8 +228,10 @@ class ScopeIndex:
             if state is None:
                 db.execute("delete from files where path = ?", (source,))
             else:
-                db.execute("insert or replace into files(path, hash, mtime, size) values (?, ?, ?, ?)",
-                           (source, state.hash, state.mtime, state.size))
+                db.execute(
+                    "insert or replace into files(path, hash, mtime, size) values (?, ?, ?, ?)",
+                    (source, state.hash, state.mtime, state.size),
+                )
 
     def add_chunks(self, chunks: Sequence[Chunk], meta: dict[str, str | int] | None = None) -> None:
         """Append chunks (transcript sync) and move the watermark in the same transaction."""
@@ -265,17 +273,22 @@ class ScopeIndex:
             raise RuntimeError(f"index {self.scope_id} holds {self.meta('embedder')} vectors, not {identity.key}")
         with self.transaction() as db:
             for text_hash, vector in zip(hashes, vectors, strict=True):
-                cur = db.execute("insert or ignore into embeddings(model, hash) values (?, ?)",
-                                 (identity.key, text_hash))
+                cur = db.execute(
+                    "insert or ignore into embeddings(model, hash) values (?, ?)", (identity.key, text_hash)
+                )
                 if cur.rowcount:
                     row_id = cur.lastrowid
-                    db.execute("insert into vectors(rowid, embedding) values (?, ?)",
-                               (row_id, np.asarray(vector, dtype=np.float32).tobytes()))
+                    db.execute(
+                        "insert into vectors(rowid, embedding) values (?, ?)",
+                        (row_id, np.asarray(vector, dtype=np.float32).tobytes()),
+                    )
                 else:
-                    row_id = db.execute("select id from embeddings where model = ? and hash = ?",
-                                        (identity.key, text_hash)).fetchone()[0]
-                db.execute("update chunks set embedding_id = ? where hash = ? and embedding_id is null",
-                           (row_id, text_hash))
+                    row_id = db.execute(
+                        "select id from embeddings where model = ? and hash = ?", (identity.key, text_hash)
+                    ).fetchone()[0]
+                db.execute(
+                    "update chunks set embedding_id = ? where hash = ? and embedding_id is null", (row_id, text_hash)
+                )
             self._bump_vectors(db)
 
     def collect_garbage(self) -> int:
@@ -284,9 +297,12 @@ class ScopeIndex:
         if not self._has_vec_table():
             return 0
         with self.transaction() as db:
-            unused = [r[0] for r in db.execute(
-                "select id from embeddings e where not exists (select 1 from chunks c where c.embedding_id = e.id)"
-            )]
+            unused = [
+                r[0]
+                for r in db.execute(
+                    "select id from embeddings e where not exists (select 1 from chunks c where c.embedding_id = e.id)"
+                )
+            ]
             if unused:
                 db.executemany("delete from vectors where rowid = ?", [(i,) for i in unused])
             db.executemany("delete from embeddings where id = ?", [(i,) for i in unused])
@@ -295,8 +311,10 @@ class ScopeIndex:
         return len(unused)
 
     def _bump_vectors(self, db: Any) -> None:
-        db.execute("insert into meta(key, value) values ('vectors_version', '1') "
-                   "on conflict(key) do update set value = cast(value as integer) + 1")
+        db.execute(
+            "insert into meta(key, value) values ('vectors_version', '1') "
+            "on conflict(key) do update set value = cast(value as integer) + 1"
+        )
 
     # --- search primitives -------------------------------------------------------
 
@@ -390,8 +408,14 @@ class ScopeIndex:
             chunks = int(self._conn.execute("select count(*) from chunks").fetchone()[0])
             vectors = int(self._conn.execute("select count(*) from embeddings").fetchone()[0])
             files = int(self._conn.execute("select count(*) from files").fetchone()[0])
-        return {"chunks": chunks, "vectors": vectors, "files": files, "pending_embeddings": self.pending_count(),
-                "embedder": self.meta("embedder"), "chunking": self.meta("chunking")}
+        return {
+            "chunks": chunks,
+            "vectors": vectors,
+            "files": files,
+            "pending_embeddings": self.pending_count(),
+            "embedder": self.meta("embedder"),
+            "chunking": self.meta("chunking"),
+        }
 
 
 class _VectorMirror:

@@ -33,7 +33,8 @@ from memory.semantic.index import ChunkRow, ScopeIndex
 
 # Filler words, and words of time: a question's "last month" is for recency decay to weigh, not
 # for BM25 to match against "the last week of the semester".
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again all am an and any are as at be because been before being below between both but by
 can could did do does doing down during each few for from further had has have having he her here hers herself
 him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only
@@ -43,13 +44,33 @@ while who whom why will with would you your yours yourself yourselves tell told 
 thing things please halo hey hi hello thanks thank ok okay yes yeah maybe really also still ever much many
 lot get gets got getting go goes going went one ones need needs want wants like make makes made let us
 last next ago day days week weeks month months year years today yesterday tomorrow time
-""".split())  # noqa: SIM905 (a word list reads better as text)
+""".split()
+)  # noqa: SIM905 (a word list reads better as text)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_DATE_WORDS = frozenset({
-    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-    "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
-})
+_DATE_WORDS = frozenset(
+    {
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +104,11 @@ class Hit:
 
     @property
     def location(self) -> str:
-        lines = f"line {self.start_line}" if self.start_line == self.end_line else \
-            f"lines {self.start_line}–{self.end_line}"
+        lines = (
+            f"line {self.start_line}"
+            if self.start_line == self.end_line
+            else f"lines {self.start_line}–{self.end_line}"
+        )
         return f"{self.source} {lines}"
 
 
@@ -104,8 +128,9 @@ def fts_query(text: str) -> str:
 
 def names_a_day(text: str) -> bool:
     """Does the question name a month, a weekday or a date ("March 14", "2026-03-14")?"""
-    return any(w in _DATE_WORDS or (w.isdigit() and len(w) == 4) for w in query_terms(text)) or \
-        bool(re.search(r"\d{4}-\d{2}-\d{2}", text))
+    return any(w in _DATE_WORDS or (w.isdigit() and len(w) == 4) for w in query_terms(text)) or bool(
+        re.search(r"\d{4}-\d{2}-\d{2}", text)
+    )
 
 
 def decay(ts: float | None, source: str, now: float, half_life_days: float) -> float:
@@ -117,16 +142,24 @@ def decay(ts: float | None, source: str, now: float, half_life_days: float) -> f
 
 
 def scope_candidates(
-    index: ScopeIndex, query: str, query_vector: np.ndarray | None, params: SearchParams,
-    *, text_only: bool = False, vector_only: bool = False,
+    index: ScopeIndex,
+    query: str,
+    query_vector: np.ndarray | None,
+    params: SearchParams,
+    *,
+    text_only: bool = False,
+    vector_only: bool = False,
 ) -> list[Hit]:
     """Every chunk of one scope that passes the relevance gate, scored and decayed."""
     now = params.now if params.now is not None else time.time()
     match = fts_query(query)
     text = [] if vector_only else index.text_candidates(match, params.candidates)
     use_vectors = query_vector is not None and not text_only
-    vector_hits = index.vector_candidates(query_vector, params.candidates, params.max_mirrored) \
-        if use_vectors and query_vector is not None else []
+    vector_hits = (
+        index.vector_candidates(query_vector, params.candidates, params.max_mirrored)
+        if use_vectors and query_vector is not None
+        else []
+    )
     rows = index.chunks_by_id(i for i, _ in text)
     by_embedding = index.chunks_by_embedding(e for e, _ in vector_hits)
     rows.update(by_embedding)
@@ -155,10 +188,29 @@ def scope_candidates(
     return hits
 
 
-def _hit(scope_id: str, row: ChunkRow, score: float, relevance: float, text_score: float,
-         cosine: float | None, vector: np.ndarray | None) -> Hit:
-    return Hit(scope_id, row.source, row.start_line, row.end_line, row.text, score, relevance, text_score,
-               cosine, row.ts, row.id, vector)
+def _hit(
+    scope_id: str,
+    row: ChunkRow,
+    score: float,
+    relevance: float,
+    text_score: float,
+    cosine: float | None,
+    vector: np.ndarray | None,
+) -> Hit:
+    return Hit(
+        scope_id,
+        row.source,
+        row.start_line,
+        row.end_line,
+        row.text,
+        score,
+        relevance,
+        text_score,
+        cosine,
+        row.ts,
+        row.id,
+        vector,
+    )
 
 
 def mmr(hits: Sequence[Hit], limit: int, lam: float, pool_factor: int = 4) -> list[Hit]:
@@ -200,12 +252,16 @@ def _similarities(pool: Sequence[Hit]) -> np.ndarray:
 
 
 def search(
-    indexes: Sequence[ScopeIndex], query: str, query_vector: np.ndarray | None, params: SearchParams,
-    *, text_only: bool = False, vector_only: bool = False,
+    indexes: Sequence[ScopeIndex],
+    query: str,
+    query_vector: np.ndarray | None,
+    params: SearchParams,
+    *,
+    text_only: bool = False,
+    vector_only: bool = False,
 ) -> list[Hit]:
     """Search several scopes and merge them by score, then diversify."""
     found: list[Hit] = []
     for index in indexes:
-        found.extend(scope_candidates(index, query, query_vector, params, text_only=text_only,
-                                      vector_only=vector_only))
+        found.extend(scope_candidates(index, query, query_vector, params, text_only=text_only, vector_only=vector_only))
     return mmr(found, params.limit, params.mmr_lambda)

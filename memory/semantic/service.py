@@ -134,8 +134,11 @@ class SemanticMemory:
             except Exception as exc:
                 reason = str(exc) if isinstance(exc, EmbedderUnavailable) else f"{type(exc).__name__}: {exc}"
                 self.embedder_state, self.embedder_error = "unavailable", reason
-                log.warning("semantic recall: embedder %s unavailable, using full-text search only: %s",
-                            self.settings.embedder, reason)
+                log.warning(
+                    "semantic recall: embedder %s unavailable, using full-text search only: %s",
+                    self.settings.embedder,
+                    reason,
+                )
                 return None
             if self._embedder is None:
                 self.embedder_state = "off"
@@ -286,8 +289,9 @@ class SemanticMemory:
         await asyncio.to_thread(index.collect_garbage)
         report.seconds = time.perf_counter() - started
         if report.rebuilt:
-            log.info("semantic index %s: rebuilt (%d chunks embedded in %.1fs)", scope_id, report.embedded,
-                     report.seconds)
+            log.info(
+                "semantic index %s: rebuilt (%d chunks embedded in %.1fs)", scope_id, report.embedded, report.seconds
+            )
         return report
 
     async def sync_all(self, scope_ids: Iterable[str]) -> dict[str, SyncReport | None]:
@@ -332,8 +336,11 @@ class SemanticMemory:
             self._load_in_background()
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._scheduler.add_job(
-            self._scheduled_run, IntervalTrigger(minutes=self.settings.sync_interval_minutes),
-            id="semantic-sync", max_instances=1, coalesce=True,
+            self._scheduled_run,
+            IntervalTrigger(minutes=self.settings.sync_interval_minutes),
+            id="semantic-sync",
+            max_instances=1,
+            coalesce=True,
         )
         scopes = sorted(set(catch_up) | set(self.known_scopes()) | set(self.transcript_scopes()))
         self._scheduler.add_job(self.sync_all, args=[scopes], id="semantic-catch-up", max_instances=1)
@@ -370,8 +377,11 @@ class SemanticMemory:
     def params(self, limit: int | None = None, **overrides: Any) -> SearchParams:
         s = self.settings
         values: dict[str, Any] = {
-            "limit": limit or s.top_k, "min_score": s.min_score, "vector_weight": s.vector_weight,
-            "half_life_days": s.half_life_days, "mmr_lambda": s.mmr_lambda,
+            "limit": limit or s.top_k,
+            "min_score": s.min_score,
+            "vector_weight": s.vector_weight,
+            "half_life_days": s.half_life_days,
+            "mmr_lambda": s.mmr_lambda,
             "max_mirrored": s.max_mirrored_vectors,
         }
         values.update(overrides)
@@ -402,8 +412,9 @@ class SemanticMemory:
             self._query_vectors.move_to_end(key)
         return cached
 
-    async def search(self, scope_ids: Iterable[str], query: str, *, limit: int | None = None,
-                     params: SearchParams | None = None) -> list[Hit]:
+    async def search(
+        self, scope_ids: Iterable[str], query: str, *, limit: int | None = None, params: SearchParams | None = None
+    ) -> list[Hit]:
         """Hybrid search over exactly these scopes (the caller has asked the policy), merged by score."""
         if not self.enabled or not query.strip():
             return []

@@ -133,5 +133,10 @@ async def embed_pending(index: ScopeIndex, embedder: Embedder, report: SyncRepor
         report.embedded += len(todo)
         done += len(todo)
         if total >= PROGRESS_EVERY:
-            log.info("semantic index %s: embedded %d/%d chunks with %s", index.scope_id, min(done, total), total,
-                     identity.key)
+            log.info(
+                "semantic index %s: embedded %d/%d chunks with %s",
+                index.scope_id,
+                min(done, total),
+                total,
+                identity.key,
+            )

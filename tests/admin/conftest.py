@@ -44,7 +44,12 @@ class Endpoint:
         self.mode = mode
 
     async def call(
-        self, method: str, path: str, *, token: str | None = None, headers: dict[str, str] | None = None,
+        self,
+        method: str,
+        path: str,
+        *,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
         json_body: Any = None,
     ) -> Reply:
         sent = dict(headers or {})
@@ -74,8 +79,9 @@ class AdminHarness:
     async def seed(self, scope_id: str = SEEDED) -> None:
         await seed_scope(self.services, scope_id)
 
-    async def stranger(self, user_id: int = 5550001, name: str | None = "Cousin Meera",
-                       username: str | None = "meera") -> str:
+    async def stranger(
+        self, user_id: int = 5550001, name: str | None = "Cousin Meera", username: str | None = "meera"
+    ) -> str:
         """Someone halo does not know writes to it on Telegram: a real pairing request. Its code."""
         return await ask_to_join(self.services, user_id, name, username)
 
@@ -83,24 +89,41 @@ class AdminHarness:
 async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
     """A scope with something everywhere purge must reach: session, transcript, memory, index."""
     for role, text in (("user", "The dentist is on Friday."), ("assistant", "Noted: dentist on Friday.")):
-        await services.transcripts.append(TranscriptLine(
-            id=f"{role}-{scope_id}", ts=datetime.now(UTC), scope_id=scope_id, role=role, text=text,
-            speaker="mom" if role == "user" else "halo", platform=scope_id.split(":")[0],
-        ))
+        await services.transcripts.append(
+            TranscriptLine(
+                id=f"{role}-{scope_id}",
+                ts=datetime.now(UTC),
+                scope_id=scope_id,
+                role=role,
+                text=text,
+                speaker="mom" if role == "user" else "halo",
+                platform=scope_id.split(":")[0],
+            )
+        )
     session = services.sessions.get(scope_id)
-    await session.add_items([{"role": "user", "content": "The dentist is on Friday."},
-                             {"role": "assistant", "content": "Noted."}])
+    await session.add_items(
+        [{"role": "user", "content": "The dentist is on Friday."}, {"role": "assistant", "content": "Noted."}]
+    )
     await services.sessions.flush(scope_id)
     # What /remember keeps (markup and all: the dashboard must show it as text).
-    await services.memory.remember(scope_id, "Dentist: Friday <script>alert(1)</script>", by="Mom",
-                                   when=datetime.now(UTC))
+    await services.memory.remember(
+        scope_id, "Dentist: Friday <script>alert(1)</script>", by="Mom", when=datetime.now(UTC)
+    )
     await services.semantic.sync_all([scope_id])  # the scope's index, from its transcript and memory
-    services.audit.write("policy", principal="mom", action="read_memory", resource=scope_id,
-                         allowed=True, policy_ids=["memory-own-scope"], reason="seeded")
+    services.audit.write(
+        "policy",
+        principal="mom",
+        action="read_memory",
+        resource=scope_id,
+        allowed=True,
+        policy_ids=["memory-own-scope"],
+        reason="seeded",
+    )
 
 
-async def ask_to_join(services: Any, user_id: int, name: str | None = "Cousin Meera",
-                      username: str | None = "meera") -> str:
+async def ask_to_join(
+    services: Any, user_id: int, name: str | None = "Cousin Meera", username: str | None = "meera"
+) -> str:
     """What the gateway does for a DM from a stranger; the code of the request it makes."""
     speaker = Speaker(str(user_id), None, display_name=name, username=username)
     assert await services.pairing.on_stranger("telegram", speaker) is not None, "no request was made"

@@ -90,8 +90,13 @@ async def test_route_access(key: tuple[str, str], admin):
         if "{code}" in path:  # a success decides the request: then a new stranger asks
             pending = await harness.services.pairing.list_pending()
             path = path.replace("{code}", pending[0].code if pending else await harness.stranger(next(newcomers)))
-        return await endpoint.call(method, path, json_body=example.json_body,
-                                   headers={**example.headers, **kwargs.pop("headers", {})}, **kwargs)
+        return await endpoint.call(
+            method,
+            path,
+            json_body=example.json_body,
+            headers={**example.headers, **kwargs.pop("headers", {})},
+            **kwargs,
+        )
 
     def decisions() -> int:
         return sum(len(harness.services.audit.tail(100, kind=k)) for k in ("pairing_approved", "pairing_denied"))
@@ -184,11 +189,24 @@ async def test_ipv4_mapped_loopback_peer_is_this_machine(admin):
             assert resp.status == expected, peer
 
 
-@pytest.mark.parametrize("address, loopback", [
-    ("127.0.0.1", True), ("127.9.8.7", True), ("::1", True), ("::ffff:127.0.0.1", True),
-    ("192.0.2.2", False), ("10.0.0.1", False), ("::ffff:10.0.0.1", False), ("fd00::2", False),
-    ("0.0.0.0", False), ("::", False), ("localhost", False), ("", False), ("fe80::1%eth0", False),
-])
+@pytest.mark.parametrize(
+    "address, loopback",
+    [
+        ("127.0.0.1", True),
+        ("127.9.8.7", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("192.0.2.2", False),
+        ("10.0.0.1", False),
+        ("::ffff:10.0.0.1", False),
+        ("fd00::2", False),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("localhost", False),
+        ("", False),
+        ("fe80::1%eth0", False),
+    ],
+)
 def test_loopback_addresses(address: str, loopback: bool):
     assert is_loopback_address(address) is loopback
 

@@ -28,8 +28,14 @@ async def test_sessions_list_the_scopes_people_talked_in(admin, fake_llm):
     assert scopes["web:mom"]["transcriptLines"] == 4 and scopes["web:mom"]["itemCount"] == 4
     assert scopes["web:mom"]["lastActivity"] is not None and scopes["web:mom"]["ownerId"] == "mom"
     assert scopes["telegram:-1001234"] == {  # configured but silent so far
-        "scopeId": "telegram:-1001234", "type": "parents_group", "ownerId": None, "configured": True,
-        "itemCount": 0, "transcriptLines": 0, "lastActivity": None, "hasMemory": False,
+        "scopeId": "telegram:-1001234",
+        "type": "parents_group",
+        "ownerId": None,
+        "configured": True,
+        "itemCount": 0,
+        "transcriptLines": 0,
+        "lastActivity": None,
+        "hasMemory": False,
     }
 
 
@@ -82,8 +88,13 @@ async def test_purge_needs_the_scope_id_repeated(admin):
     harness = await admin()
     await harness.seed()
     local = harness.local
-    for query, message in (("", "confirm="), ("?confirm=", "equal"), ("?confirm=web:wags", "equal"),
-                           (f"?confirm={SEEDED.upper()}", "equal"), (f"?confirm={SEEDED}%20", "equal")):
+    for query, message in (
+        ("", "confirm="),
+        ("?confirm=", "equal"),
+        ("?confirm=web:wags", "equal"),
+        (f"?confirm={SEEDED.upper()}", "equal"),
+        (f"?confirm={SEEDED}%20", "equal"),
+    ):
         reply = await local.call("POST", f"/sessions/{SEEDED}/purge{query}")
         assert reply.status == 400, query
         assert message in reply.body["error"]
@@ -97,17 +108,26 @@ async def test_bad_and_unknown_scope_ids(admin):
     await harness.seed()
     local = harness.local
     for bad in ("nocolon", "web:", "telegram:abc", "mars:1", "web:mom%20x", "x" * 201, "telegram:%0A1"):
-        for method, path in (("POST", f"/sessions/{bad}/clear"), ("POST", f"/sessions/{bad}/distill"),
-                             ("POST", f"/sessions/{bad}/purge?confirm={bad}"), ("GET", f"/scopes/{bad}/memory"),
-                             ("GET", f"/events?scopeId={bad}"), ("GET", f"/transcripts/tail?scopeId={bad}")):
+        for method, path in (
+            ("POST", f"/sessions/{bad}/clear"),
+            ("POST", f"/sessions/{bad}/distill"),
+            ("POST", f"/sessions/{bad}/purge?confirm={bad}"),
+            ("GET", f"/scopes/{bad}/memory"),
+            ("GET", f"/events?scopeId={bad}"),
+            ("GET", f"/transcripts/tail?scopeId={bad}"),
+        ):
             reply = await local.call(method, path)
             assert reply.status == 400, (method, path, reply.text)
             assert set(reply.body) == {"error"}
     for unknown in ("telegram:999999", "discord:42", "web:nobody", "home:garage"):
-        for method, path in (("POST", f"/sessions/{unknown}/clear"), ("POST", f"/sessions/{unknown}/distill"),
-                             ("POST", f"/sessions/{unknown}/purge?confirm={unknown}"),
-                             ("GET", f"/scopes/{unknown}/memory"), ("GET", f"/events?scopeId={unknown}"),
-                             ("GET", f"/transcripts/tail?scopeId={unknown}")):
+        for method, path in (
+            ("POST", f"/sessions/{unknown}/clear"),
+            ("POST", f"/sessions/{unknown}/distill"),
+            ("POST", f"/sessions/{unknown}/purge?confirm={unknown}"),
+            ("GET", f"/scopes/{unknown}/memory"),
+            ("GET", f"/events?scopeId={unknown}"),
+            ("GET", f"/transcripts/tail?scopeId={unknown}"),
+        ):
             reply = await local.call(method, path)
             assert reply.status == 404, (method, path, reply.text)
     assert (await local.call("GET", "/events")).status == 400  # scopeId is required
@@ -116,10 +136,17 @@ async def test_bad_and_unknown_scope_ids(admin):
 
 async def say(services: Any, scope_id: str, text: str, speaker: str = "mom") -> None:
     """A line as the gateway writes it to the transcript."""
-    await services.transcripts.append(TranscriptLine(
-        id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id=scope_id, role="user", text=text, speaker=speaker,
-        platform=scope_id.partition(":")[0],
-    ))
+    await services.transcripts.append(
+        TranscriptLine(
+            id=uuid.uuid4().hex,
+            ts=datetime.now(UTC),
+            scope_id=scope_id,
+            role="user",
+            text=text,
+            speaker=speaker,
+            platform=scope_id.partition(":")[0],
+        )
+    )
 
 
 async def test_distill_is_409_when_disabled(admin):
@@ -142,10 +169,20 @@ async def test_distill_turns_the_transcript_into_memory(admin):
     reply = await harness.local.call("POST", "/sessions/web:wags/distill")
 
     assert reply.status == 200, reply.text
-    assert reply.body == {"scopeId": "web:wags", "distilled": True, "result": {
-        "fromOffset": 0, "toOffset": size, "items": 2, "factsAdded": 2, "factsSuperseded": 0,
-        "factsForgotten": 0, "notesAdded": 0, "skipped": 0,
-    }}
+    assert reply.body == {
+        "scopeId": "web:wags",
+        "distilled": True,
+        "result": {
+            "fromOffset": 0,
+            "toOffset": size,
+            "items": 2,
+            "factsAdded": 2,
+            "factsSuperseded": 0,
+            "factsForgotten": 0,
+            "notesAdded": 0,
+            "skipped": 0,
+        },
+    }
     memory = services.memory.read("web:wags")
     assert "- The boiler service is in March _(Wags, " in memory and "- Wags's shoe size: 44 _(Wags, " in memory
     shown = (await harness.local.call("GET", "/scopes/web:wags/memory")).body
@@ -160,15 +197,17 @@ async def test_distill_turns_the_transcript_into_memory(admin):
 
 async def test_status_masks_every_secret(admin, fake_llm):
     secrets = {
-        "llm-key": "sk-live-llm-key-1", "tg": "123456:telegram-bot-token", "dc": "discord-token-abc",
+        "llm-key": "sk-live-llm-key-1",
+        "tg": "123456:telegram-bot-token",
+        "dc": "discord-token-abc",
         "url-pass": "hunter2-in-a-url",
     }
     yaml = f"""\
 admin: {{token: {ADMIN_TOKEN}}}
-llm: {{provider: openai-compatible, model: m, base_url: "http://user:{secrets['url-pass']}@127.0.0.1:1/v1",
-      api_key: {secrets['llm-key']}}}
-telegram: {{token: "{secrets['tg']}", base_url: "http://127.0.0.1:1"}}
-discord: {{token: {secrets['dc']}}}
+llm: {{provider: openai-compatible, model: m, base_url: "http://user:{secrets["url-pass"]}@127.0.0.1:1/v1",
+      api_key: {secrets["llm-key"]}}}
+telegram: {{token: "{secrets["tg"]}", base_url: "http://127.0.0.1:1"}}
+discord: {{token: {secrets["dc"]}}}
 """
     harness = await admin(yaml)
     reply = await harness.remotes[0].call("GET", "/status", token=ADMIN_TOKEN)
@@ -181,18 +220,31 @@ discord: {{token: {secrets['dc']}}}
     assert status["config"]["admin"]["token"] == "**********"
     assert status["config"]["members"][0]["web_token"] == "**********"
     assert status["config"]["sessions"]["history_token_budget"] == 4000  # a number is not a secret
-    assert status["provider"] == {"name": "openai-compatible", "model": "m",
-                                  "base_url": "http://user:**********@127.0.0.1:1/v1", "configured": True}
+    assert status["provider"] == {
+        "name": "openai-compatible",
+        "model": "m",
+        "base_url": "http://user:**********@127.0.0.1:1/v1",
+        "configured": True,
+    }
     assert status["halo_home"]["home"] == str(harness.halo.settings.home)
     assert status["adapters"]["web"]["connected"] is True
     assert status["semantic"]["enabled"] is True and status["semantic"]["runs"] == 0  # the real index, idle
     assert status["semantic"]["embedder"]["model"] == str(harness.halo.settings.memory.semantic.model)
     assert status["distillation"] == {
-        "enabled": True, "every_n_items": 20, "extractor": "deterministic", "quiet_minutes": 10,
-        "running": [], "failing": [], "scopes": {},
+        "enabled": True,
+        "every_n_items": 20,
+        "extractor": "deterministic",
+        "quiet_minutes": 10,
+        "running": [],
+        "failing": [],
+        "scopes": {},
     }
-    assert status["queues"] == {"gateway_background_tasks": 0, "busy_scopes": 0, "pending_pairing_requests": 0,
-                                "undelivered_notifications": 0}
+    assert status["queues"] == {
+        "gateway_background_tasks": 0,
+        "busy_scopes": 0,
+        "pending_pairing_requests": 0,
+        "undelivered_notifications": 0,
+    }
     assert status["uptime_seconds"] >= 0 and status["version"]
 
 
@@ -206,7 +258,11 @@ async def test_status_shows_the_plugged_in_parts(admin):
     status = (await harness.local.call("GET", "/status")).body
     semantic = status["semantic"]
     assert (semantic["enabled"], semantic["mode"], semantic["problem"], semantic["running"]) == (
-        True, "hybrid", None, False)  # hybrid: sqlite-vec and the embedder work; no schedule outside `serve`
+        True,
+        "hybrid",
+        None,
+        False,
+    )  # hybrid: sqlite-vec and the embedder work; no schedule outside `serve`
     assert (semantic["runs"], semantic["failures"], semantic["last_error"]) == (1, 0, None)
     assert semantic["embedder"]["state"] == "ready" and semantic["embedder"]["dim"] == 48
     [indexed] = semantic["scopes"]
@@ -249,8 +305,12 @@ async def test_policy_status_explains_every_member_in_every_configured_scope(adm
         assert {(m.id, a) for m in family.members for a in body["actions"] if a != "receive_proactive"} <= pairs
         assert ("system:home", "receive_proactive") in pairs
     assert decision("web:mom", "mom", "converse") == {
-        "principal": "mom", "action": "converse", "allowed": True, "policyIds": ["own-dm"],
-        "reason": "A member may always talk to halo in their own DM.", "fromScope": None,
+        "principal": "mom",
+        "action": "converse",
+        "allowed": True,
+        "policyIds": ["own-dm"],
+        "reason": "A member may always talk to halo in their own DM.",
+        "fromScope": None,
     }
     child_in_group = decision("telegram:-1001234", "aarav", "converse")
     assert not child_in_group["allowed"] and "parents-group-parents-only" in child_in_group["policyIds"]
@@ -267,8 +327,16 @@ async def test_events_by_scope_and_tail(admin):
     await harness.seed()
     audit = harness.services.audit
     audit.write("provider_error", scope_id="web:wags", error="boom")
-    audit.write("policy", principal="aarav", action="converse", resource="telegram:-1001234",
-                from_scope=SEEDED, allowed=False, policy_ids=["x"], reason="r")
+    audit.write(
+        "policy",
+        principal="aarav",
+        action="converse",
+        resource="telegram:-1001234",
+        from_scope=SEEDED,
+        allowed=False,
+        policy_ids=["x"],
+        reason="r",
+    )
     about_mom = (await harness.local.call("GET", f"/events?scopeId={SEEDED}")).body
     assert [e["kind"] for e in about_mom] == ["policy", "policy"]  # the seeded one and the from_scope one
     assert all(SEEDED in (e.get("scope_id"), e.get("resource"), e.get("from_scope")) for e in about_mom)
@@ -317,17 +385,27 @@ async def test_a_parent_lets_a_newcomer_in_and_turns_another_away(admin):
     assert [r["code"] for r in listed] == [meera, ravi]
     first = listed[0]
     assert {k: v for k, v in first.items() if not k.endswith("At")} == {
-        "code": meera, "platform": "telegram", "userId": "5550001", "displayName": "Cousin Meera", "username": "meera",
+        "code": meera,
+        "platform": "telegram",
+        "userId": "5550001",
+        "displayName": "Cousin Meera",
+        "username": "meera",
     }
     asked, expires = datetime.fromisoformat(first["requestedAt"]), datetime.fromisoformat(first["expiresAt"])
     assert expires - asked == timedelta(hours=1) and abs(datetime.now(UTC) - asked) < timedelta(minutes=1)
     assert listed[1]["username"] is None
 
-    approved = await local.call("POST", f"/pairing/requests/{meera}/approve",
-                                json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"})
+    approved = await local.call(
+        "POST",
+        f"/pairing/requests/{meera}/approve",
+        json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"},
+    )
     assert approved.status == 200, approved.text
-    assert approved.body == {"code": meera, "approved": True,
-                             "member": {"id": "meera", "name": "Meera", "role": "child", "ageGroup": "adolescent"}}
+    assert approved.body == {
+        "code": meera,
+        "approved": True,
+        "member": {"id": "meera", "name": "Meera", "role": "child", "ageGroup": "adolescent"},
+    }
     member = services.family.member("meera")
     assert member is not None and member.telegram_user_id == 5550001 and member.age_group == "adolescent"
     assert "telegram_user_id: 5550001" in services.paths.config_file.read_text()
@@ -351,18 +429,25 @@ async def test_pairing_refusals_say_what_is_wrong(admin):
     local = harness.local
     code = await harness.stranger()
 
-    for body, message in (({"role": "boss", "name": "M"}, "role"), ({"role": "child"}, "name"),
-                          ({"role": "child", "name": "  "}, "name"), ({"role": "child", "name": "M" * 65}, "name"),
-                          ({"role": "parent", "name": "M", "ageGroup": "adolescent"}, "ageGroup"),
-                          ({"role": "child", "name": "M", "ageGroup": "teen"}, "ageGroup"), ([1, 2], "object")):
+    for body, message in (
+        ({"role": "boss", "name": "M"}, "role"),
+        ({"role": "child"}, "name"),
+        ({"role": "child", "name": "  "}, "name"),
+        ({"role": "child", "name": "M" * 65}, "name"),
+        ({"role": "parent", "name": "M", "ageGroup": "adolescent"}, "ageGroup"),
+        ({"role": "child", "name": "M", "ageGroup": "teen"}, "ageGroup"),
+        ([1, 2], "object"),
+    ):
         reply = await local.call("POST", f"/pairing/requests/{code}/approve", json_body=body)
         assert reply.status == 400 and message in reply.body["error"], body
     for action in ("approve", "deny"):
-        malformed = await local.call("POST", f"/pairing/requests/bad%20code/{action}",
-                                     json_body={"role": "child", "name": "M"})
+        malformed = await local.call(
+            "POST", f"/pairing/requests/bad%20code/{action}", json_body={"role": "child", "name": "M"}
+        )
         assert malformed.status == 400, action
-        unknown = await local.call("POST", f"/pairing/requests/ZZZZ9999/{action}",
-                                   json_body={"role": "child", "name": "M"})
+        unknown = await local.call(
+            "POST", f"/pairing/requests/ZZZZ9999/{action}", json_body={"role": "child", "name": "M"}
+        )
         assert unknown.status == 404 and "ZZZZ9999" in unknown.body["error"], action
     assert [r.code for r in await services.pairing.list_pending()] == [code]  # nothing was decided
 

@@ -16,8 +16,14 @@ from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
@@ -131,7 +137,7 @@ async def test_from_another_machine_the_page_asks_for_the_token(admin, browser, 
     remote = harness.remotes[0]
     page, problems = await open_dashboard(browser, remote.base + "/", PHONE)
     await expect(page.locator("#signin")).to_be_visible()
-    assert await page.locator('[data-scope]').count() == 0
+    assert await page.locator("[data-scope]").count() == 0
     await page.screenshot(path=str(tmp_path / "dashboard-signin-phone.png"))
     await page.locator("#token-input").fill("wrong")
     await page.locator("#signin button[type=submit]").click()
@@ -175,5 +181,7 @@ async def test_a_parent_reads_a_young_childs_chat_but_not_a_teens(admin, browser
 
     reads = harness.services.audit.tail(10, kind="transcript_read")
     assert [(e["reader"], e["scope_id"], e["allowed"]) for e in reads] == [
-        ("wags", "telegram:1004", True), ("wags", "telegram:1003", False)]
+        ("wags", "telegram:1004", True),
+        ("wags", "telegram:1003", False),
+    ]
     assert all("status of 403" in p for p in problems), problems  # the refused read, nothing else

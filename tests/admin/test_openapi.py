@@ -82,8 +82,12 @@ schema = schemathesis.openapi.from_dict(SPEC, config=CONFIG)
 
 @schema.parametrize()
 @settings(
-    max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
-    phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
+    max_examples=EXAMPLES_PER_OPERATION,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
 )
 def test_api_keeps_to_its_schema_from_this_machine(case: schemathesis.Case, running_halo: ThreadedHalo) -> None:
     case.call_and_validate(base_url=running_halo.url)
@@ -91,8 +95,12 @@ def test_api_keeps_to_its_schema_from_this_machine(case: schemathesis.Case, runn
 
 @schema.parametrize()
 @settings(
-    max_examples=EXAMPLES_PER_OPERATION // 5, deadline=None, derandomize=True, database=None,
-    phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
+    max_examples=EXAMPLES_PER_OPERATION // 5,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
 )
 def test_api_keeps_to_its_schema_for_a_remote_peer_without_token(
     case: schemathesis.Case, running_halo: ThreadedHalo

@@ -18,8 +18,12 @@ from tests.admin.peers import PeerSite
 class ThreadedHalo:
     """`start()` returns once halo listens on 127.0.0.1 (and, if asked, behind a spoofed remote peer)."""
 
-    def __init__(self, settings: Settings, prepare: Callable[[Halo], Any] | None = None,
-                 remote_peer: tuple[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        prepare: Callable[[Halo], Any] | None = None,
+        remote_peer: tuple[str, int] | None = None,
+    ) -> None:
         self.settings = settings
         self.prepare = prepare
         self.remote_peer = remote_peer

@@ -108,9 +108,7 @@ class FakeAnthropic(ScriptedModelServer):
                 )
                 deltas = [{"type": "text_delta", "text": piece} for piece in text_deltas(block["text"])]
             else:
-                events.append(
-                    {"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}}
-                )
+                events.append({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
                 deltas = [
                     {"type": "input_json_delta", "partial_json": piece}
                     for piece in argument_deltas(json.dumps(block["input"]))

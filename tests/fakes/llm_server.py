@@ -293,9 +293,7 @@ class ScriptedModelServer:
     def _error_response(self, reply: Reply) -> web.Response:
         message = reply.error_message or f"scripted error {reply.status}"
         headers = {} if reply.retry_after is None else {"retry-after": f"{reply.retry_after:g}"}
-        return web.json_response(
-            self._error_body(reply.status, message), status=reply.status, headers=headers
-        )
+        return web.json_response(self._error_body(reply.status, message), status=reply.status, headers=headers)
 
 
 class FakeOpenAI(ScriptedModelServer):
@@ -384,13 +382,9 @@ class FakeOpenAI(ScriptedModelServer):
 
         events = [chunk({"role": "assistant", "content": ""})]
         events += [chunk({"content": piece}) for piece in text_deltas(reply.text)]
-        for index, (call_id, call) in enumerate(
-            zip(self._tool_call_ids(reply), reply.tool_calls, strict=True)
-        ):
+        for index, (call_id, call) in enumerate(zip(self._tool_call_ids(reply), reply.tool_calls, strict=True)):
             opening = {"index": index, "id": call_id, "type": "function"}
-            events.append(
-                chunk({"tool_calls": [{**opening, "function": {"name": call.name, "arguments": ""}}]})
-            )
+            events.append(chunk({"tool_calls": [{**opening, "function": {"name": call.name, "arguments": ""}}]}))
             events += [
                 chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
                 for piece in argument_deltas(json.dumps(call.arguments))
@@ -482,8 +476,7 @@ class FakeOpenAI(ScriptedModelServer):
             events += _output_item_events(index, item)
         events.append(_event("response.completed", response=final))
         return [
-            (event["type"], json.dumps({**event, "sequence_number": number}))
-            for number, event in enumerate(events)
+            (event["type"], json.dumps({**event, "sequence_number": number})) for number, event in enumerate(events)
         ]
 
     # --- embeddings ---------------------------------------------------------------
@@ -551,9 +544,7 @@ def _output_item_events(index: int, item: JSON) -> list[JSON]:
                 _event("response.function_call_arguments.delta", **at, delta=piece)
                 for piece in argument_deltas(item["arguments"])
             ),
-            _event(
-                "response.function_call_arguments.done", **at, name=item["name"], arguments=item["arguments"]
-            ),
+            _event("response.function_call_arguments.done", **at, name=item["name"], arguments=item["arguments"]),
         ]
     return [
         _event("response.output_item.added", output_index=index, item=pending),
@@ -611,9 +602,7 @@ def _strings_in(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for item in value for s in _strings_in(item)]
     if isinstance(value, dict):
-        return [
-            s for key, item in value.items() if key not in _PROMPT_METADATA_KEYS for s in _strings_in(item)
-        ]
+        return [s for key, item in value.items() if key not in _PROMPT_METADATA_KEYS for s in _strings_in(item)]
     return []
 
 

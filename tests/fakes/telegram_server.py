@@ -191,8 +191,13 @@ class FakeTelegram:
     # --- scripting -----------------------------------------------------------------------
 
     def fail(
-        self, method: str, code: int = 429, description: str | None = None, *,
-        retry_after: int | None = None, times: int = 1,
+        self,
+        method: str,
+        code: int = 429,
+        description: str | None = None,
+        *,
+        retry_after: int | None = None,
+        times: int = 1,
     ) -> None:
         """The next `times` calls of `method` get this error."""
         if code == 429 and retry_after is None:
@@ -208,7 +213,8 @@ class FakeTelegram:
     def sent(self, chat_id: int | None = None) -> list[JSON]:
         """Parameters of every sendMessage that succeeded, optionally to one chat."""
         return [
-            c.params for c in self.calls
+            c.params
+            for c in self.calls
             if c.method == "sendMessage" and c.ok and (chat_id is None or c.params["chat_id"] == chat_id)
         ]
 
@@ -266,8 +272,12 @@ class FakeTelegram:
         return web.json_response({"ok": True, "result": result})
 
     async def _api_getMe(self, params: JSON) -> JSON:
-        return {**self.bot, "can_join_groups": True, "can_read_all_group_messages": True,
-                "supports_inline_queries": False}
+        return {
+            **self.bot,
+            "can_join_groups": True,
+            "can_read_all_group_messages": True,
+            "supports_inline_queries": False,
+        }
 
     async def _api_getUpdates(self, params: JSON) -> list[JSON]:
         offset = int(params.get("offset") or 0)
@@ -318,8 +328,26 @@ class _ApiError(Exception):
         self.description = description
 
 
-_HTML_TAGS = frozenset({"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "code", "pre", "a",
-                        "blockquote", "tg-spoiler", "span", "tg-emoji"})
+_HTML_TAGS = frozenset(
+    {
+        "b",
+        "strong",
+        "i",
+        "em",
+        "u",
+        "ins",
+        "s",
+        "strike",
+        "del",
+        "code",
+        "pre",
+        "a",
+        "blockquote",
+        "tg-spoiler",
+        "span",
+        "tg-emoji",
+    }
+)
 
 
 class _TelegramHTML(HTMLParser):
@@ -333,12 +361,12 @@ class _TelegramHTML(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
         if tag not in _HTML_TAGS:
-            raise _ApiError(400, f"Bad Request: can't parse entities: unsupported start tag \"{tag}\"")
+            raise _ApiError(400, f'Bad Request: can\'t parse entities: unsupported start tag "{tag}"')
         self.open.append(tag)
 
     def handle_endtag(self, tag: str) -> None:
         if not self.open or self.open.pop() != tag:
-            raise _ApiError(400, f"Bad Request: can't parse entities: unmatched end tag \"{tag}\"")
+            raise _ApiError(400, f'Bad Request: can\'t parse entities: unmatched end tag "{tag}"')
 
     def handle_data(self, data: str) -> None:
         self.visible.append(data)
@@ -354,7 +382,7 @@ def visible_text(text: str, parse_mode: str | None) -> str:
     parser.feed(text)
     parser.close()
     if parser.open:
-        raise _ApiError(400, f"Bad Request: can't parse entities: unclosed tag \"{parser.open[-1]}\"")
+        raise _ApiError(400, f'Bad Request: can\'t parse entities: unclosed tag "{parser.open[-1]}"')
     return "".join(parser.visible)
 
 
