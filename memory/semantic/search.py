@@ -34,7 +34,17 @@ from memory.semantic.index import ChunkRow, ScopeIndex
 # Filler words, and words of time: a question's "last month" is for recency decay to weigh, not
 # for BM25 to match against "the last week of the semester".
 STOPWORDS = frozenset(
-    ["a", "about", "above", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "say", "said", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "tell", "told", "remember", "know", "anything", "something", "thing", "things", "please", "halo", "hey", "hi", "hello", "thanks", "thank", "ok", "okay", "yes", "yeah", "maybe", "really", "also", "still", "ever", "much", "many", "lot", "get", "gets", "got", "getting", "go", "goes", "going", "went", "one", "ones", "need", "needs", "want", "wants", "like", "make", "makes", "made", "let", "us", "last", "next", "ago", "day", "days", "week", "weeks", "month", "months", "year", "years", "today", "yesterday", "tomorrow", "time"]
+    """
+a about above after again all am an and any are as at be because been before being below between both but by
+can could did do does doing down during each few for from further had has have having he her here hers herself
+him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only
+or other our ours ourselves out over own same say said she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves tell told remember know anything something
+thing things please halo hey hi hello thanks thank ok okay yes yeah maybe really also still ever much many
+lot get gets got getting go goes going went one ones need needs want wants like make makes made let us
+last next ago day days week weeks month months year years today yesterday tomorrow time
+""".split()  # noqa: SIM905 (a word list reads better as text)
 )
 
 _WORD = re.compile(r"\w+", re.UNICODE)
