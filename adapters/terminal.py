@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import TextIO
 
 from config.family import Member
-from halo.envelope import Envelope, Speaker
-from halo.gateway import Gateway
-from halo.scopes import resolve_scope
+from halo.pipeline.envelope import Envelope, Speaker
+from halo.pipeline.gateway import Gateway
+from halo.pipeline.scopes import resolve_scope
 
 EXIT_WORDS = {"/quit", "/exit", ":q"}
 

@@ -14,9 +14,9 @@ from aiohttp import web
 
 from config.family import Member
 from halo.access import bearer_token, is_local_request
-from halo.envelope import Envelope, Speaker
-from halo.gateway import Gateway
-from halo.scopes import resolve_scope
+from halo.pipeline.envelope import Envelope, Speaker
+from halo.pipeline.gateway import Gateway
+from halo.pipeline.scopes import resolve_scope
 
 MAX_TEXT_CHARS = 8000
 

@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from halo.app import Halo
-from halo.envelope import Scope
-from halo.scope_admin import known_scope_ids, parse_scope_id
-from halo.scopes import UnknownScopeError
+from halo.family.scope_admin import known_scope_ids, parse_scope_id
+from halo.pipeline.envelope import Scope
+from halo.pipeline.scopes import UnknownScopeError
+from halo.runtime.app import Halo
 
 log = logging.getLogger(__name__)
 

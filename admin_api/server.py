@@ -11,7 +11,7 @@ from admin_api.base import HALO, OPENAPI, errors_as_json, json_error, no_store
 from admin_api.guards import guard, is_admin, token_required
 from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
-from halo.app import Halo
+from halo.runtime.app import Halo
 
 __all__ = ["HALO", "create_app", "is_admin", "json_error", "token_required"]
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from halo.app import VERSION, Halo
+from halo.runtime.app import VERSION, Halo
 from transcripts.audit import is_secret_key
 
 MASK = "**********"

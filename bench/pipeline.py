@@ -23,9 +23,9 @@ from agents import Agent, Model, ModelResponse, RunConfig, Runner, Usage
 from agents.testing import assistant_message
 
 from config.loader import load_settings
-from halo.app import build_halo
-from halo.envelope import Envelope, Speaker
-from halo.scopes import resolve_scope
+from halo.pipeline.envelope import Envelope, Speaker
+from halo.pipeline.scopes import resolve_scope
+from halo.runtime.app import build_halo
 
 
 class InstantModel(Model):

@@ -31,8 +31,8 @@ import numpy as np
 
 from config.paths import HaloPaths
 from config.settings import SemanticSettings
-from memory.embedders import EmbedderIdentity, Model2VecEmbedder, Vectors, normalise
 from memory.semantic import SemanticMemory
+from memory.semantic.embedders import EmbedderIdentity, Model2VecEmbedder, Vectors, normalise
 from tests.recall_set import all_text, evaluate, table, write_docs
 from tests.semantic_helpers import concept_model, words_of
 

@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as halo runs it (see halo/cli.py)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as halo runs it (see halo/runtime/cli.py)
 
 import numpy as np
 
-from memory.embedders import EmbedderIdentity
 from memory.semantic.chunking import Chunk
+from memory.semantic.embedders import EmbedderIdentity
 from memory.semantic.index import ScopeIndex
 from memory.semantic.search import SearchParams, search
 

@@ -52,7 +52,7 @@ class HaloPaths:
 
     @property
     def notifications(self) -> Path:
-        """The outbox of private notifications (safety alerts to parents), see halo/notify.py."""
+        """The outbox of private notifications (safety alerts to parents), see halo/safety/notify.py."""
         return self.home / "outbox" / "notifications.jsonl"
 
     @property

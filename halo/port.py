@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from halo.envelope import Envelope, Platform, Scope, ScopeType, Speaker
+from halo.pipeline.envelope import Envelope, Platform, Scope, ScopeType, Speaker
 
 if TYPE_CHECKING:
     from aiohttp import web

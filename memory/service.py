@@ -22,7 +22,7 @@ from typing import Any, Literal
 from config.settings import MemorySettings
 from memory import daily, facts
 from memory.distill import Distiller, DistillResult, MayWrite, Names
-from memory.extract import ExtractionResult, ModelExtraction
+from memory.extraction.extract import ExtractionResult, ModelExtraction
 from memory.redact import REDACTED, only_redacted, redact
 from memory.rules import Durable, Forget, classify, classify_sentence
 from memory.scope_files import ScopeFiles

@@ -110,7 +110,7 @@ class RunningHalo:
 async def serve_halo() -> AsyncIterator[Callable[[Settings], Any]]:
     """Start halo (build_halo + create_app) on a real 127.0.0.1 socket."""
     from admin_api.server import create_app
-    from halo.app import build_halo
+    from halo.runtime.app import build_halo
 
     running: list[RunningHalo] = []
 
@@ -147,7 +147,7 @@ class Outbox:
 @pytest.fixture
 async def halo(fake_llm: FakeOpenAI, settings_for: Callable[..., Settings]) -> AsyncIterator[Any]:
     """halo built from the test family and the fake model, without starting adapters."""
-    from halo.app import build_halo
+    from halo.runtime.app import build_halo
 
     running = build_halo(settings_for(llm_yaml(fake_llm)))
     yield running

@@ -16,7 +16,7 @@ import numpy as np
 from model2vec import StaticModel
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from memory.embedders import EmbedderIdentity, Model2VecEmbedder, Vectors
+from memory.semantic.embedders import EmbedderIdentity, Model2VecEmbedder, Vectors
 
 CONCEPTS: dict[str, list[str]] = {
     "teeth": [

@@ -10,8 +10,8 @@ import pytest
 from config.editor import append_member, edit_config
 from config.loader import ConfigError, load_settings, settings_from
 from config.paths import HaloPaths
-from halo.members import FamilyEditor, member_id_for
-from halo.starter import STARTER
+from halo.family.members import FamilyEditor, member_id_for
+from halo.runtime.starter import STARTER
 from policy import PolicyEngine
 from tests.conftest import FAMILY_YAML
 

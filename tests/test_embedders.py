@@ -12,9 +12,9 @@ import pytest
 
 from config.paths import HaloPaths
 from config.settings import SemanticSettings
-from memory.embedders import EmbedderUnavailable, Model2VecEmbedder, OpenAIEmbedder, load_embedder
 from memory.semantic import SemanticMemory
 from memory.semantic import service as service_module
+from memory.semantic.embedders import EmbedderUnavailable, Model2VecEmbedder, OpenAIEmbedder, load_embedder
 from memory.semantic.sqlite import SqliteSupport, probe
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
@@ -170,7 +170,7 @@ def _plain_connect(path: Path):  # type: ignore[no-untyped-def]
 
 
 async def test_doctor_says_what_recall_can_do(tmp_path: Path, settings_for) -> None:
-    from halo.doctor import check_semantic
+    from halo.runtime.doctor import check_semantic
 
     folder = save_concept_model(tmp_path / "m2v")
     good = await check_semantic(settings_for(f"memory:\n  semantic: {{model: '{folder}'}}\n"))
@@ -185,7 +185,7 @@ async def test_a_turn_never_waits_for_the_model_to_load(tmp_path: Path) -> None:
     import asyncio
     import time
 
-    from memory.embedders import Model2VecEmbedder
+    from memory.semantic.embedders import Model2VecEmbedder
     from tests.semantic_helpers import concept_model
 
     paths = HaloPaths(tmp_path / "home")

@@ -168,7 +168,7 @@ async def test_a_notifier_failure_never_costs_the_child_their_reply(home, serve_
 
 async def test_undelivered_alerts_survive_a_restart(home) -> None:
     """The outbox is on disk: an alert no adapter could take is delivered after a restart."""
-    from halo.app import build_halo
+    from halo.runtime.app import build_halo
 
     settings = family_settings(home, "llm: {provider: none}\n")
     first = build_halo(settings)

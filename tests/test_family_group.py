@@ -14,12 +14,12 @@ from agents import RunContextWrapper
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from halo.app import build_halo
-from halo.envelope import Envelope, Speaker
-from halo.gateway import Reply
-from halo.scopes import resolve_scope
-from halo.tools import guarded_tool
-from halo.turn import Turn
+from halo.pipeline.envelope import Envelope, Speaker
+from halo.pipeline.gateway import Reply
+from halo.pipeline.scopes import resolve_scope
+from halo.pipeline.turn import Turn
+from halo.runtime.app import build_halo
+from halo.tools.guarded import guarded_tool
 from tests.conftest import llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.safety_support import SAFETY_FAMILY, SafetyScript, alerts, family_settings, transcript

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import pytest
 from agents import RunContextWrapper
 
-from halo.tools import guarded_tool
-from halo.turn import Turn
+from halo.pipeline.turn import Turn
+from halo.tools.guarded import guarded_tool
 from tests.conftest import llm_yaml
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.llm_server import FakeOpenAI

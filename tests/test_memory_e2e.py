@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from halo.app import Halo
-from halo.context import CUT_MARKER
-from halo.envelope import Envelope, Speaker
-from halo.gateway import Reply
-from halo.scopes import resolve_scope
+from halo.context.builder import CUT_MARKER
+from halo.pipeline.envelope import Envelope, Speaker
+from halo.pipeline.gateway import Reply
+from halo.pipeline.scopes import resolve_scope
+from halo.runtime.app import Halo
 from memory import daily
 from memory.markdown import section_body
 from memory.when import day_of
@@ -253,7 +253,7 @@ async def test_the_api_the_admin_endpoint_calls(fake_llm: FakeOpenAI, settings_f
 
 
 def test_halo_distill_cli(settings_for, home: Path, monkeypatch, capsys):
-    from halo.cli import main
+    from halo.runtime.cli import main
     from transcripts import TranscriptLine, TranscriptStore
 
     settings_for("")

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from config.settings import LLMSettings
-from halo.providers import build_model
-from memory import facts, sidecar
-from memory.extract import ModelChunkExtractor, ModelExtraction
+from halo.runtime.providers import build_model
+from memory import facts
+from memory.extraction import sidecar
+from memory.extraction.extract import ModelChunkExtractor, ModelExtraction
 from memory.markdown import section_body
 from tests.fakes.llm_server import FakeOpenAI
 from tests.memory_support import MemoryKit, names

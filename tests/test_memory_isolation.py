@@ -30,9 +30,9 @@ from hypothesis import strategies as st
 
 from config.family import Member
 from config.loader import load_settings
-from halo.app import Halo, build_halo
-from halo.envelope import Envelope, Speaker
-from halo.scopes import resolve_scope
+from halo.pipeline.envelope import Envelope, Speaker
+from halo.pipeline.scopes import resolve_scope
+from halo.runtime.app import Halo, build_halo
 from tests.conftest import llm_yaml, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI
 

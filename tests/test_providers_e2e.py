@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from config.settings import LLMSettings
-from halo.gateway import PROVIDER_DOWN
-from halo.providers import ProviderConfigError, build_model
+from halo.pipeline.gateway import PROVIDER_DOWN
+from halo.runtime.providers import ProviderConfigError, build_model
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.llm_server import FakeOpenAI
 

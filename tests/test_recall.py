@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
-from halo.envelope import Envelope, Speaker
-from halo.scopes import resolve_scope
+from halo.pipeline.envelope import Envelope, Speaker
+from halo.pipeline.scopes import resolve_scope
 from tests.conftest import llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
@@ -196,7 +196,7 @@ async def test_status_names_a_degraded_recall(fake_llm, settings_for, serve_halo
 
 
 async def test_recall_skips_what_the_context_already_shows(fake_llm, settings_for, serve_halo, model_dir) -> None:
-    from halo.recall import RecallSource, memory_files_in_context
+    from halo.context.recall import RecallSource, memory_files_in_context
 
     settings = settings_for(llm_yaml(fake_llm) + semantic_yaml(model_dir))
     await seed_dm_month_ago(settings)

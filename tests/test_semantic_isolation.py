@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 
 from config.loader import load_settings
 from config.paths import scope_hash
-from halo.app import build_halo
-from halo.envelope import Envelope, Speaker
-from halo.recall import readable_scopes, search_readable
-from halo.scopes import resolve_scope
-from halo.turn import Turn
-from memory.embedders import Model2VecEmbedder
+from halo.context.recall import readable_scopes, search_readable
+from halo.pipeline.envelope import Envelope, Speaker
+from halo.pipeline.scopes import resolve_scope
+from halo.pipeline.turn import Turn
+from halo.runtime.app import build_halo
 from memory.semantic import SemanticMemory
+from memory.semantic.embedders import Model2VecEmbedder
 from tests.conftest import write_home
 from tests.semantic_helpers import concept_model
 

@@ -9,8 +9,8 @@ import pytest
 
 from config.paths import HaloPaths
 from config.settings import SemanticSettings
-from memory.embedders import Model2VecEmbedder
 from memory.semantic import SemanticMemory
+from memory.semantic.embedders import Model2VecEmbedder
 from memory.semantic.search import fts_query, query_terms
 from tests.recall_set import all_text, evaluate, table, write_docs
 from tests.semantic_helpers import CountingEmbedder, concept_model, words_of

@@ -10,9 +10,9 @@ import pytest
 
 from config.paths import HaloPaths
 from config.settings import SemanticSettings
-from memory.embedders import EmbedderIdentity, Model2VecEmbedder
 from memory.semantic import SemanticMemory, chunk_markdown, chunk_transcript
 from memory.semantic.chunking import NumberedLine
+from memory.semantic.embedders import EmbedderIdentity, Model2VecEmbedder
 from memory.semantic.index import ScopeIndex
 from tests.semantic_helpers import CountingEmbedder, concept_model
 from transcripts import TranscriptLine, TranscriptStore

@@ -25,7 +25,7 @@ def halo_cmd(*args: str, home: Path, port: int | None = None, **popen) -> subpro
     if port is not None:
         env["HALO_ADMIN__PORT"] = str(port)
     return subprocess.Popen(
-        [sys.executable, "-m", "halo.cli", *args],
+        [sys.executable, "-m", "halo.runtime.cli", *args],
         cwd=ROOT,
         env=env,
         text=True,
@@ -38,7 +38,7 @@ def halo_cmd(*args: str, home: Path, port: int | None = None, **popen) -> subpro
 def run_halo(*args: str, home: Path, timeout: float = 30, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HALO_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", "halo.cli", *args],
+        [sys.executable, "-m", "halo.runtime.cli", *args],
         cwd=ROOT,
         env=env,
         text=True,

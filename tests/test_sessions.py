@@ -10,8 +10,8 @@ import pytest
 from agents import OpenAIChatCompletionsModel
 from openai import AsyncOpenAI
 
-from halo.compaction import compact_if_needed
-from halo.sessions import SUMMARY_PREFIX, SessionStore, estimate_tokens, fit_to_budget
+from halo.pipeline.compaction import compact_if_needed
+from halo.pipeline.sessions import SUMMARY_PREFIX, SessionStore, estimate_tokens, fit_to_budget
 from tests.fakes.llm_server import FakeOpenAI
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from adapters.telegram import TelegramAdapter
 from config.loader import load_settings
-from halo.app import Halo, build_halo
-from halo.pairing import CODE_ALPHABET, CODE_LENGTH
+from halo.family.pairing import CODE_ALPHABET, CODE_LENGTH
+from halo.runtime.app import Halo, build_halo
 from tests.conftest import FAMILY_YAML, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import TOKEN, FakeTelegram

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from halo.envelope import Envelope, Speaker
-from halo.scopes import resolve_scope
+from halo.pipeline.envelope import Envelope, Speaker
+from halo.pipeline.scopes import resolve_scope
 from tests.safety_support import SAFETY_FAMILY, family_settings
 
 VISIBLE = SAFETY_FAMILY.replace("age_group: adolescent,", "age_group: adolescent, parental_visibility: true,")

@@ -38,8 +38,8 @@ from adapters.telegram.outbox import Outbox
 from adapters.telegram.store import Outgoing, TelegramStore
 from config.settings import TelegramSettings
 from halo.access import token_matches
-from halo.gateway import Gateway
-from halo.scopes import resolve_scope
+from halo.pipeline.gateway import Gateway
+from halo.pipeline.scopes import resolve_scope
 
 log = logging.getLogger(__name__)
 

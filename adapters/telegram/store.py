@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from sqlalchemy import BigInteger, Boolean, Column, Float, Integer, MetaData, String, Table, Text, func, select
 
 from adapters.telegram.format import split_message
-from halo.db import HaloDB
+from halo.family.db import HaloDB
 
 KEEP_PROCESSED_SECONDS = 7 * 24 * 3600  # Telegram keeps unconfirmed updates for 24 hours
 

@@ -18,9 +18,9 @@ from admin_api.base import ApiError, halo_of, lines_param
 from admin_api.routes import Route
 from config.family import Member
 from halo.access import bearer_token, is_local_request
-from halo.envelope import Scope
-from halo.scope_admin import parse_scope_id
-from halo.scopes import UnknownScopeError, member_scopes
+from halo.family.scope_admin import parse_scope_id
+from halo.pipeline.envelope import Scope
+from halo.pipeline.scopes import UnknownScopeError, member_scopes
 
 NO_MEMBER = "send Authorization: Bearer <your web_token> (or ask from this machine)"
 

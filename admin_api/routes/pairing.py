@@ -1,6 +1,6 @@
 """Pending pairing requests (unknown people asking to join), approved or denied by a parent.
 
-The requests live in `services.pairing` (halo/pairing.py), which also audits each decision
+The requests live in `services.pairing` (halo/family/pairing.py), which also audits each decision
 with who made it: the admin's actor name.
 """
 
@@ -16,7 +16,7 @@ from admin_api.base import ApiError, halo_of
 from admin_api.guards import actor
 from admin_api.routes import Route
 from config.family import AgeGroup, Member, Role
-from halo.pairing import AGE_GROUPS, ROLES, PairingError, PairingRequest, UnknownCode
+from halo.family.pairing import AGE_GROUPS, ROLES, PairingError, PairingRequest, UnknownCode
 
 CODE_PATTERN = "[A-Za-z0-9-]{4,32}"  # said once for the handler and the OpenAPI document
 CODE = re.compile(CODE_PATTERN)

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from admin_api.base import halo_of
 from admin_api.routes import Route
-from halo.policy_table import MEMBER_ACTIONS, SYSTEM_ACTIONS, policy_table
+from halo.family.policy_table import MEMBER_ACTIONS, SYSTEM_ACTIONS, policy_table
 from halo.safety.profiles import effective_profile
 from policy.engine import POLICY_DIR
 

@@ -9,7 +9,7 @@ from aiohttp import web
 from admin_api.base import ApiError, halo_of, path_scope
 from admin_api.guards import actor
 from admin_api.routes import Route
-from halo.scope_admin import active_scope_ids, clear_session, purge_scope, scope_summaries
+from halo.family.scope_admin import active_scope_ids, clear_session, purge_scope, scope_summaries
 from memory.distill import DistillResult
 from memory.service import DistillationDisabled
 

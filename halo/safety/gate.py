@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from agents import Agent, GuardrailFunctionOutput, InputGuardrail, Model, OutputGuardrail, RunContextWrapper
 
 from config.family import Family
-from halo.notify import Notifier
 from halo.safety import replies
 from halo.safety.classifier import Direction, RiskClassifier
+from halo.safety.notify import Notifier
 from halo.safety.profiles import TurnProfile, parents_may_read, turn_profile
 from halo.safety.screen import LOW, Assessment, screen, stricter
 from halo.safety.topics import blocked_topic
@@ -35,7 +35,7 @@ from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptLine
 
 if TYPE_CHECKING:
-    from halo.turn import Turn
+    from halo.pipeline.turn import Turn
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from halo.context import ContextSection
+from halo.context.builder import ContextSection
 
 if TYPE_CHECKING:
-    from halo.turn import Turn
+    from halo.pipeline.turn import Turn
 
 
 class ProfileSource:

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from memory.embedders import EmbedderIdentity
 from memory.semantic.chunking import CHUNKING_VERSION, Chunk
+from memory.semantic.embedders import EmbedderIdentity
 from memory.semantic.sqlite import connect
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from config.paths import HaloPaths
 from config.settings import SemanticSettings
-from memory.embedders import Embedder, EmbedderUnavailable, load_embedder
+from memory.semantic.embedders import Embedder, EmbedderUnavailable, load_embedder
 from memory.semantic.index import INDEX_FILE, ScopeIndex
 from memory.semantic.search import Hit, SearchParams, search
 from memory.semantic.sqlite import SqliteSupport, probe

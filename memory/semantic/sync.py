@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memory.embedders import Embedder
 from memory.semantic.chunking import (
     TRANSCRIPT_SOURCE,
     NumberedLine,
@@ -25,6 +24,7 @@ from memory.semantic.chunking import (
     chunk_transcript,
     is_command_turn,
 )
+from memory.semantic.embedders import Embedder
 from memory.semantic.index import FileState, ScopeIndex
 from transcripts import TranscriptReader
 

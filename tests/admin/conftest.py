@@ -14,9 +14,9 @@ import pytest
 from aiohttp import web
 
 from admin_api.server import create_app
-from halo.app import Halo, build_halo
-from halo.envelope import Speaker
-from halo.services import Services
+from halo.pipeline.envelope import Speaker
+from halo.pipeline.services import Services
+from halo.runtime.app import Halo, build_halo
 from tests.admin.peers import SPOOFED_PEER, PeerSite, non_loopback_ipv4
 from tests.semantic_helpers import save_concept_model
 from transcripts import TranscriptLine

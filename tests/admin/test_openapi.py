@@ -15,7 +15,7 @@ from adapters.web import openapi_paths as web_chat_paths
 from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
 from config.loader import load_settings
-from halo.app import Halo
+from halo.runtime.app import Halo
 from tests.admin.conftest import ADMIN_YAML, ask_to_join, memory_yaml, seed_scope
 from tests.admin.threaded import ThreadedHalo
 from tests.conftest import write_home

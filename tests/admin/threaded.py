@@ -11,7 +11,7 @@ from aiohttp import web
 
 from admin_api.server import create_app
 from config.settings import Settings
-from halo.app import Halo, build_halo
+from halo.runtime.app import Halo, build_halo
 from tests.admin.peers import PeerSite
 
 

@@ -1,0 +1,133 @@
+"""Context assembly: the instructions a turn's model sees, inside a token budget.
+
+Sections come from sources (persona and speaker here; memory and recall plug in later),
+are kept in priority order, and a section that does not fit is cut from its oldest part
+with a visible marker, never silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from halo.pipeline.sessions import estimate_tokens
+
+if TYPE_CHECKING:
+    from halo.pipeline.turn import Turn
+
+CUT_MARKER = "[… older part cut to fit the context budget …]"
+
+DEFAULT_SOUL = """# SOUL
+
+You are halo, a warm, practical assistant for one family. You speak plainly and briefly.
+You keep each person's private things private: what someone tells you in a direct message
+stays there unless they choose to share it. You never invent facts about family members.
+When you do not know, you say so.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSection:
+    title: str
+    text: str
+    priority: int  # lower is more important: kept first when the budget is tight
+
+
+class ContextSource(Protocol):
+    """Contributes sections to a turn's instructions. Must only read what the policy allows."""
+
+    async def sections(self, turn: Turn) -> list[ContextSection]: ...
+
+
+def cut_oldest(text: str, max_tokens: int) -> str:
+    """Keep the newest (last) part of `text` that fits, with a marker where it was cut."""
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    keep_chars = max(0, max_tokens * 4 - len(CUT_MARKER) - 8)
+    tail = text[-keep_chars:] if keep_chars else ""
+    newline = tail.find("\n")
+    if 0 <= newline < len(tail) // 4:
+        tail = tail[newline + 1 :]  # start on a whole line
+    return f"{CUT_MARKER}\n{tail}"
+
+
+class CachedFile:
+    """A text file re-read only when its mtime changes (a parent's edit shows up next turn)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._mtime: float | None = None
+        self._text = ""
+
+    def read(self) -> str:
+        try:
+            mtime = self.path.stat().st_mtime
+        except FileNotFoundError:
+            return ""
+        if mtime != self._mtime:
+            self._text = self.path.read_text(encoding="utf-8")
+            self._mtime = mtime
+        return self._text
+
+
+class PersonaSource:
+    """SOUL.md and who is speaking, where."""
+
+    def __init__(self, soul_path: Path) -> None:
+        self.soul = CachedFile(soul_path)
+
+    async def sections(self, turn: Turn) -> list[ContextSection]:
+        env = turn.envelope
+        member = env.speaker.member
+        who = f"{member.name} (member id {member.id}, {member.role}" if member else "an unknown person ("
+        if member and member.role == "child":
+            who += f", {member.age_group}"
+        who += ")"
+        target = env.target_member
+        about = f"\nThe request is about: {target.name}." if target and target is not member else ""
+        now = env.ts.astimezone()
+        situation = f"Speaking: {who}.\nWhere: {_describe_scope(turn)}.\nNow: {now:%A %Y-%m-%d %H:%M %Z}.{about}"
+        return [
+            ContextSection("Persona", self.soul.read() or DEFAULT_SOUL, priority=0),
+            ContextSection("This conversation", situation, priority=1),
+        ]
+
+
+def _describe_scope(turn: Turn) -> str:
+    kinds = {
+        "dm": "a private one-to-one chat",
+        "parents_group": "the parents-only group chat",
+        "family_group": "the whole-family group chat",
+        "work_channel": "a work channel",
+        "home": "home events",
+    }
+    return f"{kinds.get(turn.scope.type, turn.scope.type)} on {turn.envelope.platform}"
+
+
+class ContextBuilder:
+    def __init__(self, sources: list[ContextSource], budget_tokens: int = 6000) -> None:
+        self.sources = sources
+        self.budget = budget_tokens
+
+    async def sections(self, turn: Turn) -> list[ContextSection]:
+        found: list[ContextSection] = []
+        for source in self.sources:
+            found.extend(await source.sections(turn))
+        return sorted(found, key=lambda s: s.priority)
+
+    async def instructions(self, turn: Turn) -> str:
+        left = self.budget
+        parts: list[str] = []
+        for section in await self.sections(turn):
+            if not section.text.strip():
+                continue
+            header = f"## {section.title}\n"
+            room = left - estimate_tokens(header)
+            if room <= 16:
+                parts.append(f"## {section.title}\n{CUT_MARKER}")
+                continue
+            body = cut_oldest(section.text.strip(), room)
+            parts.append(header + body)
+            left -= estimate_tokens(header + body)
+        return "\n\n".join(parts)

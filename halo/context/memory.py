@@ -1,0 +1,107 @@
+"""The memory part of a turn's context: USER.md, the scope's MEMORY.md, today's and yesterday's notes.
+
+Every file is asked for through the policy (`read_memory`) before it is read, so what the
+model sees is decided in code: the speaker's own USER.md, the target's only when the
+policy allows it (a parent asking about a child: yes; a child about a parent: no), and
+only this scope's memory. Files are re-read only when their mtime changes, so a parent's
+edit shows up on the next turn and an unchanged file costs a stat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from config.family import Member
+from config.paths import HaloPaths
+from halo.context.builder import CachedFile, ContextSection, cut_oldest
+from memory import daily, facts
+from memory.markdown import tidy
+from memory.when import day_of
+
+if TYPE_CHECKING:
+    from halo.pipeline.turn import Turn
+
+USER_TOKENS = 800
+MEMORY_TOKENS = 2500
+DAILY_TOKENS = 1000
+MAX_CACHED = 4096
+
+# After PersonaSource (0, 1), in the issue's fixed order.
+PRIORITY_SPEAKER, PRIORITY_TARGET, PRIORITY_MEMORY, PRIORITY_TODAY, PRIORITY_YESTERDAY = 2, 3, 4, 5, 6
+
+
+class CachedView:
+    """A file's text passed through `transform`, recomputed only when the file changed."""
+
+    def __init__(self, path: Path, transform: Callable[[str], str]) -> None:
+        self.file = CachedFile(path)
+        self.transform = transform
+        self._source: str | None = None
+        self._view = ""
+
+    def read(self) -> str:
+        text = self.file.read()
+        if text is not self._source:
+            self._source = text
+            self._view = self.transform(text) if text else ""
+        return self._view
+
+
+def profile_view(text: str) -> str:
+    """USER.md without comments; a file that is only a heading says nothing."""
+    view = tidy(text)
+    has_content = any(line.strip() and not line.startswith("#") for line in view.split("\n"))
+    return view if has_content else ""
+
+
+class MemorySource:
+    def __init__(self, paths: HaloPaths, *, daily_section: str = daily.NOTES) -> None:
+        self.paths = paths
+        self.daily_section = daily_section
+        self._views: dict[tuple[Path, str], CachedView] = {}
+
+    def _read(self, path: Path, kind: str, transform: Callable[[str], str]) -> str:
+        view = self._views.get((path, kind))
+        if view is None:
+            if len(self._views) >= MAX_CACHED:
+                self._views.clear()
+            view = self._views[(path, kind)] = CachedView(path, transform)
+        return view.read()
+
+    def _daily(self, text: str) -> str:
+        return daily.prompt_view(text, self.daily_section)
+
+    async def sections(self, turn: Turn) -> list[ContextSection]:
+        found: list[ContextSection] = []
+        speaker = turn.member
+        if speaker is not None and turn.decide("read_memory", speaker, audit=False).allowed:
+            found.append(self._profile(speaker, PRIORITY_SPEAKER))
+        target = turn.envelope.target
+        about_someone_else = target is not None and (speaker is None or target.id != speaker.id)
+        # about someone else: decided, and audited, on every turn it happens
+        if about_someone_else and turn.decide("read_memory", target).allowed:
+            found.append(self._profile(target, PRIORITY_TARGET))
+        if turn.decide("read_memory", turn.scope, audit=False).allowed:
+            found.extend(self._scope_sections(turn))
+        return [s for s in found if s.text.strip()]
+
+    def _profile(self, member: Member, priority: int) -> ContextSection:
+        text = self._read(self.paths.user_file(member.id), "profile", profile_view)
+        return ContextSection(f"What you know about {member.name}", cut_oldest(text, USER_TOKENS), priority)
+
+    def _scope_sections(self, turn: Turn) -> list[ContextSection]:
+        scope_id = turn.scope.id
+        memory = self._read(self.paths.memory_file(scope_id), "memory", facts.prompt_view)
+        today = day_of(turn.envelope.ts)
+        yesterday = today - timedelta(days=1)
+        sections = [
+            ContextSection("What you remember in this chat", cut_oldest(memory, MEMORY_TOKENS), PRIORITY_MEMORY)
+        ]
+        for day, label, priority in ((today, "today", PRIORITY_TODAY), (yesterday, "yesterday", PRIORITY_YESTERDAY)):
+            notes = self._read(self.paths.daily_file(scope_id, day), "daily", self._daily)
+            title = f"Notes from {day.isoformat()} ({label})"
+            sections.append(ContextSection(title, cut_oldest(notes, DAILY_TOKENS), priority))
+        return sections

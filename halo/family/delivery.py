@@ -1,0 +1,79 @@
+"""halo's own messages — pairing requests, group alerts, welcomes — to a scope, through
+the adapter of its platform.
+
+An adapter that can send registers here (the composition root does it). What halo says
+in a scope is written to that scope's transcript like any other reply.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import UTC, datetime
+from typing import Protocol
+
+from config.family import Family
+from halo.pipeline.scopes import member_scopes
+from transcripts import TranscriptLine, TranscriptStore
+
+log = logging.getLogger(__name__)
+
+
+class Sender(Protocol):
+    """An adapter's outbound side. `send` returns once the message is durably queued;
+    delivery (with retries) may finish later."""
+
+    async def send(self, scope_id: str, text: str) -> None: ...
+
+
+class Delivery:
+    def __init__(self, transcripts: TranscriptStore) -> None:
+        self.transcripts = transcripts
+        self._senders: dict[str, Sender] = {}
+
+    def register(self, platform: str, sender: Sender) -> None:
+        self._senders[platform] = sender
+
+    def can_send(self, scope_id: str) -> bool:
+        return scope_id.partition(":")[0] in self._senders
+
+    def senders(self) -> dict[str, Sender]:
+        """The registered platforms and their senders (the notifier reaches parents through them)."""
+        return dict(self._senders)
+
+    async def send(self, scope_id: str, text: str) -> bool:
+        """False when no adapter for the scope's platform is running."""
+        sender = self._senders.get(scope_id.partition(":")[0])
+        if sender is None:
+            return False
+        await sender.send(scope_id, text)
+        await self.transcripts.append(
+            TranscriptLine(
+                id=uuid.uuid4().hex,
+                ts=datetime.now(UTC),
+                scope_id=scope_id,
+                role="assistant",
+                text=text,
+                speaker="halo",
+                platform=scope_id.partition(":")[0],
+            )
+        )
+        return True
+
+    async def to_member(self, family: Family, member_id: str, text: str) -> list[str]:
+        """Send to every DM of one member that halo can reach; returns the scope ids reached."""
+        reached = []
+        for scope in member_scopes(family):
+            if scope.type == "dm" and scope.owner_id == member_id and await self.send(scope.id, text):
+                reached.append(scope.id)
+        return reached
+
+    async def to_parents(self, family: Family, text: str) -> list[str]:
+        """Tell every parent in their own DMs. Returns the scope ids reached (may be none:
+        the caller's audit event is then the only record)."""
+        reached = []
+        for parent in family.parents:
+            reached += await self.to_member(family, parent.id, text)
+        if not reached:
+            log.warning("no parent DM is reachable for a notice: %s", text[:80])
+        return reached

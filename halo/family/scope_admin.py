@@ -1,0 +1,166 @@
+"""What a parent does to a whole scope from outside a conversation: look, clear, purge.
+
+The admin API (and later the CLI) calls these. Clearing touches only derived session
+state; purging deletes everything halo keeps about a scope — session, transcript, the
+memory folder with its index — and is audited. Neither trusts a scope id it cannot parse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import shutil
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from config.family import Family
+from halo.pipeline.envelope import Scope
+from halo.pipeline.scopes import UnknownScopeError, member_scopes, resolve_scope
+from halo.pipeline.services import Services
+
+log = logging.getLogger(__name__)
+
+# What the admin accepts as a scope id, said once for the parser and the OpenAPI document:
+# a member-named scope (web, cli) or a home area, or a numeric chat id (telegram, discord).
+SCOPE_ID_PATTERN = r"(?:web|cli|home):[A-Za-z0-9][A-Za-z0-9_.@+-]{0,63}|(?:telegram|discord):-?[0-9]{1,20}"
+_SCOPE_ID = re.compile(SCOPE_ID_PATTERN)
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeSummary:
+    """One scope as the dashboard lists it."""
+
+    scope: Scope
+    item_count: int  # items in the derived session
+    transcript_lines: int
+    last_activity: datetime | None  # time of the newest transcript line
+    has_memory: bool  # MEMORY.md exists
+    configured: bool  # named by halo.yaml (a member's DM, a configured group or channel)
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    scope_id: str
+    session_items: int
+    transcript: bool  # a transcript existed and was deleted
+    memory: bool  # a memory folder existed and was deleted
+
+
+def parse_scope_id(family: Family, scope_id: str) -> Scope:
+    """A Scope for a well-formed id; UnknownScopeError says what is wrong otherwise."""
+    if not _SCOPE_ID.fullmatch(scope_id):
+        raise UnknownScopeError(
+            f"{scope_id[:80]!r} is not a scope id: expected web:<member>, cli:<member>, home:<area>, "
+            "telegram:<chat id> or discord:<channel id>"
+        )
+    return resolve_scope(family, scope_id)
+
+
+async def active_scope_ids(services: Services) -> list[str]:
+    """Scopes with a stored session or a transcript: what `/sessions` lists."""
+    counts = await services.sessions.item_counts()
+    found = set(counts) | set(await asyncio.to_thread(services.transcripts.scope_ids))
+    return sorted(found)
+
+
+def _memory_scope_ids(scopes_root: Path) -> set[str]:
+    """Scopes that have only a memory folder left; `scope.json` names them (ARCHITECTURE §4)."""
+    found: set[str] = set()
+    if not scopes_root.is_dir():
+        return found
+    for folder in scopes_root.iterdir():
+        try:
+            data = json.loads((folder / "scope.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        scope_id = data.get("scope_id") or data.get("id")
+        if isinstance(scope_id, str):
+            found.add(scope_id)
+    return found
+
+
+async def known_scope_ids(services: Services) -> set[str]:
+    """Every scope halo has something about, or that halo.yaml names."""
+    configured = {scope.id for scope in member_scopes(services.family)}
+    on_disk = await asyncio.to_thread(_memory_scope_ids, services.paths.scopes)
+    return set(await active_scope_ids(services)) | configured | on_disk
+
+
+async def scope_summaries(services: Services) -> list[ScopeSummary]:
+    """Configured and active scopes with their counts and last activity, configured first."""
+    family = services.family
+    configured = {scope.id: scope for scope in member_scopes(family)}
+    counts = await services.sessions.item_counts()
+    ids = set(configured) | set(await active_scope_ids(services))
+
+    def gather() -> list[ScopeSummary]:
+        summaries = []
+        for scope_id in ids:
+            try:
+                scope = configured.get(scope_id) or resolve_scope(family, scope_id)
+            except UnknownScopeError:
+                log.warning("skipping unparseable scope id %r found in the store", scope_id)
+                continue
+            last = services.transcripts.tail(scope_id, 1)
+            summaries.append(
+                ScopeSummary(
+                    scope=scope,
+                    item_count=counts.get(scope_id, 0),
+                    transcript_lines=services.transcripts.count(scope_id),
+                    last_activity=last[0].ts if last else None,
+                    has_memory=services.memory.memory_path(scope_id).is_file(),
+                    configured=scope_id in configured,
+                )
+            )
+        return summaries
+
+    summaries = await asyncio.to_thread(gather)
+    summaries.sort(key=lambda s: (not s.configured, s.scope.id))
+    return summaries
+
+
+async def clear_session(services: Services, scope_id: str, *, actor: str) -> int:
+    """Forget the derived session (the model's history); the transcript stays. Returns items removed."""
+    removed = len(await services.sessions.all_items(scope_id))
+    await services.sessions.clear(scope_id)
+    services.audit.write("admin_clear", scope_id=scope_id, actor=actor, items_removed=removed)
+    return removed
+
+
+async def purge_scope(services: Services, scope_id: str, *, actor: str) -> PurgeResult:
+    """Delete the scope's session, transcript, memory folder and index. Final: callers must have
+    asked for explicit confirmation, and should hold the gateway's scope lock.
+
+    The transcript goes before memory's state: a distillation running meanwhile then finds
+    nothing to read, and the watermark it leaves is deleted with the rest, so the next
+    transcript of this scope is distilled from its start. The index is closed after that (a
+    distillation asks for a sync) and is not rebuilt until the scope is active again."""
+    items = len(await services.sessions.all_items(scope_id))
+    await services.sessions.clear(scope_id)
+    transcript = await services.transcripts.purge(scope_id)
+    memory_files = await services.memory.purge(scope_id)  # its files and its state in halo.db
+    await services.semantic.forget_scope(scope_id)
+    folder = await asyncio.to_thread(_remove_tree, services.paths.scope_dir(scope_id))
+    memory = memory_files or folder
+    outcome = PurgeResult(scope_id, items, transcript, memory)
+    services.audit.write(
+        "admin_purge",
+        scope_id=scope_id,
+        actor=actor,
+        session_items=items,
+        transcript=transcript,
+        memory=memory,
+    )
+    return outcome
+
+
+def _remove_tree(folder: Path) -> bool:
+    if not folder.exists():
+        return False
+    shutil.rmtree(folder)
+    return True

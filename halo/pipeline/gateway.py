@@ -1,0 +1,285 @@
+"""The message path: envelope → policy → transcript → command or model → transcript → reply.
+
+Each scope handles one message at a time, in order; different scopes run concurrently.
+A message counts as accepted once its transcript line is fsync'd; nothing after that
+point may lose it, whatever the model does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from agents import (
+    Agent,
+    InputGuardrailTripwireTriggered,
+    OutputGuardrailTripwireTriggered,
+    RunConfig,
+    Runner,
+    Tool,
+)
+from openai.types.responses import ResponseTextDeltaEvent
+
+from halo.pipeline.envelope import Envelope
+from halo.pipeline.services import Services
+from halo.pipeline.turn import Turn
+from halo.tools.guarded import tool_class
+from memory.redact import redact
+from policy import Decision
+from transcripts import TranscriptLine
+
+log = logging.getLogger(__name__)
+
+# "guarded": halo's own reply for a child's turn the guardrails stopped (escalation, deflection)
+ReplyKind = Literal["model", "command", "denied", "silent", "kept", "no_model", "provider_error", "guarded"]
+DeltaCallback = Callable[[str], Awaitable[None]]
+ModelStartCallback = Callable[[], Awaitable[None]]
+AfterTurnHook = Callable[[Turn, "Reply"], Awaitable[None]]
+
+PROVIDER_DOWN = "I can't reach my language model right now — your message is saved."
+NO_MODEL = (
+    "No language model is configured yet, so I can only answer commands (try /help). "
+    "To talk freely, set llm.provider in halo.yaml (openai, openai-compatible or anthropic) "
+    "with its api_key or base_url, or set HALO_LLM__PROVIDER and HALO_LLM__API_KEY."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What the adapter should do: send `text`, or stay silent when it is None."""
+
+    text: str | None
+    scope_id: str
+    kind: ReplyKind
+    decision: Decision | None = None
+
+
+class Gateway:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.after_turn: list[AfterTurnHook] = []
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    def scope_lock(self, scope_id: str) -> asyncio.Lock:
+        """Held while a scope handles a message; admin work on the scope (purge) takes it too."""
+        return self._locks.setdefault(scope_id, asyncio.Lock())
+
+    @property
+    def background_tasks(self) -> int:
+        """After-turn work not finished yet (a queue depth for /status)."""
+        return len(self._background)
+
+    @property
+    def busy_scopes(self) -> int:
+        """Scopes handling a message right now (others may be waiting behind each)."""
+        return sum(1 for lock in self._locks.values() if lock.locked())
+
+    async def handle(
+        self,
+        envelope: Envelope,
+        on_delta: DeltaCallback | None = None,
+        on_model_start: ModelStartCallback | None = None,
+    ) -> Reply:
+        """`on_delta` receives streamed reply text; `on_model_start` is awaited just before the
+        model is asked (an adapter shows "typing…" from then on)."""
+        async with self.scope_lock(envelope.scope.id):
+            envelope = await self.services.groups.current(envelope)
+            return await self._handle(Turn(envelope, self.services), on_delta, on_model_start)
+
+    async def _handle(
+        self, turn: Turn, on_delta: DeltaCallback | None, on_model_start: ModelStartCallback | None
+    ) -> Reply:
+        env = turn.envelope
+        decision = turn.decide("converse")
+        if not decision.allowed:
+            return await self._denied(turn, decision)
+        await self._record(turn, "user", env.text)
+        if not env.addressed:  # kept, not answered; memory still counts and logs it
+            await self.services.safety.watch(turn)  # a child's cry for help still reaches the parents
+            reply = Reply(None, env.scope.id, "kept", decision)
+            await self._keep_as_context(turn)
+            self._after(turn, reply)
+            return reply
+
+        # the child guardrails: only a child's turn, or the family group with children, pays for them
+        safety = self.services.safety if self.services.safety.begin(turn) is not None else None
+        stopped = await safety.screen_input(turn) if safety is not None else None
+        command_reply = None if stopped is not None else await self.services.commands.run(turn, env.text)
+        if stopped is not None:
+            reply = Reply(stopped, env.scope.id, "guarded", decision)
+            await self._remember(turn, stopped, with_user=True)
+        elif command_reply is not None:
+            reply = Reply(command_reply, env.scope.id, "command", decision)
+        elif self.services.model is None:
+            noted = (
+                "Noted — I'll keep that in this chat's memory (/memory shows it). "
+                if self.services.memory.is_memory_request(env.text)
+                else ""
+            )
+            reply = Reply(noted + NO_MODEL, env.scope.id, "no_model", decision)
+        else:
+            if on_model_start is not None:
+                await on_model_start()
+            # a guarded reply is checked whole before anything of it is sent: no streaming
+            reply = await self._run_agent(turn, None if safety is not None else on_delta, decision)
+        if safety is not None:
+            await safety.settle(turn)
+
+        if reply.kind == "provider_error":
+            await self._record(turn, "event", "model unavailable: the message was kept, no reply was made")
+        else:
+            await self._record(turn, "assistant", reply.text or "")
+        self._after(turn, reply)
+        return reply
+
+    async def _denied(self, turn: Turn, decision: Decision) -> Reply:
+        env = turn.envelope
+        services = self.services
+        if env.speaker.member is None and env.scope.type == "dm":
+            # A stranger: one pairing reply at most, and the message goes nowhere else.
+            text = await services.pairing.on_stranger(env.platform, env.speaker)
+            return Reply(text, env.scope.id, "denied" if text else "silent", decision)
+        if env.scope.type == "dm" or env.platform in ("web", "cli"):
+            return Reply(f"Sorry, I can't do that here: {decision.reason}", env.scope.id, "denied", decision)
+        if services.groups.guards(env.scope):
+            text = await services.groups.on_denied(turn)
+            if text is not None:
+                return Reply(text, env.scope.id, "command", decision)
+        return Reply(None, env.scope.id, "silent", decision)  # groups: silence, the audit log has it
+
+    async def _keep_as_context(self, turn: Turn) -> None:
+        """A message not addressed to halo (a group's chatter) joins the scope's history, so
+        the next answer there knows what was said."""
+        await self.services.sessions.get(turn.scope.id).add_items([{"role": "user", "content": _model_input(turn)}])
+
+    async def _record(self, turn: Turn, role: Literal["user", "assistant", "event"], text: str) -> int:
+        env = turn.envelope
+        target = env.target_member
+        line = TranscriptLine(
+            id=env.id if role == "user" else uuid.uuid4().hex,
+            ts=env.ts if role == "user" else datetime.now(UTC),
+            scope_id=env.scope.id,
+            role=role,
+            text=text,
+            speaker=env.speaker.label if role == "user" else "halo",
+            target=target.id if target else None,
+            platform=env.platform,
+        )
+        return await self.services.transcripts.append(line)
+
+    async def _run_agent(self, turn: Turn, on_delta: DeltaCallback | None, decision: Decision) -> Reply:
+        services = self.services
+        env = turn.envelope
+        safety = services.safety if turn.safety is not None else None
+        agent = Agent[Turn](
+            name="halo",
+            instructions=await services.context.instructions(turn),
+            model=safety.model_for(turn, services.model) if safety else services.model,
+            model_settings=services.model_settings,
+            tools=self._offered_tools(turn),
+            input_guardrails=[safety.input_guardrail()] if safety else [],
+            output_guardrails=[safety.output_guardrail()] if safety else [],
+        )
+        run_config = RunConfig(tracing_disabled=not services.settings.llm.tracing)
+        session = services.sessions.get(env.scope.id)
+        text_in = _model_input(turn)
+        try:
+            if on_delta is None:
+                result = await Runner.run(agent, text_in, context=turn, session=session, run_config=run_config)
+            else:
+                result = Runner.run_streamed(agent, text_in, context=turn, session=session, run_config=run_config)
+                async for event in result.stream_events():
+                    if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
+                        await on_delta(event.data.delta)
+            text = str(result.final_output or "").strip()
+        except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as tripped:
+            # the SDK has saved the user's message to the session, and nothing of a stopped reply
+            assert safety is not None
+            if isinstance(tripped, InputGuardrailTripwireTriggered):
+                text = await safety.act_on_input(turn)
+            else:
+                text = safety.deflect_output(turn)
+            await self._remember(turn, text, with_user=False)
+            return Reply(text, env.scope.id, "guarded", decision)
+        except Exception as exc:  # any provider failure becomes a clear reply, never a crash
+            log.warning("model run failed for %s: %s", env.scope.id, _describe_error(exc))
+            services.audit.write(
+                "provider_error",
+                scope_id=env.scope.id,
+                provider=services.settings.llm.provider,
+                error=_describe_error(exc),
+            )
+            return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
+        if safety is not None:
+            text = safety.final_text(turn, text)
+        return Reply(text or "…", env.scope.id, "model", decision)
+
+    async def _remember(self, turn: Turn, reply: str, *, with_user: bool) -> None:
+        """Keep the session coherent when the guardrails answered instead of the model, so the
+        next turn's model knows what the child was told."""
+        items: list[Any] = [{"role": "user", "content": _model_input(turn)}] if with_user else []
+        items.append({"role": "assistant", "content": reply})
+        await self.services.sessions.get(turn.scope.id).add_items(items)
+
+    def _offered_tools(self, turn: Turn) -> list[Tool]:
+        """Only the tools the policy would let this turn use: a refused tool is not even shown
+        to the model (each tool still asks the policy itself when called)."""
+        policy = self.services.policy
+        offered = []
+        for tool in self.services.tools:
+            decision = policy.decide(
+                "use_tool",
+                principal=turn.member,
+                resource=turn.scope,
+                from_scope=turn.scope,
+                unknown_id=None if turn.member else turn.envelope.speaker.platform_user_id,
+                context={"tool": tool.name, "tool_class": tool_class(tool)},
+                audit=False,
+            )
+            if decision.allowed:
+                offered.append(tool)
+        return offered
+
+    def _after(self, turn: Turn, reply: Reply) -> None:
+        """After-reply work (session write-behind, distillation, indexing, compaction)
+        never delays the reply."""
+        for hook in (self._flush_session, *self.after_turn):
+            task = asyncio.create_task(self._run_hook(hook, turn, reply))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _flush_session(self, turn: Turn, reply: Reply) -> None:
+        await self.services.sessions.flush(turn.scope.id)
+
+    async def _run_hook(self, hook: AfterTurnHook, turn: Turn, reply: Reply) -> None:
+        try:
+            await hook(turn, reply)
+        except Exception:
+            log.exception("after-turn hook %s failed for %s", getattr(hook, "__name__", hook), turn.scope.id)
+
+    async def drain(self) -> None:
+        """Wait for after-turn work and notification deliveries (on shutdown, and in tests)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self.services.notifier.drain()
+
+
+def _model_input(turn: Turn) -> str:
+    """In a group several people talk: the model needs to know who said what."""
+    env = turn.envelope
+    if env.scope.type == "dm":
+        return env.text
+    name = env.speaker.member.name if env.speaker.member else env.speaker.label
+    return f"[{name}] {env.text}"
+
+
+def _describe_error(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    text = f"{type(exc).__name__}{f' {status}' if status else ''}: {exc}"
+    return redact(text[:300])

@@ -1,0 +1,57 @@
+"""The parts a turn may use, gathered by the composition root (halo/runtime/app.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agents import ModelSettings
+
+if TYPE_CHECKING:
+    from agents import Model, Tool
+
+    from config.family import Family
+    from config.paths import HaloPaths
+    from config.settings import Settings
+    from halo.commands.builtin import CommandRegistry
+    from halo.context.builder import ContextBuilder
+    from halo.family.db import HaloDB
+    from halo.family.delivery import Delivery
+    from halo.family.groups import GroupGuard
+    from halo.family.pairing import Pairing
+    from halo.pipeline.sessions import SessionStore
+    from halo.safety.gate import SafetyGate
+    from halo.safety.notify import Notifier
+    from memory.semantic import SemanticMemory
+    from memory.service import MemoryService
+    from policy import PolicyEngine
+    from transcripts import AuditLog, TranscriptStore
+
+
+@dataclass(slots=True)
+class Services:
+    settings: Settings
+    paths: HaloPaths
+    policy: PolicyEngine
+    transcripts: TranscriptStore
+    sessions: SessionStore
+    audit: AuditLog
+    context: ContextBuilder
+    commands: CommandRegistry
+    db: HaloDB
+    delivery: Delivery
+    pairing: Pairing
+    groups: GroupGuard
+    memory: MemoryService
+    semantic: SemanticMemory  # built even when recall is off, so /status can say why
+    notifier: Notifier
+    safety: SafetyGate  # the child guardrails; a turn that is not a child's passes straight through
+    model: Model | None
+    model_settings: ModelSettings = field(default_factory=ModelSettings)
+    tools: list[Tool] = field(default_factory=list)
+
+    @property
+    def family(self) -> Family:
+        """The live family: the policy engine is rebuilt when members change (halo/family/members.py).
+        `settings` stays the start-up snapshot; read people and groups from here."""
+        return self.policy.family

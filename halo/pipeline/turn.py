@@ -1,0 +1,49 @@
+"""The run context of one turn: what every command and tool is handed.
+
+Tools receive it through the Agents SDK's `RunContextWrapper[Turn]` and ask the policy
+themselves; nothing in a tool trusts the model to have respected a permission.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from config.family import Member
+from halo.pipeline.envelope import Envelope, Scope
+
+if TYPE_CHECKING:
+    from halo.pipeline.services import Services
+    from halo.safety.gate import SafetyState
+    from policy import Decision
+
+
+@dataclass(slots=True)
+class Turn:
+    envelope: Envelope
+    services: Services
+    safety: SafetyState | None = None  # set for a child's turn (and the family group): see halo/safety
+
+    @property
+    def scope(self) -> Scope:
+        return self.envelope.scope
+
+    @property
+    def member(self) -> Member | None:
+        return self.envelope.speaker.member
+
+    def decide(self, action: str, resource: Any = None, *, audit: bool = True, **context: Any) -> Decision:
+        """Ask the policy about this turn's speaker, from this turn's scope. `audit=False` for
+        routine reads made on every turn (the scope's own memory), which would flood the log."""
+        return self.services.policy.decide(
+            action,  # type: ignore[arg-type]
+            principal=self.member,
+            resource=self.scope if resource is None else resource,
+            from_scope=self.scope,
+            unknown_id=None if self.member else self.envelope.speaker.platform_user_id,
+            context=context or None,
+            audit=audit,
+        )
+
+    def allow_tool(self, tool: str, tool_class: str = "internal") -> Decision:
+        return self.decide("use_tool", tool=tool, tool_class=tool_class)

@@ -1,0 +1,199 @@
+"""The `halo` command: serve, chat, doctor, policy explain, distill."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import logging
+import sys
+from collections.abc import Sequence
+
+from config.loader import ConfigError, load_settings
+from config.paths import default_home
+from config.settings import Settings
+from halo.runtime.providers import ProviderConfigError
+from halo.runtime.starter import write_starter_config
+from policy import PolicyError
+
+STARTUP_ERRORS = (ConfigError, PolicyError, ProviderConfigError)
+
+
+class StartupError(Exception):
+    """A reason not to start, said plainly."""
+
+
+def _settings(create_starter: bool = False) -> Settings:
+    home = default_home()
+    config_file = home / "halo.yaml"
+    if create_starter and write_starter_config(config_file):
+        print(f"halo: wrote a starter config to {config_file} — edit it to add your family.", flush=True)
+    return load_settings(home)
+
+
+def check_admin_exposure(settings: Settings) -> None:
+    try:
+        loopback = ipaddress.ip_address(settings.admin.host).is_loopback
+    except ValueError:
+        loopback = settings.admin.host == "localhost"
+    if not loopback and settings.admin.token is None:
+        raise StartupError(
+            f"admin.host is {settings.admin.host}, which other machines can reach, and no admin.token "
+            "is set. Set admin.token (or HALO_ADMIN__TOKEN) or bind to 127.0.0.1."
+        )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from halo.runtime.app import serve
+
+    settings = _settings(create_starter=True)
+    check_admin_exposure(settings)
+    try:
+        asyncio.run(serve(settings))
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {settings.admin.host}:{settings.admin.port}: {exc.strerror}") from None
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from adapters.terminal import TerminalChat
+    from halo.runtime.app import build_halo
+
+    settings = _settings(create_starter=True)
+    member = settings.member(args.member) if args.member else settings.local_owner
+    if member is None:
+        known = ", ".join(m.id for m in settings.members) or "none"
+        raise StartupError(f"no member {args.member!r} in {settings.paths.config_file} (members: {known})")
+
+    async def run() -> None:
+        halo = build_halo(settings)
+        try:
+            await halo.start_background()
+            await TerminalChat(halo.gateway, member).run()
+        finally:
+            await halo.close()
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_policy_explain(args: argparse.Namespace) -> int:
+    from halo.pipeline.scopes import resolve_scope
+    from policy import PolicyEngine, explain
+
+    settings = _settings()
+    family = settings.family_view()
+    engine = PolicyEngine(family, extra_dir=settings.paths.policies)
+    principal = family.member(args.member) if args.member != "unknown" else None
+    if args.member != "unknown" and principal is None:
+        raise StartupError(f"no member {args.member!r}; members: {', '.join(m.id for m in family.members)}")
+    scope = resolve_scope(family, args.scope)
+    from_scope = resolve_scope(family, args.from_scope) if args.from_scope else scope
+    resource = family.member(args.about) if args.about else scope
+    if args.about and resource is None:
+        raise StartupError(f"no member {args.about!r}")
+    decision = engine.decide(
+        args.action,
+        principal=principal,
+        resource=resource,
+        from_scope=from_scope,
+        unknown_id="unknown" if principal is None else None,
+        audit=False,
+    )
+    print(explain(decision))
+    return 0 if decision.allowed else 1
+
+
+def cmd_distill(args: argparse.Namespace) -> int:
+    """Distil one scope now (and with --extract, run model extraction too), then say what changed."""
+    from halo.pipeline.scopes import UnknownScopeError, resolve_scope
+    from halo.runtime.app import build_halo
+    from memory.service import DistillationDisabled, ExtractionUnavailable
+
+    settings = _settings()
+    try:
+        resolve_scope(settings.family_view(), args.scope)
+    except UnknownScopeError as exc:
+        raise StartupError(str(exc)) from None
+
+    async def run() -> int:
+        halo = build_halo(settings)
+        memory = halo.services.memory
+        try:
+            result = await memory.distill(args.scope)
+            print(
+                f"distilled {args.scope}: {result.items} new transcript items "
+                f"(bytes {result.from_offset}→{result.to_offset}); facts +{result.facts_added}, "
+                f"superseded {result.facts_superseded}, forgotten {result.facts_forgotten}; "
+                f"notes +{result.notes_added}"
+            )
+            if args.extract:
+                extracted = await memory.extract(args.scope)
+                print(
+                    f"extracted {args.scope}: {extracted.chunks} chunks, {extracted.failed_chunks} failed "
+                    f"(kept for later), {extracted.added} new entries, {extracted.duplicates} duplicates"
+                )
+            print(f"memory file: {memory.memory_path(args.scope)}")
+            return 0
+        except (DistillationDisabled, ExtractionUnavailable) as exc:
+            print(f"halo: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            await halo.close()
+
+    return asyncio.run(run())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="halo", description="A family-first chat-bot gateway.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("serve", help="run the gateway, its adapters and the admin server").set_defaults(fn=cmd_serve)
+
+    chat = sub.add_parser("chat", help="talk to halo in this terminal")
+    chat.add_argument("--member", help="member id to speak as (default: the local owner)")
+    chat.set_defaults(fn=cmd_chat)
+
+    distill = sub.add_parser("distill", help="distil a scope's transcript into its memory files now")
+    distill.add_argument("scope", help="scope id, e.g. telegram:1002 or web:mom")
+    distill.add_argument("--extract", action="store_true", help="also run model extraction (memory.extractor: llm)")
+    distill.set_defaults(fn=cmd_distill)
+
+    from halo.runtime.doctor import cmd_doctor
+
+    sub.add_parser("doctor", help="check config, tokens, broker and model, and say what to fix").set_defaults(
+        fn=cmd_doctor
+    )
+
+    policy = sub.add_parser("policy", help="policy tools")
+    policy_sub = policy.add_subparsers(dest="policy_command", required=True)
+    explain = policy_sub.add_parser("explain", help="show a decision and why")
+    explain.add_argument("--member", required=True, help="member id, or 'unknown'")
+    explain.add_argument("--scope", required=True, help="scope id, e.g. telegram:-1001234")
+    explain.add_argument("--action", default="converse")
+    explain.add_argument("--from-scope", help="where the request is made from (default: --scope)")
+    explain.add_argument("--about", help="a member id, for read_memory of their USER.md")
+    explain.set_defaults(fn=cmd_policy_explain)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for noisy in ("httpx", "openai", "aiohttp.access", "apscheduler"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return int(args.fn(args) or 0)
+    except (*STARTUP_ERRORS, StartupError) as exc:
+        print(f"halo: cannot start.\n{exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

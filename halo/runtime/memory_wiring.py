@@ -1,0 +1,110 @@
+"""Memory, wired to halo: who a speaker is, what the policy lets into memory, what a folder is.
+
+`memory/` knows files and transcripts but not the family or the policy; this module gives
+it those answers as plain functions, and the after-turn hook that feeds it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from agents import Model
+
+from config.settings import Settings
+from halo.pipeline.gateway import AfterTurnHook, Reply
+from halo.pipeline.scopes import UnknownScopeError, resolve_scope
+from halo.pipeline.turn import Turn
+from memory.extraction.extract import ModelChunkExtractor, ModelExtraction
+from memory.scope_files import ScopeFiles, ScopeInfo
+from memory.service import LogEntry, MemoryService
+from memory.state import JobStateStore
+from policy import PolicyEngine
+from transcripts import TranscriptStore
+
+_DESCRIPTIONS = {
+    "parents_group": "the parents group",
+    "family_group": "the whole-family group",
+    "work_channel": "a work channel",
+    "home": "home events",
+}
+
+
+def build_memory(
+    settings: Settings,
+    policy: PolicyEngine,
+    transcripts: TranscriptStore,
+    extraction_model: Model | None,
+) -> MemoryService:
+    """The MemoryService for this HALO_HOME; model extraction only with `memory.extractor: llm` and a model."""
+
+    def names(label: str | None) -> str:
+        if label is None:
+            return "someone"
+        member = policy.family.member(label)
+        return member.name if member else label
+
+    def may_write(label: str | None, scope_id: str) -> bool:
+        family = policy.family
+        member = family.member(label) if label else None
+        if member is None:
+            return False
+        try:
+            scope = resolve_scope(family, scope_id)
+        except UnknownScopeError:
+            return False
+        return policy.decide("write_memory", principal=member, resource=scope, from_scope=scope, audit=False).allowed
+
+    def describe(scope_id: str) -> ScopeInfo:
+        family = policy.family
+        try:
+            scope = resolve_scope(family, scope_id)
+        except UnknownScopeError:
+            return ScopeInfo(scope_id)
+        owner = family.member(scope.owner_id) if scope.owner_id else None
+        # who may talk there, by the policy; a DM is its owner's alone (dm-owner-only), so only they are asked
+        candidates = [owner] if scope.type == "dm" and owner else [] if scope.type == "dm" else family.members
+        members = [
+            m.id for m in candidates if policy.decide("converse", principal=m, resource=scope, audit=False).allowed
+        ]
+        if scope.type == "dm":
+            text = f"a private chat with {owner.name}" if owner else "a private chat"
+        else:
+            text = _DESCRIPTIONS.get(scope.type, "this chat")
+        return ScopeInfo(scope_id, scope.type, scope.owner_id, members, text)
+
+    paths = settings.paths
+    files = ScopeFiles(paths, describe)
+    state = JobStateStore(paths.halo_db)
+    extraction = None
+    if settings.memory.extractor == "llm" and extraction_model is not None:
+        extraction = ModelExtraction(
+            files,
+            transcripts,
+            state,
+            ModelChunkExtractor(
+                extraction_model, max_tokens=settings.llm.max_output_tokens, tracing=settings.llm.tracing
+            ),
+            names=names,
+            may_write=may_write,
+            model_name=settings.llm.cheap_model or settings.llm.model,
+            chunk_turns=settings.memory.extraction_chunk_turns,
+            overlap_turns=settings.memory.extraction_overlap_turns,
+        )
+    return MemoryService(
+        settings.memory, files, transcripts, state, names=names, may_write=may_write, extraction=extraction
+    )
+
+
+def memory_after_turn(memory: MemoryService) -> AfterTurnHook:
+    """The gateway hook: the day's transcript lines, then distillation / extraction triggers."""
+
+    async def after_turn(turn: Turn, reply: Reply) -> None:
+        env = turn.envelope
+        speaker = env.speaker.member.name if env.speaker.member else env.speaker.label
+        entries = [LogEntry(env.ts, "user", env.text, speaker)]
+        if reply.text:
+            entries.append(LogEntry(datetime.now(UTC), "halo", reply.text))
+        await memory.log_turn(env.scope.id, entries)
+        await memory.after_turn(env.scope.id, env.text)
+
+    return after_turn

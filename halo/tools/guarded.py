@@ -1,0 +1,53 @@
+"""Agent tools. Each one asks the policy (`use_tool`) itself before doing anything."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Concatenate, ParamSpec
+
+from agents import FunctionTool, RunContextWrapper, Tool, function_tool
+
+from halo.pipeline.turn import Turn
+
+P = ParamSpec("P")
+ToolFn = Callable[Concatenate[RunContextWrapper[Turn], P], Awaitable[str]]
+_CLASSES: dict[str, str] = {}
+
+
+def tool_class(tool: Tool) -> str:
+    """The class a guarded tool declared; "internal" for anything else (it still asks the policy)."""
+    return _CLASSES.get(tool.name, "internal")
+
+
+def guarded_tool(tool_class: str = "internal") -> Callable[[ToolFn[P]], FunctionTool]:
+    """Turn an async function into a tool that is refused, in code, when the policy says no.
+
+    `tool_class` lets policies reason about kinds of tools: "internal", "private"
+    (reveals a member's data), "outward" (reaches outside the home).
+    """
+
+    def wrap(fn: ToolFn[P]) -> FunctionTool:
+        @functools.wraps(fn)
+        async def checked(ctx: RunContextWrapper[Turn], *args: Any, **kwargs: Any) -> str:
+            decision = ctx.context.allow_tool(fn.__name__, tool_class)
+            if not decision.allowed:
+                return f"Not allowed: {decision.reason}"
+            return await fn(ctx, *args, **kwargs)
+
+        tool = function_tool(checked)
+        _CLASSES[tool.name] = tool_class
+        return tool
+
+    return wrap
+
+
+@guarded_tool()
+async def current_time(ctx: RunContextWrapper[Turn]) -> str:
+    """The current local date and time."""
+    return datetime.now().astimezone().strftime("%A %Y-%m-%d %H:%M %Z")
+
+
+def default_tools() -> list[FunctionTool]:
+    return [current_time]
