@@ -7,49 +7,62 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from config.family import Member
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.gateway import Gateway
-from halo.pipeline.scopes import resolve_scope
+from halo.port import Envelope, Inbound, Outbound, Speaker
 
 EXIT_WORDS = {"/quit", "/exit", ":q"}
 
 
 class TerminalChat:
-    name = "cli"
+    """`halo chat`: implements `halo.port.Adapter` for the `cli:<member id>` scope; the reply
+    is streamed to `out`."""
 
-    def __init__(self, gateway: Gateway, member: Member, out: TextIO = sys.stdout) -> None:
-        self.gateway = gateway
-        self.member = member
+    platform = "cli"
+
+    def __init__(self, inbound: Inbound, speaker: Speaker, out: TextIO = sys.stdout) -> None:
+        self.inbound = inbound
+        self.speaker = speaker
         self.out = out
-        self.scope = resolve_scope(gateway.services.family, f"cli:{member.id}")
+        self.scope = inbound.scope("cli", speaker.platform_user_id)
+        self._streamed = False
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    def status(self) -> dict[str, object]:
+        return {"connected": True, "scope": self.scope.id}
+
+    async def send(self, message: Outbound) -> None:
+        """Something halo starts while the terminal chat is open is printed there."""
+        if message.scope_id == self.scope.id:
+            self.out.write(f"\nhalo> {message.text}\n")
+            self.out.flush()
+
+    async def model_started(self) -> None:
+        return None
+
+    async def delta(self, text: str) -> None:
+        self._streamed = True
+        self.out.write(text)
+        self.out.flush()
 
     async def say(self, text: str) -> str | None:
         """One message in, the reply streamed to `out` and returned."""
-        envelope = Envelope(
-            platform="cli",
-            scope=self.scope,
-            speaker=Speaker(platform_user_id=self.member.id, member=self.member, display_name=self.member.name),
-            text=text,
-        )
+        envelope = Envelope(platform="cli", scope=self.scope, speaker=self.speaker, text=text)
         self.out.write("halo> ")
-        streamed = False
-
-        async def on_delta(delta: str) -> None:
-            nonlocal streamed
-            streamed = True
-            self.out.write(delta)
-            self.out.flush()
-
-        reply = await self.gateway.handle(envelope, on_delta=on_delta)
-        if not streamed and reply.text:
+        self._streamed = False
+        reply = await self.inbound.handle(envelope, self)
+        if not self._streamed and reply.text:
             self.out.write(reply.text)
         self.out.write("\n")
         self.out.flush()
         return reply.text
 
     async def run(self, read_line: Callable[[str], str] = input) -> None:
-        self.out.write(f"halo chat as {self.member.name} ({self.scope.id}). /help for commands, /quit to leave.\n")
+        name = self.speaker.display_name or self.speaker.platform_user_id
+        self.out.write(f"halo chat as {name} ({self.scope.id}). /help for commands, /quit to leave.\n")
         while True:
             try:
                 line = await asyncio.to_thread(read_line, "you> ")

@@ -12,11 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from config.family import Member
-from halo.access import bearer_token, is_local_request
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.gateway import Gateway
-from halo.pipeline.scopes import resolve_scope
+from halo.port import Envelope, Inbound, Outbound, Speaker, bearer_token, is_local_request
 
 MAX_TEXT_CHARS = 8000
 
@@ -26,10 +22,13 @@ def _error(status: int, message: str) -> web.Response:
 
 
 class WebChatAdapter:
-    name = "web"
+    """The web chat. Implements `halo.port.Adapter` and `AdminRoutes`; the reply to a chat
+    request comes back in its HTTP response (or SSE stream)."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
+    platform = "web"
+
+    def __init__(self, inbound: Inbound) -> None:
+        self.inbound = inbound
         self.messages = 0
 
     async def start(self) -> None:  # served by the admin server; nothing of its own to start
@@ -45,24 +44,25 @@ class WebChatAdapter:
         """The web chat's part of the server's /openapi.json."""
         return openapi_paths()
 
-    def add_routes(self, app: web.Application) -> None:
-        app.router.add_get("/chat", self.page)
-        app.router.add_post("/api/chat", self.chat)
+    def admin_routes(self) -> list[web.RouteDef]:
+        return [web.get("/chat", self.page), web.post("/api/chat", self.chat)]
+
+    async def send(self, message: Outbound) -> None:
+        """A message halo starts for a web scope has no open request to answer; it is in the
+        scope's transcript, which the member reads through the admin API."""
+        return None
 
     async def page(self, request: web.Request) -> web.Response:
         html = resources.files("adapters").joinpath("web_chat.html").read_text(encoding="utf-8")
         return web.Response(text=html, content_type="text/html")
 
-    def _member(self, request: web.Request) -> Member | None:
-        family = self.gateway.services.family
+    def _speaker(self, request: web.Request) -> Speaker | None:
         token = bearer_token(request)
-        if token:
-            return family.by_web_token(token)
-        return family.local_owner if is_local_request(request) else None
+        return self.inbound.member_speaker("web", token=token, local=not token and is_local_request(request))
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        member = self._member(request)
-        if member is None:
+        speaker = self._speaker(request)
+        if speaker is None:
             return _error(401, "send Authorization: Bearer <your web_token> (or chat from this machine)")
         try:
             body = await request.json()
@@ -74,25 +74,23 @@ class WebChatAdapter:
         if len(text) > MAX_TEXT_CHARS:
             return _error(413, f"the message is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
 
-        family = self.gateway.services.family
         envelope = Envelope(
             platform="web",
-            scope=resolve_scope(family, f"web:{member.id}"),
-            speaker=Speaker(platform_user_id=member.id, member=member, display_name=member.name),
+            scope=self.inbound.scope("web", speaker.platform_user_id),
+            speaker=speaker,
             text=text.strip(),
         )
         self.messages += 1
         if "text/event-stream" in request.headers.get("Accept", ""):
             return await self._stream(request, envelope)
-        reply = await self.gateway.handle(envelope)
+        reply = await self.inbound.handle(envelope)
         if reply.kind == "denied":
-            return _error(403, reply.decision.reason if reply.decision else "not allowed")
-        return web.json_response({"reply": reply.text, "scope_id": reply.scope_id})
+            return _error(403, reply.reason or "not allowed")
+        return web.json_response({"reply": reply.text, "scope_id": envelope.scope.id})
 
     async def _stream(self, request: web.Request, envelope: Envelope) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         prepared = False
-        sent_any = False
 
         async def send(event: str, data: dict[str, Any]) -> None:
             nonlocal prepared
@@ -101,17 +99,23 @@ class WebChatAdapter:
                 prepared = True
             await response.write(f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode())
 
-        async def on_delta(delta: str) -> None:
-            nonlocal sent_any
-            sent_any = True
-            await send("delta", {"text": delta})
+        class Stream:
+            sent_any = False
 
-        reply = await self.gateway.handle(envelope, on_delta=on_delta)
+            async def model_started(self) -> None:
+                return None
+
+            async def delta(self, text: str) -> None:
+                self.sent_any = True
+                await send("delta", {"text": text})
+
+        stream = Stream()
+        reply = await self.inbound.handle(envelope, stream)
         if reply.kind == "denied" and not prepared:
-            return _error(403, reply.decision.reason if reply.decision else "not allowed")
-        if not sent_any and reply.text:
+            return _error(403, reply.reason or "not allowed")
+        if not stream.sent_any and reply.text:
             await send("delta", {"text": reply.text})  # commands and errors arrive whole
-        await send("done", {"reply": reply.text, "scope_id": reply.scope_id})
+        await send("done", {"reply": reply.text, "scope_id": envelope.scope.id})
         await response.write_eof()
         return response
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from admin_api.routes.pairing import CODE_PATTERN
+from halo import VERSION
 from halo.family.scope_admin import SCOPE_ID_PATTERN
-from halo.runtime.app import VERSION
 
 JSON = "application/json"
 Schema = dict[str, Any]

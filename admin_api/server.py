@@ -11,6 +11,7 @@ from admin_api.base import HALO, OPENAPI, errors_as_json, json_error, no_store
 from admin_api.guards import guard, is_admin, token_required
 from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
+from halo.port import AdminRoutes
 from halo.runtime.app import Halo
 
 __all__ = ["HALO", "create_app", "is_admin", "json_error", "token_required"]
@@ -23,11 +24,8 @@ def create_app(halo: Halo) -> web.Application:
         app.router.add_route(route.method, route.path, guard(route.access, route.handler, route.on_unauthorized))
     extra_paths: dict[str, dict] = {}
     for adapter in halo.adapters:
-        add_routes = getattr(adapter, "add_routes", None)
-        if add_routes is not None:
-            add_routes(app)
-        openapi_paths = getattr(adapter, "openapi_paths", None)
-        if openapi_paths is not None:
-            extra_paths.update(openapi_paths())
+        if isinstance(adapter, AdminRoutes):
+            app.router.add_routes(adapter.admin_routes())
+            extra_paths.update(adapter.openapi_paths())
     app[OPENAPI] = build_spec(extra_paths)
     return app

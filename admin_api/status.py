@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from halo.runtime.app import VERSION, Halo
+from halo import VERSION
+from halo.runtime.app import Halo
 from transcripts.audit import is_secret_key
 
 MASK = "**********"

@@ -1,9 +1,10 @@
 """The adapter port: the whole contract between halo and a platform adapter.
 
 An adapter imports this module, its platform library and its own config section — nothing
-else of halo. The composition root hands each adapter what it needs (an `Inbound` for a
-chat platform, an `Observations` sink for home events) and registers it with halo's one
-durable `Delivery`. Written in the style of the Agents SDK's `Session`: small protocols
+else of halo. (An adapter serving HTTP on the admin server also finds here who is calling:
+`bearer_token`, `is_local_request`, from halo/access.py.) The composition root hands each
+adapter what it needs (an `Inbound` for a chat platform, an `Observations` sink for home
+events) and registers it with halo's one `Delivery`. Written in the style of the Agents SDK's `Session`: small protocols
 whose docstrings are the contract.
 
 Inbound (adapter → halo):
@@ -12,28 +13,36 @@ Inbound (adapter → halo):
   `Inbound.joined` / `Inbound.left`;
 - a home event (MQTT) becomes an `Observation` handed to `Observations.observe`.
 
-Outbound (halo → adapter): everything halo says — a reply, a notice, a home event, a
-status digest, a safety alert — is written to the outbox in halo.db and handed to the
-owning adapter's `send` as an `Outbound`, retried with backoff until it is delivered, in
-order per scope. An adapter never sends a message on its own initiative; it may show
-platform chrome (a typing indicator, a streamed preview) through `Progress`.
+Outbound (halo → adapter): what halo starts on its own — a notice, a home event, a status
+digest, a safety alert — is handed by `Delivery` (halo/family/delivery.py) to the owning
+adapter's `send` as an `Outbound`. The reply to a message is returned by `Inbound.handle`
+(`TurnOutcome.text`) and the adapter delivers it in answer (Telegram through its own
+durable queue in halo.db; web and terminal in the request and on stdout). The target design
+(issue 10, item 2) moves replies into one durable outbox too, with retries and per-scope
+order, calling `send`; code against `send(Outbound)` and `SendFailed` already. An adapter
+may show platform chrome (a typing indicator, a streamed preview) through `Progress`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from halo.access import bearer_token, is_local_request
 from halo.pipeline.envelope import Envelope, Platform, Scope, ScopeType, Speaker
 
 if TYPE_CHECKING:
     from aiohttp import web
+    from sqlalchemy import MetaData
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 __all__ = [
     "Adapter",
     "AdminRoutes",
+    "Audit",
     "Envelope",
     "Inbound",
     "Observation",
@@ -47,7 +56,10 @@ __all__ = [
     "ScopeType",
     "SendFailed",
     "Speaker",
+    "Tables",
     "TurnOutcome",
+    "bearer_token",
+    "is_local_request",
 ]
 
 OutboundKind = Literal["reply", "notice", "proactive", "alert", "digest"]
@@ -90,15 +102,17 @@ class SendFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class TurnOutcome:
-    """What became of a handled envelope, for the adapter's own bookkeeping and tests.
+    """What became of a handled envelope: `text` is the reply (None: silence), `kind` why.
 
-    The reply itself (if any) is not here to be sent: it reaches `Adapter.send` through the
-    outbox like everything else. `text` is what was said (None: silence), `kind` why.
+    Today the adapter delivers `text` itself, answering the message it came from (Telegram
+    queues it in its own durable outbox; web and terminal return or print it); messages halo
+    starts on its own reach `Adapter.send` through `Delivery`.
     """
 
     text: str | None
     kind: str
     outbox_id: str | None = None
+    reason: str | None = None  # why the message was refused, when it was (a web chat answers 403 with it)
 
 
 class Progress(Protocol):
@@ -153,6 +167,16 @@ class Inbound(Protocol):
         """Someone left a group chat."""
         ...
 
+    def member_speaker(self, platform: Platform, *, token: str | None = None, local: bool = False) -> Speaker | None:
+        """For platforms where a person is a member or nobody (web, terminal): the member whose
+        `web_token` is `token`, else the local owner when the caller is on this machine
+        (`local`), else None."""
+        ...
+
+    def commands(self) -> Sequence[tuple[str, str, str]]:
+        """The deterministic commands as (name, usage, summary), for a platform's command menu."""
+        ...
+
 
 @runtime_checkable
 class Adapter(Protocol):
@@ -193,6 +217,27 @@ class AdminRoutes(Protocol):
     webhook). Each route documents itself for the OpenAPI document."""
 
     def admin_routes(self) -> Sequence[web.RouteDef]: ...
+
+    def openapi_paths(self) -> dict[str, Any]:
+        """The routes' part of the server's /openapi.json (`paths` entries)."""
+        ...
+
+
+class Tables(Protocol):
+    """An adapter's own tables in halo.db (Telegram's processed updates and its reply queue).
+    The adapter declares its `MetaData`; tables are created on first use. Writes are durable
+    (fsync'd) when the block exits and are serialised across halo."""
+
+    def write(self, metadata: MetaData) -> AbstractAsyncContextManager[AsyncConnection]: ...
+
+    def read(self, metadata: MetaData) -> AbstractAsyncContextManager[AsyncConnection]: ...
+
+
+class Audit(Protocol):
+    """The audit log (`logs/events.jsonl`): an adapter records what a parent may need to see
+    (a message the platform refused for good). Never pass a secret."""
+
+    def write(self, kind: str, **fields: Any) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

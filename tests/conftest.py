@@ -137,8 +137,8 @@ class Outbox:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
 
-    async def send(self, scope_id: str, text: str) -> None:
-        self.sent.append((scope_id, text))
+    async def send(self, message: Any) -> None:  # halo.port.Outbound
+        self.sent.append((message.scope_id, message.text))
 
     def to(self, scope_id: str) -> list[str]:
         return [text for sid, text in self.sent if sid == scope_id]

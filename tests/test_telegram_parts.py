@@ -13,6 +13,7 @@ from telegram import Message
 from adapters.telegram.format import TELEGRAM_LIMIT, split_message, to_html, utf16_len
 from adapters.telegram.normalise import BotIdentity, is_for_bot, to_envelope
 from config.family import Family
+from halo.pipeline.inbound import FamilyDirectory
 from halo.pipeline.scopes import resolve_scope
 from tests.fakes.telegram_server import visible_text
 
@@ -27,6 +28,7 @@ FAMILY = Family.model_validate(
     }
 )
 
+DIRECTORY = FamilyDirectory(lambda: FAMILY)
 _text = st.text(alphabet=st.sampled_from(list("ab c\n\n😀<&>*`")), max_size=400)
 
 
@@ -124,7 +126,7 @@ def test_group_messages_are_for_halo_when_mentioned_replied_to_or_commanded(text
 
 def test_envelope_from_a_group_message():
     msg = message(-1001234, 1003, "  hi there ")
-    envelope = to_envelope(msg, resolve_scope(FAMILY, "telegram:-1001234"), FAMILY, BOT)
+    envelope = to_envelope(msg, resolve_scope(FAMILY, "telegram:-1001234"), DIRECTORY, BOT)
     assert envelope is not None
     assert (envelope.scope.id, envelope.scope.type, envelope.addressed) == ("telegram:-1001234", "parents_group", False)
     assert envelope.speaker.member is not None and envelope.speaker.member.id == "aarav"
@@ -132,15 +134,15 @@ def test_envelope_from_a_group_message():
 
 
 def test_envelopes_from_dms_and_what_is_not_read():
-    dm = to_envelope(message(4242, 4242, "hello"), resolve_scope(FAMILY, "telegram:4242"), FAMILY, BOT)
+    dm = to_envelope(message(4242, 4242, "hello"), resolve_scope(FAMILY, "telegram:4242"), DIRECTORY, BOT)
     assert dm is not None and dm.addressed and dm.speaker.member is None and dm.speaker.username == "x"
     assert dm.scope.type == "dm" and not dm.scope.configured
     sticker = message(1002, 1002, "")
-    assert to_envelope(sticker, resolve_scope(FAMILY, "telegram:1002"), FAMILY, BOT) is None
+    assert to_envelope(sticker, resolve_scope(FAMILY, "telegram:1002"), DIRECTORY, BOT) is None
 
 
 @pytest.mark.parametrize("text", ["/start", "/start@halo_family_bot", "/START"])
 def test_start_is_help(text: str):
     scope = resolve_scope(FAMILY, "telegram:1002")
-    envelope = to_envelope(message(1002, 1002, text), scope, FAMILY, BOT)
+    envelope = to_envelope(message(1002, 1002, text), scope, DIRECTORY, BOT)
     assert envelope is not None and envelope.text == "/help"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -37,9 +38,7 @@ from adapters.telegram.normalise import BotIdentity, speaker_of, to_envelope
 from adapters.telegram.outbox import Outbox
 from adapters.telegram.store import Outgoing, TelegramStore
 from config.settings import TelegramSettings
-from halo.access import token_matches
-from halo.pipeline.gateway import Gateway
-from halo.pipeline.scopes import resolve_scope
+from halo.port import Audit, Inbound, Outbound, Tables
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +58,21 @@ def unconfigured_notice(chat_id: int) -> str:
 
 
 class TelegramAdapter:
-    name = "telegram"
+    """Telegram through python-telegram-bot. Implements `halo.port.Adapter`, `PresenceCheck`
+    and `AdminRoutes` (the webhook, in webhook mode)."""
 
-    def __init__(self, gateway: Gateway, settings: TelegramSettings) -> None:
+    platform = "telegram"
+
+    def __init__(self, inbound: Inbound, settings: TelegramSettings, tables: Tables, audit: Audit) -> None:
         if settings.token is None:
             raise ValueError("telegram.token is not set")
-        self.gateway = gateway
+        self.inbound = inbound
         self.settings = settings
         token = settings.token.get_secret_value()
         hide_token_in_logs(token)
         self.describe = describer(token)
         self.health = Health()
-        self.store = TelegramStore(gateway.services.db)
+        self.store = TelegramStore(tables)
         self.identity: BotIdentity | None = None
         self.last_update_id: int | None = None
         self.webhook_secret = (
@@ -85,7 +87,7 @@ class TelegramAdapter:
         self.outbox = Outbox(
             self.store,
             self.app.bot,
-            gateway.services.audit,
+            audit,
             retries=settings.send_retries,
             backoff=settings.retry_backoff_seconds,
             describe=self.describe,
@@ -169,7 +171,7 @@ class TelegramAdapter:
 
     async def _register_commands(self) -> None:
         """The command menu: the shared commands, so every platform offers the same ones."""
-        menu = [BotCommand(c.name, c.summary[:256]) for c in self.gateway.services.commands]
+        menu = [BotCommand(name, summary[:256]) for name, _, summary in self.inbound.commands()]
         try:
             await self.app.bot.set_my_commands(menu)
         except TelegramError as exc:  # a missing menu is cosmetic; commands still work
@@ -213,13 +215,14 @@ class TelegramAdapter:
 
     # --- outbound --------------------------------------------------------------------
 
-    async def send(self, scope_id: str, text: str) -> None:
-        """Queue `text` for a Telegram chat (`telegram:<chat id>`). Returns once it is stored;
+    async def send(self, message: Outbound) -> None:
+        """Queue a message for a Telegram chat (`telegram:<chat id>`). Returns once it is stored;
         it is delivered in the background, retried until Telegram takes it."""
-        platform, _, chat = scope_id.partition(":")
+        platform, _, chat = message.scope_id.partition(":")
         if platform != "telegram":
-            raise ValueError(f"{scope_id!r} is not a Telegram scope")
-        await self.store.enqueue([Outgoing(int(chat), text)])
+            raise ValueError(f"{message.scope_id!r} is not a Telegram scope")
+        reply_to = int(message.reply_to) if message.reply_to and message.reply_to.isdigit() else None
+        await self.store.enqueue([Outgoing(int(chat), message.text, reply_to=reply_to)])
         self.outbox.flush_soon(int(chat))
 
     async def still_in_chat(self, scope_id: str, user_id: str) -> bool | None:
@@ -250,25 +253,24 @@ class TelegramAdapter:
         message = update.message
         if message is None or self.identity is None:
             return []
-        services = self.gateway.services
-        family = services.family  # live: a member approved a moment ago is known now
+        inbound = self.inbound
         chat = message.chat
-        scope = resolve_scope(family, f"telegram:{chat.id}")
+        scope = inbound.scope("telegram", str(chat.id))  # live: a member approved a moment ago is known now
         replies: list[Outgoing] = []
         if chat.type != "private" and not scope.configured and await self.store.first_notice(chat.id):
             replies.append(Outgoing(chat.id, unconfigured_notice(chat.id)))
         for user in message.new_chat_members or ():
             if user.id != self.identity.id:
-                await services.groups.seen(scope, speaker_of(user, family), "joined it")
+                await inbound.joined(scope.id, speaker_of(user, inbound))
         if message.left_chat_member is not None:
-            await services.groups.left(scope.id, str(message.left_chat_member.id))
+            await inbound.left(scope.id, str(message.left_chat_member.id))
 
-        envelope = to_envelope(message, scope, family, self.identity)
+        envelope = to_envelope(message, scope, inbound, self.identity)
         if envelope is None:
             return replies
         typing = _Typing(self, chat.id)
         try:
-            reply = await self.gateway.handle(envelope, on_model_start=typing.start)
+            reply = await inbound.handle(envelope, typing)
         finally:
             await typing.stop()
         if reply.text:
@@ -288,14 +290,16 @@ class TelegramAdapter:
 
     # --- webhook ---------------------------------------------------------------------
 
-    def add_routes(self, app: web.Application) -> None:
+    def admin_routes(self) -> list[web.RouteDef]:
         """In webhook mode, Telegram posts updates to the admin server at the webhook URL's path."""
-        if self.webhook_path is not None:
-            app.router.add_post(self.webhook_path, self._webhook)
+        return [web.post(self.webhook_path, self._webhook)] if self.webhook_path is not None else []
+
+    def openapi_paths(self) -> dict[str, Any]:
+        return {}  # the webhook is Telegram's, not part of halo's documented API
 
     async def _webhook(self, request: web.Request) -> web.Response:
         given = request.headers.get("X-Telegram-Bot-Api-Secret-Token")
-        if not token_matches(given, self.webhook_secret):
+        if given is None or not hmac.compare_digest(given.encode(), self.webhook_secret.encode()):
             return web.json_response({"error": "wrong or missing secret token"}, status=403)
         if not self.app.running:
             return web.json_response({"error": "not ready; Telegram will retry"}, status=503)
@@ -315,7 +319,7 @@ class _Typing:
         self.chat_id = chat_id
         self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
+    async def model_started(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run())
 
@@ -324,6 +328,9 @@ class _Typing:
             with contextlib.suppress(TelegramError):  # cosmetic: never retried, never fatal
                 await self.adapter.app.bot.send_chat_action(self.chat_id, ChatAction.TYPING)
             await asyncio.sleep(TYPING_EVERY)
+
+    async def delta(self, text: str) -> None:
+        return None  # Telegram gets the reply whole
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from telegram import Message, MessageEntity, User
 
-from config.family import Family
-from halo.pipeline.envelope import Envelope, Scope, Speaker
+from halo.port import Envelope, Inbound, Scope, Speaker
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,12 +22,9 @@ class BotIdentity:
     username: str
 
 
-def speaker_of(user: User, family: Family) -> Speaker:
-    return Speaker(
-        platform_user_id=str(user.id),
-        member=family.by_telegram(user.id),
-        display_name=user.full_name,
-        username=user.username,
+def speaker_of(user: User, inbound: Inbound) -> Speaker:
+    return inbound.speaker(
+        "telegram", str(user.id), display_name=user.full_name, username=user.username, is_bot=user.is_bot
     )
 
 
@@ -52,13 +48,12 @@ def is_for_bot(message: Message, bot: BotIdentity) -> bool:
     return False
 
 
-def to_envelope(message: Message, scope: Scope, family: Family, bot: BotIdentity) -> Envelope | None:
+def to_envelope(message: Message, scope: Scope, inbound: Inbound, bot: BotIdentity) -> Envelope | None:
     """None for what halo does not read: messages without text, and posts with no sender."""
     text = message.text or message.caption
     if not text or not text.strip() or message.from_user is None:
         return None
-    answers_all = scope.type == "parents_group" and family.parents_group.respond_to_all
-    addressed = message.chat.type == "private" or answers_all or is_for_bot(message, bot)
+    addressed = message.chat.type == "private" or inbound.answers_everything(scope) or is_for_bot(message, bot)
     command, _, _ = text.strip().partition(" ")
     if command.lower() in ("/start", f"/start@{bot.username.lower()}"):
         text = "/help"  # what a Telegram client sends when someone opens the chat
@@ -66,7 +61,7 @@ def to_envelope(message: Message, scope: Scope, family: Family, bot: BotIdentity
     return Envelope(
         platform="telegram",
         scope=scope,
-        speaker=speaker_of(message.from_user, family),
+        speaker=speaker_of(message.from_user, inbound),
         text=text.strip(),
         addressed=addressed,
         platform_message_id=str(message.message_id),

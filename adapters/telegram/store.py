@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from sqlalchemy import BigInteger, Boolean, Column, Float, Integer, MetaData, String, Table, Text, func, select
 
 from adapters.telegram.format import split_message
-from halo.family.db import HaloDB
+from halo.port import Tables
 
 KEEP_PROCESSED_SECONDS = 7 * 24 * 3600  # Telegram keeps unconfirmed updates for 24 hours
 
@@ -89,7 +89,7 @@ def _rows(messages: list[Outgoing], now: float) -> list[dict[str, object]]:
 
 
 class TelegramStore:
-    def __init__(self, db: HaloDB) -> None:
+    def __init__(self, db: Tables) -> None:
         self.db = db
 
     async def seen(self, update_id: int) -> bool:

@@ -1,15 +1,17 @@
 """Deterministic commands: answered in code, the same on every platform, no model call.
 
-Adding one is a few lines:
+Adding one is a few lines: write the handler, list it in its module's commands, and the
+composition root (halo/runtime/app.py) puts that list into the `CommandRegistry`:
 
-    @commands.command("ping", "Check that I am here")
     async def ping(turn: Turn, args: str) -> str:
         return "pong"
+
+    PING = Command("ping", "Check that I am here", ping)
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from config.family import Member
@@ -30,17 +32,16 @@ class Command:
 
 
 class CommandRegistry:
-    def __init__(self) -> None:
+    """The commands of this halo, in menu order; built once by the composition root."""
+
+    def __init__(self, commands: Iterable[Command]) -> None:
         self._commands: dict[str, Command] = {}
+        for command in commands:
+            if command.name in self._commands:
+                raise ValueError(f"two commands are named /{command.name}")
+            self._commands[command.name] = command
 
-    def command(self, name: str, summary: str, usage: str = "") -> Callable[[Handler], Handler]:
-        def register(handler: Handler) -> Handler:
-            self._commands[name] = Command(name, summary, handler, usage)
-            return handler
-
-        return register
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Command]:
         return iter(self._commands.values())
 
     def match(self, text: str) -> tuple[Command, str] | None:
@@ -60,13 +61,9 @@ class CommandRegistry:
         return await command.handler(turn, args)
 
 
-commands = CommandRegistry()
-
-
-@commands.command("help", "What I can do")
 async def help_command(turn: Turn, args: str) -> str:
     lines = ["I'm halo. Talk to me in plain words, or use a command:"]
-    for cmd in commands:
+    for cmd in turn.services.commands:
         usage = f" {cmd.usage}" if cmd.usage else ""
         lines.append(f"/{cmd.name}{usage} — {cmd.summary}")
     return "\n".join(lines)
@@ -75,7 +72,6 @@ async def help_command(turn: Turn, args: str) -> str:
 WHOAMI_ACTIONS = ("converse", "read_memory", "write_memory", "share", "use_tool", "admin")
 
 
-@commands.command("whoami", "Who I think you are, and what you may do here")
 async def whoami_command(turn: Turn, args: str) -> str:
     member = turn.member
     if member is None:
@@ -85,14 +81,7 @@ async def whoami_command(turn: Turn, args: str) -> str:
         who = f"You are {member.name} (id {member.id}, {member.role}{extra})."
     lines = [who, f"This chat is {turn.scope.id} ({turn.scope.type})."]
     for action in WHOAMI_ACTIONS:
-        decision = turn.services.policy.decide(
-            action,  # type: ignore[arg-type]
-            principal=member,
-            resource=turn.scope,
-            from_scope=turn.scope,
-            unknown_id=None if member else turn.envelope.speaker.platform_user_id,
-            audit=False,
-        )
+        decision = turn.decide(action, audit=False)
         mark = "yes" if decision.allowed else "no"
         lines.append(f"- {action}: {mark} — {decision.reason}")
     if member is not None:
@@ -118,7 +107,6 @@ def _profile_lines(turn: Turn, member: Member) -> list[str]:
     ]
 
 
-@commands.command("new", "Start a fresh conversation here (the transcript is kept)")
 async def new_command(turn: Turn, args: str) -> str:
     await turn.services.sessions.clear(turn.scope.id)
     turn.services.audit.write("session_cleared", scope_id=turn.scope.id, by=turn.envelope.speaker.label)
@@ -128,16 +116,10 @@ async def new_command(turn: Turn, args: str) -> str:
 def _refuse_unless_admin(turn: Turn, what: str) -> str | None:
     """Administering halo is for those the policy says may (parents). Asked without a
     from-scope: it is about who the person is, and works from a suspended group too."""
-    decision = turn.services.policy.decide(
-        "admin",
-        principal=turn.member,
-        resource=SYSTEM,
-        unknown_id=None if turn.member else turn.envelope.speaker.platform_user_id,
-    )
+    decision = turn.decide("admin", SYSTEM, from_here=False)
     return None if decision.allowed else f"Sorry, only parents can {what}: {decision.reason}"
 
 
-@commands.command("approve", "Let someone who asked to join talk to me", usage=APPROVE_USAGE)
 async def approve_command(turn: Turn, args: str) -> str:
     if refusal := _refuse_unless_admin(turn, "approve join requests"):
         return refusal
@@ -155,7 +137,6 @@ async def approve_command(turn: Turn, args: str) -> str:
     )
 
 
-@commands.command("deny", "Turn down a join request", usage="CODE")
 async def deny_command(turn: Turn, args: str) -> str:
     if refusal := _refuse_unless_admin(turn, "deny join requests"):
         return refusal
@@ -168,10 +149,19 @@ async def deny_command(turn: Turn, args: str) -> str:
     return f"Denied: {request.who} will not hear from me again."
 
 
-@commands.command("resume", "Start using the parents group again after I stopped")
 async def resume_command(turn: Turn, args: str) -> str:
     if refusal := _refuse_unless_admin(turn, "resume the parents group"):
         return refusal
     assert turn.member is not None  # the policy permits admin only to members
     groups = turn.services.groups
     return await groups.resume(turn.member, turn.scope.id if groups.guards(turn.scope) else None)
+
+
+BUILTIN_COMMANDS = (
+    Command("help", "What I can do", help_command),
+    Command("whoami", "Who I think you are, and what you may do here", whoami_command),
+    Command("new", "Start a fresh conversation here (the transcript is kept)", new_command),
+    Command("approve", "Let someone who asked to join talk to me", approve_command, usage=APPROVE_USAGE),
+    Command("deny", "Turn down a join request", deny_command, usage="CODE"),
+    Command("resume", "Start using the parents group again after I stopped", resume_command),
+)

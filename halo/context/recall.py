@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from agents import RunContextWrapper
 
-from halo.commands.builtin import commands
+from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
 from halo.pipeline.envelope import Scope
 from halo.pipeline.scopes import UnknownScopeError, resolve_scope
@@ -44,15 +44,7 @@ def readable_scopes(turn: Turn, *, audit: bool) -> list[str]:
         scope = turn.scope if scope_id == turn.scope.id else _resolve(turn, scope_id)
         if scope is None:
             continue
-        decision = turn.services.policy.decide(
-            "read_memory",
-            principal=turn.member,
-            resource=scope,
-            from_scope=turn.scope,
-            unknown_id=None if turn.member else turn.envelope.speaker.platform_user_id,
-            audit=audit,
-        )
-        if decision.allowed:
+        if turn.decide("read_memory", scope, audit=audit).allowed:
             allowed.append(scope_id)
     return allowed
 
@@ -174,7 +166,6 @@ async def recall(ctx: RunContextWrapper[Turn], query: str) -> str:
     return "\n\n".join(f"{describe(turn, h)}\n{h.text.strip()}" for h in hits)
 
 
-@commands.command("recall", "Search what was noted or said before", usage="<words>")
 async def recall_command(turn: Turn, args: str) -> str:
     if not turn.services.semantic.enabled:
         return "Recall is off here (memory.semantic is disabled or unavailable)."
@@ -188,3 +179,6 @@ async def recall_command(turn: Turn, args: str) -> str:
         text = " ".join(hit.text.split())
         lines.append(f"{n}. {describe(turn, hit)} {text[:300]}{'…' if len(text) > 300 else ''}")
     return "\n".join(lines)
+
+
+RECALL_COMMAND = Command("recall", "Search what was noted or said before", recall_command, usage="<words>")

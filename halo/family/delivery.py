@@ -1,8 +1,8 @@
 """halo's own messages — pairing requests, group alerts, welcomes — to a scope, through
-the adapter of its platform.
+the adapter of its platform (`halo.port.Adapter.send`).
 
-An adapter that can send registers here (the composition root does it). What halo says
-in a scope is written to that scope's transcript like any other reply.
+The composition root registers each adapter here. What halo says in a scope is written to
+that scope's transcript like any other reply.
 """
 
 from __future__ import annotations
@@ -10,43 +10,39 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import UTC, datetime
-from typing import Protocol
 
 from config.family import Family
 from halo.pipeline.scopes import member_scopes
+from halo.port import Adapter, Outbound, OutboundKind
 from transcripts import TranscriptLine, TranscriptStore
 
 log = logging.getLogger(__name__)
 
 
-class Sender(Protocol):
-    """An adapter's outbound side. `send` returns once the message is durably queued;
-    delivery (with retries) may finish later."""
-
-    async def send(self, scope_id: str, text: str) -> None: ...
-
-
 class Delivery:
     def __init__(self, transcripts: TranscriptStore) -> None:
         self.transcripts = transcripts
-        self._senders: dict[str, Sender] = {}
+        self._senders: dict[str, Adapter] = {}
 
-    def register(self, platform: str, sender: Sender) -> None:
+    def register(self, platform: str, sender: Adapter) -> None:
         self._senders[platform] = sender
 
     def can_send(self, scope_id: str) -> bool:
         return scope_id.partition(":")[0] in self._senders
 
-    def senders(self) -> dict[str, Sender]:
+    def senders(self) -> dict[str, Adapter]:
         """The registered platforms and their senders (the notifier reaches parents through them)."""
         return dict(self._senders)
 
-    async def send(self, scope_id: str, text: str) -> bool:
+    async def send(
+        self, scope_id: str, text: str, *, kind: OutboundKind = "notice", reply_to: str | None = None
+    ) -> bool:
         """False when no adapter for the scope's platform is running."""
         sender = self._senders.get(scope_id.partition(":")[0])
         if sender is None:
             return False
-        await sender.send(scope_id, text)
+        message = Outbound(uuid.uuid4().hex, scope_id, text, kind=kind, reply_to=reply_to, created_at=datetime.now(UTC))
+        await sender.send(message)
         await self.transcripts.append(
             TranscriptLine(
                 id=uuid.uuid4().hex,

@@ -230,21 +230,11 @@ class Gateway:
     def _offered_tools(self, turn: Turn) -> list[Tool]:
         """Only the tools the policy would let this turn use: a refused tool is not even shown
         to the model (each tool still asks the policy itself when called)."""
-        policy = self.services.policy
-        offered = []
-        for tool in self.services.tools:
-            decision = policy.decide(
-                "use_tool",
-                principal=turn.member,
-                resource=turn.scope,
-                from_scope=turn.scope,
-                unknown_id=None if turn.member else turn.envelope.speaker.platform_user_id,
-                context={"tool": tool.name, "tool_class": tool_class(tool)},
-                audit=False,
-            )
-            if decision.allowed:
-                offered.append(tool)
-        return offered
+        return [
+            tool
+            for tool in self.services.tools
+            if turn.decide("use_tool", audit=False, tool=tool.name, tool_class=tool_class(tool)).allowed
+        ]
 
     def _after(self, turn: Turn, reply: Reply) -> None:
         """After-reply work (session write-behind, distillation, indexing, compaction)

@@ -32,14 +32,18 @@ class Turn:
     def member(self) -> Member | None:
         return self.envelope.speaker.member
 
-    def decide(self, action: str, resource: Any = None, *, audit: bool = True, **context: Any) -> Decision:
-        """Ask the policy about this turn's speaker, from this turn's scope. `audit=False` for
+    def decide(
+        self, action: str, resource: Any = None, *, audit: bool = True, from_here: bool = True, **context: Any
+    ) -> Decision:
+        """The one way a turn asks the policy "may this speaker do X": about this turn's speaker,
+        from this turn's scope (`from_here=False` for questions about who the person is, such
+        as administering halo, that must work from a suspended group too). `audit=False` for
         routine reads made on every turn (the scope's own memory), which would flood the log."""
         return self.services.policy.decide(
             action,  # type: ignore[arg-type]
             principal=self.member,
             resource=self.scope if resource is None else resource,
-            from_scope=self.scope,
+            from_scope=self.scope if from_here else None,
             unknown_id=None if self.member else self.envelope.speaker.platform_user_id,
             context=context or None,
             audit=audit,

@@ -13,12 +13,11 @@ from agents import Model
 from aiohttp import web
 
 from config.settings import Settings
-from halo.adapter import Adapter
-from halo.commands import memory as memory_commands  # noqa: F401  (registers /remember, /forget, /memory, /share)
-from halo.commands.builtin import commands
+from halo.commands.builtin import BUILTIN_COMMANDS, CommandRegistry
+from halo.commands.memory import MEMORY_COMMANDS
 from halo.context.builder import ContextBuilder, PersonaSource
 from halo.context.memory import MemorySource
-from halo.context.recall import RecallSource, memory_files_in_context
+from halo.context.recall import RECALL_COMMAND, RecallSource, memory_files_in_context
 from halo.context.recall import recall as recall_tool
 from halo.family.db import HaloDB
 from halo.family.delivery import Delivery
@@ -27,9 +26,11 @@ from halo.family.members import FamilyEditor
 from halo.family.pairing import Pairing
 from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.gateway import Gateway, Reply
+from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.services import Services
 from halo.pipeline.sessions import SessionStore
 from halo.pipeline.turn import Turn
+from halo.port import Adapter, PresenceCheck
 from halo.runtime.memory_wiring import build_memory, memory_after_turn
 from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
@@ -48,8 +49,6 @@ from transcripts import AuditLog, TranscriptStore
 
 log = logging.getLogger(__name__)
 
-VERSION = "0.1.0"
-
 
 @dataclass
 class Halo:
@@ -58,12 +57,13 @@ class Halo:
     settings: Settings
     services: Services
     gateway: Gateway
+    inbound: GatewayInbound
     adapters: list[Adapter] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     owned_models: list[Model] = field(default_factory=list)  # their HTTP clients are closed on close()
 
     def adapter_status(self) -> dict[str, Any]:
-        return {a.name: a.status() for a in self.adapters}
+        return {a.platform: a.status() for a in self.adapters}
 
     async def start(self) -> None:
         await self.start_background()
@@ -85,7 +85,7 @@ class Halo:
             try:
                 await adapter.stop()
             except Exception:
-                log.exception("stopping adapter %s failed", adapter.name)
+                log.exception("stopping adapter %s failed", adapter.platform)
         await self.gateway.drain()
         await self.services.memory.close()
         await self.services.semantic.close()
@@ -132,7 +132,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
                 RecallSource(already_in_context=memory_files_in_context),
             ]
         ),
-        commands=commands,
+        commands=CommandRegistry([*BUILTIN_COMMANDS, *MEMORY_COMMANDS, RECALL_COMMAND]),
         db=db,
         delivery=delivery,
         pairing=Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit),
@@ -158,17 +158,20 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         semantic.mark_active(turn.scope.id)  # the next scheduled sync picks it up
 
     gateway.after_turn.append(index_later)
-    adapters: list[Adapter] = [WebChatAdapter(gateway)]
+    inbound = GatewayInbound(gateway, services.groups, services.commands, lambda: policy.family)
+    adapters: list[Adapter] = [WebChatAdapter(inbound)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
 
-        telegram = TelegramAdapter(gateway, settings.telegram)
-        delivery.register("telegram", telegram)
-        services.groups.register_presence("telegram", telegram.still_in_chat)
-        adapters.append(telegram)
+        adapters.append(TelegramAdapter(inbound, settings.telegram, db, audit))
+    for adapter in adapters:
+        if adapter.platform != "web":  # the web chat's messages are its HTTP replies and the web inbox
+            delivery.register(adapter.platform, adapter)
+        if isinstance(adapter, PresenceCheck):
+            services.groups.register_presence(adapter.platform, adapter.still_in_chat)
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
-    return Halo(settings, services, gateway, adapters=adapters, owned_models=owned)
+    return Halo(settings, services, gateway, inbound, adapters=adapters, owned_models=owned)
 
 
 def build_safety(

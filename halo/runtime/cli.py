@@ -69,7 +69,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         halo = build_halo(settings)
         try:
             await halo.start_background()
-            await TerminalChat(halo.gateway, member).run()
+            await TerminalChat(halo.inbound, halo.inbound.speaker("cli", member.id)).run()
         finally:
             await halo.close()
 

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from config.family import Family, Member
-from halo.family.delivery import Delivery, Sender
+from halo.family.delivery import Delivery
 from halo.pipeline.scopes import member_scopes
+from halo.port import Adapter, Outbound
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -136,10 +137,10 @@ class Outbox:
 
 
 class PlatformSink:
-    """A NotificationSink over an adapter's outbound side (Delivery's `Sender`): the member's
+    """A NotificationSink over an adapter's outbound side (a registered `halo.port.Adapter`): the member's
     DM on that platform, as halo.yaml names it."""
 
-    def __init__(self, platform: str, sender: Sender, family: Callable[[], Family]) -> None:
+    def __init__(self, platform: str, sender: Adapter, family: Callable[[], Family]) -> None:
         self.name = platform
         self.sender = sender
         self._family = family
@@ -155,7 +156,7 @@ class PlatformSink:
         )
 
     async def send(self, scope_id: str, text: str) -> None:
-        await self.sender.send(scope_id, text)
+        await self.sender.send(Outbound(uuid.uuid4().hex, scope_id, text, kind="alert"))
 
 
 class Notifier:

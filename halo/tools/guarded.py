@@ -13,12 +13,13 @@ from halo.pipeline.turn import Turn
 
 P = ParamSpec("P")
 ToolFn = Callable[Concatenate[RunContextWrapper[Turn], P], Awaitable[str]]
-_CLASSES: dict[str, str] = {}
+CLASS_ATTRIBUTE = "halo_tool_class"
 
 
 def tool_class(tool: Tool) -> str:
-    """The class a guarded tool declared; "internal" for anything else (it still asks the policy)."""
-    return _CLASSES.get(tool.name, "internal")
+    """The class a guarded tool declared (kept on the tool object); "internal" for anything
+    else (it still asks the policy)."""
+    return str(getattr(tool, CLASS_ATTRIBUTE, "internal"))
 
 
 def guarded_tool(tool_class: str = "internal") -> Callable[[ToolFn[P]], FunctionTool]:
@@ -37,7 +38,7 @@ def guarded_tool(tool_class: str = "internal") -> Callable[[ToolFn[P]], Function
             return await fn(ctx, *args, **kwargs)
 
         tool = function_tool(checked)
-        _CLASSES[tool.name] = tool_class
+        setattr(tool, CLASS_ATTRIBUTE, tool_class)
         return tool
 
     return wrap

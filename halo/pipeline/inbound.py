@@ -1,0 +1,95 @@
+"""The core's side of the adapter port (`halo.port.Inbound`): how a chat message gets in.
+
+Speakers and scopes are resolved from the live family (a member approved a moment ago is
+known at once); joins and leaves feed the group guard; `handle` runs the gateway and turns
+its `Reply` into the port's `TurnOutcome`. Adapters see only this object, never the gateway
+or the services behind it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from config.family import Family
+from halo.commands.builtin import CommandRegistry
+from halo.family.groups import GroupGuard
+from halo.pipeline.envelope import Envelope, Platform, Scope, Speaker
+from halo.pipeline.gateway import Gateway
+from halo.pipeline.scopes import resolve_scope
+from halo.port import Progress, TurnOutcome
+
+
+class FamilyDirectory:
+    """The family half of `Inbound`: who a platform user is, which scope a chat is. `family` is
+    a callable because the family changes while halo runs (pairing approvals rebuild it)."""
+
+    def __init__(self, family: Callable[[], Family]) -> None:
+        self._family = family
+
+    def speaker(
+        self,
+        platform: Platform,
+        user_id: str,
+        *,
+        display_name: str | None = None,
+        username: str | None = None,
+        is_bot: bool = False,
+    ) -> Speaker:
+        member = None if is_bot else self._member_by_platform_id(platform, user_id)
+        return Speaker(platform_user_id=user_id, member=member, display_name=display_name, username=username)
+
+    def _member_by_platform_id(self, platform: Platform, user_id: str):  # type: ignore[no-untyped-def]
+        family = self._family()
+        if platform in ("web", "cli"):
+            return family.member(user_id)
+        if not user_id.lstrip("-").isdigit():
+            return None
+        if platform == "telegram":
+            return family.by_telegram(int(user_id))
+        if platform == "discord":
+            return family.by_discord(int(user_id))
+        return None
+
+    def scope(self, platform: Platform, chat_id: str) -> Scope:
+        return resolve_scope(self._family(), f"{platform}:{chat_id}")
+
+    def answers_everything(self, scope: Scope) -> bool:
+        return scope.type == "parents_group" and self._family().parents_group.respond_to_all
+
+    def member_speaker(self, platform: Platform, *, token: str | None = None, local: bool = False) -> Speaker | None:
+        family = self._family()
+        member = family.by_web_token(token) if token else (family.local_owner if local else None)
+        if member is None:
+            return None
+        return Speaker(platform_user_id=member.id, member=member, display_name=member.name)
+
+
+class GatewayInbound(FamilyDirectory):
+    """`halo.port.Inbound` over the gateway: messages in, joins and leaves to the group guard."""
+
+    def __init__(
+        self, gateway: Gateway, groups: GroupGuard, commands: CommandRegistry, family: Callable[[], Family]
+    ) -> None:
+        super().__init__(family)
+        self._gateway = gateway
+        self._groups = groups
+        self._commands = commands
+
+    def commands(self) -> Sequence[tuple[str, str, str]]:
+        return [(c.name, c.usage, c.summary) for c in self._commands]
+
+    async def handle(self, envelope: Envelope, progress: Progress | None = None) -> TurnOutcome:
+        reply = await self._gateway.handle(
+            envelope,
+            on_delta=progress.delta if progress is not None else None,
+            on_model_start=progress.model_started if progress is not None else None,
+        )
+        reason = reply.decision.reason if reply.decision is not None and not reply.decision.allowed else None
+        return TurnOutcome(reply.text, reply.kind, reason=reason)
+
+    async def joined(self, scope_id: str, speaker: Speaker) -> None:
+        scope = resolve_scope(self._family(), scope_id)
+        await self._groups.seen(scope, speaker, "joined it")
+
+    async def left(self, scope_id: str, platform_user_id: str) -> None:
+        await self._groups.left(scope_id, platform_user_id)
