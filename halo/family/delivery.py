@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from config.family import Family
@@ -20,8 +21,12 @@ log = logging.getLogger(__name__)
 
 
 class Delivery:
-    def __init__(self, transcripts: TranscriptStore) -> None:
+    """`send(scope_id, text)`, `to_member(member_id, text)`, `to_parents(text)`: the calls the
+    rest of halo makes to say something it starts. `family` is a callable: the live family."""
+
+    def __init__(self, transcripts: TranscriptStore, family: Callable[[], Family]) -> None:
         self.transcripts = transcripts
+        self._family = family
         self._senders: dict[str, Adapter] = {}
 
     def register(self, platform: str, sender: Adapter) -> None:
@@ -36,11 +41,12 @@ class Delivery:
 
     async def send(
         self, scope_id: str, text: str, *, kind: OutboundKind = "notice", reply_to: str | None = None
-    ) -> bool:
-        """False when no adapter for the scope's platform is running."""
+    ) -> str | None:
+        """The message's id once the adapter has it; None when no adapter for the scope's
+        platform is running (nothing is queued then: the caller's audit event is the record)."""
         sender = self._senders.get(scope_id.partition(":")[0])
         if sender is None:
-            return False
+            return None
         message = Outbound(uuid.uuid4().hex, scope_id, text, kind=kind, reply_to=reply_to, created_at=datetime.now(UTC))
         await sender.send(message)
         await self.transcripts.append(
@@ -54,22 +60,22 @@ class Delivery:
                 platform=scope_id.partition(":")[0],
             )
         )
-        return True
+        return message.id
 
-    async def to_member(self, family: Family, member_id: str, text: str) -> list[str]:
+    async def to_member(self, member_id: str, text: str, kind: OutboundKind = "notice") -> list[str]:
         """Send to every DM of one member that halo can reach; returns the scope ids reached."""
         reached = []
-        for scope in member_scopes(family):
-            if scope.type == "dm" and scope.owner_id == member_id and await self.send(scope.id, text):
+        for scope in member_scopes(self._family()):
+            if scope.type == "dm" and scope.owner_id == member_id and await self.send(scope.id, text, kind=kind):
                 reached.append(scope.id)
         return reached
 
-    async def to_parents(self, family: Family, text: str) -> list[str]:
+    async def to_parents(self, text: str, kind: OutboundKind = "notice") -> list[str]:
         """Tell every parent in their own DMs. Returns the scope ids reached (may be none:
         the caller's audit event is then the only record)."""
         reached = []
-        for parent in family.parents:
-            reached += await self.to_member(family, parent.id, text)
+        for parent in self._family().parents:
+            reached += await self.to_member(parent.id, text, kind)
         if not reached:
             log.warning("no parent DM is reachable for a notice: %s", text[:80])
         return reached

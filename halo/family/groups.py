@@ -156,7 +156,6 @@ class GroupGuard:
         )
         if first:
             await self.delivery.to_parents(
-                self.policy.family,
                 (
                     f"I've stopped using the parents group: {label} {how}. Only parents may be in it. "
                     "Remove them from the group, then send /resume (here or in the group)."

@@ -193,7 +193,7 @@ class Pairing:
             self.audit.write("pairing_overflow", platform=platform, platform_user_id=uid, who=request.who)
             return OVERFLOW_REPLY
         self.audit.write("pairing_requested", platform=platform, platform_user_id=uid, who=request.who, code=code)
-        await self.delivery.to_parents(self.policy.family, parent_notice(request))
+        await self.delivery.to_parents(parent_notice(request))
         return stranger_reply(code)
 
     async def list_pending(self) -> list[PairingRequest]:
@@ -243,7 +243,7 @@ class Pairing:
             platform_user_id=request.platform_user_id,
         )
         welcome = f"Welcome, {member.name}! A parent let you in — talk to me any time."
-        await self.delivery.to_member(self.policy.family, member.id, welcome)
+        await self.delivery.to_member(member.id, welcome)
         return member
 
     async def deny(self, code: str, *, by: str) -> PairingRequest:

@@ -107,7 +107,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
     transcripts = TranscriptStore(paths.transcripts)
     db = HaloDB(paths.halo_db)
-    delivery = Delivery(transcripts)
+    delivery = Delivery(transcripts, lambda: policy.family)
     main_model = model if model is not None else build_model(settings.llm)
     extraction_model = _extraction_model(settings, model, main_model)
     memory = build_memory(settings, policy, transcripts, extraction_model)
