@@ -1,0 +1,60 @@
+"""The core's side of the adapter port: what an adapter is told about people, chats and commands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from adapters.terminal import TerminalChat
+from adapters.web import WebChatAdapter
+from halo.commands.builtin import BUILTIN_COMMANDS, CommandRegistry
+from halo.port import Adapter, AdminRoutes, Envelope, PresenceCheck
+
+
+def test_speakers_and_scopes_come_from_the_live_family(halo: Any):
+    inbound = halo.inbound
+    mom = inbound.speaker("telegram", "1002", display_name="Mom S")
+    assert mom.member is not None and mom.member.id == "mom" and mom.display_name == "Mom S"
+    assert inbound.speaker("telegram", "1002", is_bot=True).member is None  # a bot is never a member
+    assert inbound.speaker("telegram", "4242").member is None
+    assert inbound.speaker("discord", "2001").member.id == "priya"
+    group = inbound.scope("telegram", "-1001234")
+    assert (group.id, group.type) == ("telegram:-1001234", "parents_group")
+    assert not inbound.answers_everything(group)
+    assert inbound.scope("telegram", "1003").type == "dm"
+
+
+def test_web_callers_are_a_member_by_token_or_the_local_owner(halo: Any):
+    inbound = halo.inbound
+    assert inbound.member_speaker("web", token="aarav-token").member.id == "aarav"
+    assert inbound.member_speaker("web", token="wrong") is None
+    assert inbound.member_speaker("web", local=True).member.id == "wags"  # owner: wags
+    assert inbound.member_speaker("web") is None
+
+
+def test_the_command_menu_is_the_composed_set_in_order(halo: Any):
+    names = [name for name, _, _ in halo.inbound.commands()]
+    assert names[:3] == ["help", "whoami", "new"]
+    assert {"remember", "forget", "memory", "share", "recall"} <= set(names)
+    with pytest.raises(ValueError, match="/help"):
+        CommandRegistry([*BUILTIN_COMMANDS, BUILTIN_COMMANDS[0]])
+
+
+async def test_handle_returns_the_reply_and_refusals_say_why(halo: Any):
+    inbound = halo.inbound
+    speaker = inbound.member_speaker("web", token="mom-token")
+    outcome = await inbound.handle(Envelope("web", inbound.scope("web", "mom"), speaker, "/whoami"))
+    assert outcome.kind == "command" and "You are Mom" in (outcome.text or "")
+    stranger = inbound.speaker("telegram", "4242")
+    group = inbound.scope("telegram", "-1001234")
+    refused = await inbound.handle(Envelope("telegram", group, stranger, "hi", addressed=True))
+    assert refused.text is None and refused.kind == "silent"
+
+
+def test_adapters_meet_the_port_protocols(halo: Any):
+    web = next(a for a in halo.adapters if a.platform == "web")
+    assert isinstance(web, WebChatAdapter) and isinstance(web, Adapter) and isinstance(web, AdminRoutes)
+    assert not isinstance(web, PresenceCheck)
+    terminal = TerminalChat(halo.inbound, halo.inbound.speaker("cli", "mom"))
+    assert isinstance(terminal, Adapter) and terminal.scope.id == "cli:mom"
