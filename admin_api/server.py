@@ -5,16 +5,20 @@ Tests call `create_app` with their own Halo; `halo serve` runs the same app.
 
 from __future__ import annotations
 
+import asyncio
+import signal
+
 from aiohttp import web
 
 from admin_api.base import HALO, OPENAPI, errors_as_json, json_error, no_store
 from admin_api.guards import guard, is_admin, token_required
 from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
+from config.settings import Settings
 from halo.port import AdminRoutes
-from halo.runtime.app import Halo
+from halo.runtime.app import Halo, build_halo
 
-__all__ = ["HALO", "create_app", "is_admin", "json_error", "token_required"]
+__all__ = ["HALO", "create_app", "is_admin", "json_error", "serve", "token_required"]
 
 
 def create_app(halo: Halo) -> web.Application:
@@ -29,3 +33,28 @@ def create_app(halo: Halo) -> web.Application:
             extra_paths.update(adapter.openapi_paths())
     app[OPENAPI] = build_spec(extra_paths)
     return app
+
+
+async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
+    """Run until SIGINT/SIGTERM, then stop adapters and finish accepted messages."""
+    halo = build_halo(settings)
+    app = create_app(halo)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.admin.host, settings.admin.port)
+    await site.start()
+    await halo.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    bound = runner.addresses[0] if runner.addresses else (settings.admin.host, settings.admin.port)
+    print(f"halo is running: http://{bound[0]}:{bound[1]}/  (chat: /chat)  HALO_HOME={settings.home}", flush=True)
+    if ready is not None:
+        ready.set()
+    await stop.wait()
+    print("halo: shutting down …", flush=True)
+    await runner.shutdown()  # stop accepting; in-flight requests finish
+    await runner.cleanup()
+    await halo.close()
+    print("halo: stopped", flush=True)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents import Model
-from aiohttp import web
 
 from config.settings import Settings
 from halo.commands.builtin import BUILTIN_COMMANDS, CommandRegistry
@@ -220,30 +217,3 @@ def build_semantic(settings: Settings) -> SemanticMemory:
     service = SemanticMemory(settings.paths, semantic, embedder_loader=loader)
     service.say_problems()
     return service
-
-
-async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
-    """Run until SIGINT/SIGTERM, then stop adapters and finish accepted messages."""
-    from admin_api.server import create_app
-
-    halo = build_halo(settings)
-    app = create_app(halo)
-    runner = web.AppRunner(app, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.admin.host, settings.admin.port)
-    await site.start()
-    await halo.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    bound = runner.addresses[0] if runner.addresses else (settings.admin.host, settings.admin.port)
-    print(f"halo is running: http://{bound[0]}:{bound[1]}/  (chat: /chat)  HALO_HOME={settings.home}", flush=True)
-    if ready is not None:
-        ready.set()
-    await stop.wait()
-    print("halo: shutting down …", flush=True)
-    await runner.shutdown()  # stop accepting; in-flight requests finish
-    await runner.cleanup()
-    await halo.close()
-    print("halo: stopped", flush=True)

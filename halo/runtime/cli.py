@@ -44,7 +44,7 @@ def check_admin_exposure(settings: Settings) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from halo.runtime.app import serve
+    from admin_api.server import serve  # the one place halo's CLI composes the core with the admin server
 
     settings = _settings(create_starter=True)
     check_admin_exposure(settings)
