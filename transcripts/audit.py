@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from transcripts._lines import complete_lines_reversed
+from transcripts.jsonl import append_line
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +65,7 @@ class AuditLog:
         try:
             with self._lock:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                # One write() on an O_APPEND fd: the whole line lands at the end, even with another process.
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-                try:
-                    os.write(fd, data)
-                finally:
-                    os.close(fd)
+                append_line(self.path, data)
         except OSError:
             logger.exception("audit log %s: could not write a %r event", self.path, kind)
 

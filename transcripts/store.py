@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,14 +24,15 @@ from filelock import FileLock
 
 from config.paths import scope_hash
 from transcripts._lines import complete_lines_reversed
+from transcripts.jsonl import append_line, fsync_dir
+
+__all__ = ["TranscriptLine", "TranscriptReader", "TranscriptStore", "fsync_dir"]
 
 logger = logging.getLogger(__name__)
 
 Role = Literal["user", "assistant", "system", "event"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
 CORE_KEYS: frozenset[str] = frozenset({"id", "ts", "scope_id", "role", "speaker", "target", "platform", "text"})
-
-_fsync = getattr(os, "fdatasync", os.fsync)  # the size is the only metadata an append needs on disk
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,23 +225,7 @@ class TranscriptStore:
             self.root.mkdir(parents=True, exist_ok=True)
             self._root_ready = True
         with file_lock:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                size = os.fstat(fd).st_size
-                offset = size
-                if size and os.pread(fd, 1, size - 1) != b"\n":
-                    logger.warning("%s: last line is torn (crash?); starting a fresh line at %d", path, size)
-                    data = b"\n" + data
-                    offset = size + 1
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                _fsync(fd)
-            finally:
-                os.close(fd)
-            if size == 0:
-                fsync_dir(path.parent)  # a new file is durable only once its directory entry is
-        return size, offset
+            return append_line(path, data)
 
     def read_from(self, scope_id: str, offset: int = 0) -> TranscriptReader:
         """Iterate `(offset, line)` from `offset` (0, or an offset this store handed out).
@@ -324,17 +308,3 @@ class TranscriptStore:
             # filelock notices a lock file unlinked under a waiter (st_nlink == 0) and retries on the new one.
             self._lock_path(scope_id).unlink(missing_ok=True)
         return existed
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make a new or renamed file's directory entry durable (best effort: some filesystems refuse)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory; the data itself is already on disk
-    finally:
-        os.close(fd)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import threading
 import uuid
 from collections.abc import Callable, Coroutine
@@ -28,6 +27,7 @@ from halo.family.delivery import Delivery
 from halo.pipeline.scopes import member_scopes
 from halo.port import Adapter, Outbound
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
+from transcripts.jsonl import append_line
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +97,7 @@ class Outbox:
         data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            append_line(self.path, data)
 
     def add(self, note: Notification) -> None:
         self._append({**asdict(note), "ts": note.ts.isoformat(), "status": "queued"})
