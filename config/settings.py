@@ -80,6 +80,9 @@ class MQTTSettings(BaseModel):
     ca_certs: Path | None = None
     client_id: str = Field(default="halo", min_length=1, description="fixed: the broker keeps our session")
     topics: list[str] = Field(default_factory=lambda: list(DEFAULT_MQTT_TOPICS))
+    topic_prefix: str = Field(
+        default="", description="a shared or bridged broker: subscribe under it, rules see topics without it"
+    )
     keepalive_seconds: int = Field(default=30, ge=5, le=3600)
     reconnect_max_seconds: float = Field(default=60, gt=0, description="longest pause between reconnects")
 

@@ -22,6 +22,9 @@ from halo.db import HaloDB
 from halo.delivery import Delivery
 from halo.gateway import Gateway, Reply
 from halo.groups import GroupGuard
+from halo.home.commands import register_home_commands
+from halo.home.events import HomeEvents
+from halo.home.store import HomeStore
 from halo.members import FamilyEditor
 from halo.memory_context import MemorySource
 from halo.memory_tools import memory_tools
@@ -61,6 +64,7 @@ class Halo:
     adapters: list[Adapter] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     owned_models: list[Model] = field(default_factory=list)  # their HTTP clients are closed on close()
+    home: HomeEvents | None = None  # home rules, quiet-hours queue (fed by the MQTT adapter)
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.name: a.status() for a in self.adapters}
@@ -76,6 +80,8 @@ class Halo:
         await self.services.semantic.start()
 
     async def start_adapters(self) -> None:
+        if self.home is not None:
+            await self.home.start()  # before MQTT: the first observation finds the rules ready
         for adapter in self.adapters:
             await adapter.start()
         self.services.notifier.retry_soon()  # alerts a stopped adapter could not deliver
@@ -86,6 +92,8 @@ class Halo:
                 await adapter.stop()
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.name)
+        if self.home is not None:
+            await self.home.stop()
         await self.gateway.drain()
         await self.services.memory.close()
         await self.services.semantic.close()
@@ -166,9 +174,24 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         delivery.register("telegram", telegram)
         services.groups.register_presence("telegram", telegram.still_in_chat)
         adapters.append(telegram)
+    # --- home events (issue 13): MQTT → observations → home rules → Delivery ---------------
+    home = HomeEvents(
+        settings.home_events,
+        lambda: policy.family,
+        HomeStore(db, settings.home_events.keep_observations),
+        policy,
+        delivery,
+        audit,
+    )
+    register_home_commands(commands, home)
+    if settings.mqtt.host:
+        from adapters.mqtt import MqttAdapter
+
+        adapters.append(MqttAdapter(settings.mqtt, home))
+    # --- end home events ------------------------------------------------------------------
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
-    return Halo(settings, services, gateway, adapters=adapters, owned_models=owned)
+    return Halo(settings, services, gateway, adapters=adapters, owned_models=owned, home=home)
 
 
 def build_safety(

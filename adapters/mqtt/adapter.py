@@ -50,6 +50,7 @@ class MqttAdapter:
         self.now = now or (lambda: datetime.now(UTC))
         self.connected = asyncio.Event()
         self.messages_seen = 0
+        self.messages_handled = 0  # seen and done with (parsed, skipped or handed to the sink)
         self.malformed = 0
         self.sink_errors = 0
         self.connects = 0
@@ -83,6 +84,7 @@ class MqttAdapter:
             "client_id": self.settings.client_id,
             "topics": list(self.settings.topics),
             "messages_seen": self.messages_seen,
+            "messages_handled": self.messages_handled,
             "malformed": self.malformed,
             "sink_errors": self.sink_errors,
             "connects": self.connects,
@@ -121,7 +123,7 @@ class MqttAdapter:
     async def _session(self) -> None:
         async with self._client() as client:
             for topic in self.settings.topics:
-                await client.subscribe(topic, qos=1)
+                await client.subscribe(self.settings.topic_prefix + topic, qos=1)
             self.connects += 1
             self.last_connected_at = self.now()
             self.connected.set()
@@ -147,7 +149,13 @@ class MqttAdapter:
         )
 
     async def _receive(self, message: aiomqtt.Message) -> None:
-        topic = message.topic.value
+        try:
+            await self._handle(message)
+        finally:
+            self.messages_handled += 1
+
+    async def _handle(self, message: aiomqtt.Message) -> None:
+        topic = message.topic.value.removeprefix(self.settings.topic_prefix)
         self.messages_seen += 1
         self.last_message_at = self.now()
         payload = message.payload if isinstance(message.payload, bytes) else str(message.payload).encode()

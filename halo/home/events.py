@@ -122,14 +122,16 @@ class HomeEvents:
 
     async def observe(self, observation: Observation) -> None:
         async with self._lock:
-            now = self.now()
-            self.observed += 1
-            first = await self.store.record(observation, now.timestamp())
-            for rule in self.rules:
-                if topic_matches(rule.when.topic, observation.topic):
-                    await self._consider(rule, observation, now, first_sighting=first)
+            try:
+                now = self.now()
+                await self.store.record(observation, now.timestamp())
+                for rule in self.rules:
+                    if topic_matches(rule.when.topic, observation.topic):
+                        await self._consider(rule, observation, now)
+            finally:
+                self.observed += 1  # handled (stored, rules asked), whatever came of it
 
-    async def _consider(self, rule: HomeRule, obs: Observation, now: datetime, *, first_sighting: bool) -> None:
+    async def _consider(self, rule: HomeRule, obs: Observation, now: datetime) -> None:
         report = self.reports[rule.id]
         holds = condition_holds(rule.when, obs.payload)
         if obs.event_id is not None:  # an event: once per id
