@@ -4,6 +4,7 @@ real Mosquitto, a publisher, and halo built with MQTT pointed at the broker."""
 from __future__ import annotations
 
 import contextlib
+import getpass
 import shutil
 import subprocess
 import uuid
@@ -162,6 +163,7 @@ class PrivateBroker:
         self.config = workdir / "mosquitto.conf"
         self.config.write_text(
             f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+            f"user {getpass.getuser()}\n"  # as root, mosquitto would drop to a user who cannot write here
             f"persistence_location {workdir}/\nautosave_interval 1\n"
         )
 

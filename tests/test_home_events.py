@@ -18,10 +18,12 @@ from config.loader import load_settings
 from halo.app import Halo, build_halo
 from tests.conftest import Outbox, write_home
 from tests.home_support import (
+    BROKER_PORT,
     FAMILY_LONDON,
     LEAK,
     RULES,
     Clock,
+    PrivateBroker,
     Publisher,
     forget_session,
     london,
@@ -62,15 +64,15 @@ class House:
 class Houses:
     """Starts halo (again) on one HALO_HOME and one topic prefix; closes what it started."""
 
-    def __init__(self, home: Path, prefix: str, pub: Publisher) -> None:
-        self.home, self.prefix, self.pub = home, prefix, pub
+    def __init__(self, home: Path, prefix: str, pub: Publisher | None, port: int = BROKER_PORT) -> None:
+        self.home, self.prefix, self.pub, self.port = home, prefix, pub, port
         self.client_ids: list[str] = []
         self.running: list[Halo] = []
 
     async def __call__(self, rules: str = RULES, at: Any = None, client_id: str | None = None) -> House:
         client_id = client_id or f"halo-test-{uuid.uuid4().hex[:10]}"
         self.client_ids.append(client_id)
-        write_home(self.home, mqtt_yaml(self.prefix, client_id) + rules, family=FAMILY_LONDON)
+        write_home(self.home, mqtt_yaml(self.prefix, client_id, self.port) + rules, family=FAMILY_LONDON)
         halo = build_halo(load_settings(self.home))
         self.running.append(halo)
         clock = Clock(at or london(23, 12))
@@ -80,7 +82,7 @@ class Houses:
         halo.services.delivery.register("telegram", outbox)
         await halo.start_adapters()
         await eventually(lambda: mqtt_of(halo).connected.is_set(), what="MQTT connected")
-        return House(halo, clock, outbox, self.pub)
+        return House(halo, clock, outbox, self.pub)  # type: ignore[arg-type]
 
     async def stop(self, house: House) -> None:
         self.running.remove(house.halo)
@@ -325,6 +327,40 @@ async def test_halo_restarted_while_an_event_was_published_still_hears_it(house)
     await eventually(lambda: again.home.observed, what="the leak published while halo was down")
     for dm in PARENT_DMS:
         assert again.sent(dm) == ["Water leak in the basement! (battery 97%)"]
+
+
+async def test_a_broker_restart_is_survived_and_what_was_queued_for_halo_arrives(home, tmp_path):
+    broker = PrivateBroker(tmp_path / "broker")
+    broker.start()
+    houses = Houses(home, unique_prefix(), None, port=broker.port)
+    try:
+        h = await houses()
+        adapter = mqtt_of(h.halo)
+        broker.stop()  # the broker goes away under a connected halo
+        await eventually(lambda: not adapter.connected.is_set(), what="halo noticing the broker is gone")
+        await eventually(lambda: adapter.status()["last_error"], what="the reason in status()")
+        broker.start()
+        await eventually(lambda: adapter.connected.is_set(), what="halo reconnecting on its own")
+        assert adapter.status()["connects"] == 2
+        async with publisher(houses.prefix, broker.port) as pub:
+            await pub.send("zigbee2mqtt/basement_leak", LEAK)
+        await eventually(lambda: h.home.observed, what="the leak after the broker came back")
+        assert [h.sent(dm) for dm in PARENT_DMS] == [["Water leak in the basement! (battery 97%)"]] * 2
+
+        # halo down, an event queued for its session, the broker restarted: still delivered
+        await houses.stop(h)
+        async with publisher(houses.prefix, broker.port) as pub:
+            await pub.send("zigbee2mqtt/basement_leak", {**LEAK, "water_leak": False})
+            await pub.send("halo/events/doorbell", {"id": "while-down", "pressed": True})
+        broker.stop()
+        broker.start()
+        again = await houses(client_id=houses.client_ids[0])
+        await eventually(lambda: again.sent(GROUP), what="the doorbell queued across both restarts")
+        assert again.sent(GROUP) == ["Doorbell (while-down)."]
+    finally:
+        for halo in houses.running:
+            await halo.close()
+        broker.stop()
 
 
 async def test_no_broker_configured_means_no_mqtt_and_no_error(settings_for):
