@@ -370,3 +370,38 @@ async def test_no_broker_configured_means_no_mqtt_and_no_error(settings_for):
         assert halo.home is not None and halo.home.rules == []
     finally:
         await halo.close()
+
+
+async def test_admin_api_shows_observations_and_why_each_rule_did_or_did_not_fire(house):
+    from aiohttp import ClientSession
+    from aiohttp.test_utils import TestServer
+
+    from admin_api.server import create_app
+
+    h = await house(rules=CHILD_RULES)
+    await h.publish("halo/events/chores", {"due": True})
+    server = TestServer(create_app(h.halo), host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with ClientSession() as http:
+            url = str(server.make_url("/home/rules"))
+            parent = {"Authorization": "Bearer mom-token"}
+            async with http.get(url, headers=parent) as r:
+                rules = {rule["id"]: rule for rule in (await r.json())["rules"]}
+            async with http.get(str(server.make_url("/home/observations")), headers=parent) as r:
+                seen = await r.json()
+    finally:
+        await server.close()
+    refused = rules["to-aarav-dm-by-scope"]
+    assert refused["lastFiredAt"] and "refused by policy (proactive-not-to-children)" in refused["lastOutcome"]
+    assert rules["to-aarav-by-name"]["deliveries"] == {"telegram:1003": "sent"}
+    assert seen["states"] == [
+        {
+            "source": "halo",
+            "entity": "chores",
+            "topic": "halo/events/chores",
+            "state": {"due": True},
+            "updatedAt": seen["states"][0]["updatedAt"],
+        }
+    ]
+    assert [o["entity"] for o in seen["observations"]] == ["chores"]
