@@ -223,5 +223,6 @@ async def test_the_home_panel_shows_the_rules_and_what_the_house_said(admin, bro
     await expect(rule).to_contain_text("fired 1×")
     await expect(rule).to_contain_text("zigbee2mqtt/basement_leak · water_leak")
     await expect(rule).to_contain_text("basement_leak: fired")
-    await expect(page.locator("#home-states")).to_contain_text("basement_leak (zigbee2mqtt): water_leak=true, battery=97")
+    states = page.locator("#home-states")
+    await expect(states).to_contain_text("basement_leak (zigbee2mqtt): water_leak=true, battery=97")
     assert problems == []
