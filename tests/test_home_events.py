@@ -405,3 +405,14 @@ async def test_admin_api_shows_observations_and_why_each_rule_did_or_did_not_fir
         }
     ]
     assert [o["entity"] for o in seen["observations"]] == ["chores"]
+
+
+async def test_doctor_logs_in_and_subscribes_or_says_what_to_fix(settings_for):
+    from halo.doctor import check_mqtt
+    from tests.conftest import free_port
+
+    good = await check_mqtt(settings_for(mqtt_yaml(unique_prefix(), "halo-doctor-test")))
+    assert good is not None and good.ok and "subscribed" in good.detail
+    bad = await check_mqtt(settings_for(mqtt_yaml(unique_prefix(), "halo-doctor-test", port=free_port())))
+    assert bad is not None and not bad.ok and "unreachable" in bad.detail and "mqtt.host" in bad.fix
+    assert await check_mqtt(settings_for()) is None  # no broker configured: nothing to check
