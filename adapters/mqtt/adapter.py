@@ -26,11 +26,13 @@ import aiomqtt
 
 from adapters.mqtt.parse import Malformed, parse
 from config.settings import MQTTSettings
-from halo.port import Observations, Outbound, SendFailed
+from halo.port import Observation, Observations, Outbound, SendFailed
 
 log = logging.getLogger(__name__)
 
 FIRST_PAUSE = 0.5
+STOP_WITHIN = 10.0
+IN_FLIGHT = 256  # observations handed to the sink and not yet done (it batches them)
 LOG_AGAIN_AFTER = 3600.0  # one line per topic per hour for a device that keeps sending junk
 
 
@@ -60,6 +62,8 @@ class MqttAdapter:
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._logged: dict[str, float] = {}  # topic → when its bad payload was last logged
+        self._slots = asyncio.Semaphore(IN_FLIGHT)
+        self._in_flight: set[asyncio.Task[None]] = set()
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -69,6 +73,7 @@ class MqttAdapter:
         self._task = asyncio.create_task(self._run(), name="mqtt")
 
     async def stop(self) -> None:
+        """Stop reading; observations already handed to the sink are finished."""
         self._stopping.set()
         if self._task is not None:
             self._task.cancel()
@@ -76,6 +81,8 @@ class MqttAdapter:
                 await self._task
             self._task = None
         self.connected.clear()
+        if self._in_flight:
+            await asyncio.wait(set(self._in_flight), timeout=STOP_WITHIN)
 
     def status(self) -> dict[str, Any]:
         return {
@@ -149,29 +156,44 @@ class MqttAdapter:
         )
 
     async def _receive(self, message: aiomqtt.Message) -> None:
+        """Parse here, in order; hand the observation to the sink without waiting for it, so the
+        sink can store a burst in one transaction (it keeps arrival order)."""
         try:
-            await self._handle(message)
+            observation = self._parse(message)
+        except BaseException:
+            self.messages_handled += 1
+            raise
+        if observation is None:
+            self.messages_handled += 1
+            return
+        await self._slots.acquire()
+        task = asyncio.create_task(self._observe(observation))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def _observe(self, observation: Observation) -> None:
+        try:
+            await self.sink.observe(observation)
+        except Exception:
+            self.sink_errors += 1
+            self._log_once(
+                observation.topic, "MQTT %s: handling an observation failed", observation.topic, exc_info=True
+            )
         finally:
+            self._slots.release()
             self.messages_handled += 1
 
-    async def _handle(self, message: aiomqtt.Message) -> None:
+    def _parse(self, message: aiomqtt.Message) -> Observation | None:
         topic = message.topic.value.removeprefix(self.settings.topic_prefix)
         self.messages_seen += 1
         self.last_message_at = self.now()
         payload = message.payload if isinstance(message.payload, bytes) else str(message.payload).encode()
         try:
-            observation = parse(topic, payload, received_at=self.last_message_at, retained=bool(message.retain))
+            return parse(topic, payload, received_at=self.last_message_at, retained=bool(message.retain))
         except Malformed as exc:
             self.malformed += 1
             self._log_once(topic, "MQTT %s: unreadable payload, skipped (%s)", topic, exc)
-            return
-        if observation is None:
-            return
-        try:
-            await self.sink.observe(observation)
-        except Exception:
-            self.sink_errors += 1
-            self._log_once(topic, "MQTT %s: handling an observation failed", topic, exc_info=True)
+            return None
 
     def _log_once(self, topic: str, msg: str, *args: Any, exc_info: bool = False) -> None:
         now = time.monotonic()

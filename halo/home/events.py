@@ -44,6 +44,18 @@ log = logging.getLogger(__name__)
 
 TICK_SECONDS = 5.0
 MAX_REPORT_LINES = 20
+SENDING = "sending"
+MAX_BATCH = 200  # observations stored and judged in one transaction (one fsync)
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A message decided on inside a transaction, sent once it is committed."""
+
+    rule_id: str
+    entity: str
+    scope_id: str
+    text: str
 
 
 @dataclass(slots=True)
@@ -94,6 +106,9 @@ class HomeEvents:
         self._lock = asyncio.Lock()  # one observation or tick at a time: rule state is read-modify-write
         self._recent: dict[str, deque[float]] = {r.id: deque() for r in self.rules}
         self._task: asyncio.Task[None] | None = None
+        self._pending: list[tuple[Observation, asyncio.Future[None]]] = []
+        self._wake = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -104,11 +119,12 @@ class HomeEvents:
         self._task = asyncio.create_task(self._tick_forever(), name="home-events")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._worker):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._worker = None
 
     async def _tick_forever(self) -> None:
         while True:
@@ -121,17 +137,50 @@ class HomeEvents:
     # --- the sink ----------------------------------------------------------------------
 
     async def observe(self, observation: Observation) -> None:
-        async with self._lock:
-            try:
-                now = self.now()
-                await self.store.record(observation, now.timestamp())
-                for rule in self.rules:
-                    if topic_matches(rule.when.topic, observation.topic):
-                        await self._consider(rule, observation, now)
-            finally:
-                self.observed += 1  # handled (stored, rules asked), whatever came of it
+        """Returns once the observation is stored and every rule has judged it. Observations
+        that arrive together are stored and judged in one transaction, in arrival order."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((observation, done))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._work(), name="home-observations")
+        self._wake.set()
+        await done
 
-    async def _consider(self, rule: HomeRule, obs: Observation, now: datetime) -> None:
+    async def _work(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                try:
+                    await self._judge([obs for obs, _ in batch])
+                    results: list[BaseException | None] = [None] * len(batch)
+                except Exception:  # one bad observation must not cost the others: one by one
+                    results = []
+                    for obs, _ in batch:
+                        try:
+                            await self._judge([obs])
+                            results.append(None)
+                        except Exception as exc:
+                            results.append(exc)
+                for (_, done), error in zip(batch, results, strict=True):
+                    if not done.done():
+                        done.set_exception(error) if error else done.set_result(None)
+
+    async def _judge(self, batch: list[Observation]) -> None:
+        async with self._lock:
+            outgoing: list[Outgoing] = []
+            async with self.store.transaction():
+                for observation in batch:
+                    now = self.now()
+                    await self.store.record(observation, now.timestamp())
+                    for rule in self.rules:
+                        if topic_matches(rule.when.topic, observation.topic):
+                            await self._consider(rule, observation, now, outgoing)
+            await self._deliver(outgoing)
+            self.observed += len(batch)
+
+    async def _consider(self, rule: HomeRule, obs: Observation, now: datetime, outgoing: list[Outgoing]) -> None:
         report = self.reports[rule.id]
         holds = condition_holds(rule.when, obs.payload)
         if obs.event_id is not None:  # an event: once per id
@@ -142,7 +191,7 @@ class HomeEvents:
             elif not await self.store.first_time(rule.id, obs.event_id, now.timestamp()):
                 report.note(f"{obs.entity}: {obs.event_id} was already announced", now)
             else:
-                await self._fire(rule, obs.entity, obs.topic, obs.payload, now)
+                await self._fire(rule, obs.entity, obs.topic, obs.payload, now, outgoing)
             return
         before = await self.store.rule_memory(rule.id, obs.entity)
         if obs.retained:  # replayed at connect: know it, never say it
@@ -162,7 +211,7 @@ class HomeEvents:
                 report.note(f"{obs.entity}: condition met, waiting {rule.when.for_minutes:g} min", now)
             else:
                 await self.store.set_rule_memory(rule.id, obs.entity, matched=True)
-                await self._fire(rule, obs.entity, obs.topic, obs.payload, now)
+                await self._fire(rule, obs.entity, obs.topic, obs.payload, now, outgoing)
         elif not holds and before.matched:
             cancelled = before.hold_due is not None
             await self.store.set_rule_memory(rule.id, obs.entity, matched=False, hold_due=None, hold_payload=None)
@@ -174,7 +223,15 @@ class HomeEvents:
 
     # --- firing ------------------------------------------------------------------------
 
-    async def _fire(self, rule: HomeRule, entity: str, topic: str, payload: dict[str, Any], now: datetime) -> None:
+    async def _fire(
+        self,
+        rule: HomeRule,
+        entity: str,
+        topic: str,
+        payload: dict[str, Any],
+        now: datetime,
+        outgoing: list[Outgoing],
+    ) -> None:
         report = self.reports[rule.id]
         memory = await self.store.rule_memory(rule.id, entity)
         if rule.cooldown_minutes and memory.last_fired is not None:
@@ -190,6 +247,8 @@ class HomeEvents:
         outcomes = {}
         for scope, named in self._recipients(rule):
             outcomes[scope.id] = await self._to_scope(rule, scope, named, text, now, burst_until)
+            if outcomes[scope.id] == SENDING:
+                outgoing.append(Outgoing(rule.id, entity, scope.id, text))
         report.deliveries = outcomes
         summary = ", ".join(f"{k}: {v}" for k, v in outcomes.items()) or "no recipient scope"
         report.note(f"{entity}: fired → {summary}", now)
@@ -255,7 +314,16 @@ class HomeEvents:
         if quiet_end is not None:
             await self.store.enqueue(scope.id, text, rule.id, "quiet", now.timestamp(), quiet_end.timestamp())
             return f"queued until {_iso(quiet_end)}"
-        return await self._send(scope.id, text, rule=rule.id)
+        return SENDING
+
+    async def _deliver(self, outgoing: list[Outgoing]) -> None:
+        """Send what the committed transaction decided, and say how it went in the reports."""
+        for message in outgoing:
+            outcome = await self._send(message.scope_id, message.text, rule=message.rule_id)
+            report = self.reports[message.rule_id]
+            report.deliveries[message.scope_id] = outcome
+            summary = ", ".join(f"{k}: {v}" for k, v in report.deliveries.items())
+            report.last_outcome = f"{message.entity}: fired → {summary}"
 
     async def _send(self, scope_id: str, text: str, **audit: Any) -> str:
         if not await send_home_message(self.delivery, scope_id, text):
@@ -293,11 +361,14 @@ class HomeEvents:
         """Fire conditions held long enough, and release queued messages whose time came."""
         async with self._lock:
             now = self.now()
-            for hold in await self.store.due_holds(now.timestamp()):
-                await self.store.set_rule_memory(hold.rule_id, hold.entity, hold_due=None, hold_payload=None)
-                rule = next((r for r in self.rules if r.id == hold.rule_id), None)
-                if rule is not None:
-                    await self._fire(rule, hold.entity, hold.topic, hold.payload, now)
+            outgoing: list[Outgoing] = []
+            async with self.store.transaction():
+                for hold in await self.store.due_holds(now.timestamp()):
+                    await self.store.set_rule_memory(hold.rule_id, hold.entity, hold_due=None, hold_payload=None)
+                    rule = next((r for r in self.rules if r.id == hold.rule_id), None)
+                    if rule is not None:
+                        await self._fire(rule, hold.entity, hold.topic, hold.payload, now, outgoing)
+            await self._deliver(outgoing)
             for scope_id, waiting in (await self.store.due(now.timestamp())).items():
                 outcome = await self._send(scope_id, merged(waiting), rules=sorted({q.rule_id for q in waiting}))
                 if outcome == "sent":

@@ -7,6 +7,9 @@ Times are stored as POSIX seconds (floats): sortable, and the same on SQLite and
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +28,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from halo.db import HaloDB
 from halo.port import Observation
@@ -122,10 +126,41 @@ class Queued:
 
 
 class HomeStore:
+    """Inside `transaction()`, every call of the same task shares one transaction (one commit,
+    one fsync, for a batch of observations); outside it each call is its own."""
+
     def __init__(self, db: HaloDB, keep_observations: int = 20_000) -> None:
         self.db = db
         self.keep = keep_observations
         self._since_prune = 0
+        self._tx: ContextVar[AsyncConnection | None] = ContextVar(f"home_tx_{id(self)}", default=None)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        async with self.db.write(metadata) as conn:
+            token = self._tx.set(conn)
+            try:
+                yield
+            finally:
+                self._tx.reset(token)
+
+    @asynccontextmanager
+    async def _writing(self) -> AsyncIterator[AsyncConnection]:
+        current = self._tx.get()
+        if current is not None:
+            yield current
+        else:
+            async with self.db.write(metadata) as conn:
+                yield conn
+
+    @asynccontextmanager
+    async def _reading(self) -> AsyncIterator[AsyncConnection]:
+        current = self._tx.get()
+        if current is not None:
+            yield current
+        else:
+            async with self.db.read(metadata) as conn:
+                yield conn
 
     # --- observations and state ----------------------------------------------------
 
@@ -143,7 +178,7 @@ class HomeStore:
             "event_id": obs.event_id,
             "retained": obs.retained,
         }
-        async with self.db.write(metadata) as conn:
+        async with self._writing() as conn:
             first = True
             if obs.event_id is not None:
                 done = await conn.execute(
@@ -187,7 +222,7 @@ class HomeStore:
 
     async def rule_memory(self, rule_id: str, entity: str) -> RuleMemory:
         q = select(rule_state).where((rule_state.c.rule_id == rule_id) & (rule_state.c.entity == entity))
-        async with self.db.read(metadata) as conn:
+        async with self._reading() as conn:
             row = (await conn.execute(q)).mappings().first()
         if row is None:
             return RuleMemory()
@@ -195,14 +230,14 @@ class HomeStore:
 
     async def set_rule_memory(self, rule_id: str, entity: str, **values: Any) -> None:
         key = (rule_state.c.rule_id == rule_id) & (rule_state.c.entity == entity)
-        async with self.db.write(metadata) as conn:
+        async with self._writing() as conn:
             done = await conn.execute(update(rule_state).where(key).values(values))
             if done.rowcount == 0:
                 await conn.execute(insert(rule_state).values(rule_id=rule_id, entity=entity, **values))
 
     async def due_holds(self, now: float) -> list[Hold]:
         q = select(rule_state).where(rule_state.c.hold_due.is_not(None) & (rule_state.c.hold_due <= now))
-        async with self.db.read(metadata) as conn:
+        async with self._reading() as conn:
             rows = (await conn.execute(q)).mappings().all()
         return [
             Hold(r["rule_id"], r["entity"], r["hold_topic"] or "", json.loads(r["hold_payload"] or "{}"), r["hold_due"])
@@ -218,7 +253,7 @@ class HomeStore:
     async def first_time(self, rule_id: str, event_id: str, at: float) -> bool:
         """Marks (rule, event) as fired; False when it was already: a duplicate."""
         key = (fired_events.c.rule_id == rule_id) & (fired_events.c.event_id == event_id)
-        async with self.db.write(metadata) as conn:
+        async with self._writing() as conn:
             if (await conn.execute(select(fired_events.c.at).where(key))).first() is not None:
                 return False
             await conn.execute(insert(fired_events).values(rule_id=rule_id, event_id=event_id, at=at))
@@ -227,7 +262,7 @@ class HomeStore:
     # --- the queue -------------------------------------------------------------------
 
     async def enqueue(self, scope_id: str, text: str, rule_id: str, reason: str, at: float, release_at: float) -> None:
-        async with self.db.write(metadata) as conn:
+        async with self._writing() as conn:
             await conn.execute(
                 insert(queue).values(
                     scope_id=scope_id, text=text, rule_id=rule_id, reason=reason, queued_at=at, release_at=release_at
@@ -237,13 +272,13 @@ class HomeStore:
     async def burst_release(self, rule_id: str) -> float | None:
         """When this rule's pending burst summary goes out (None: no burst is collecting)."""
         q = select(func.max(queue.c.release_at)).where((queue.c.rule_id == rule_id) & (queue.c.reason == "burst"))
-        async with self.db.read(metadata) as conn:
+        async with self._reading() as conn:
             return (await conn.execute(q)).scalar()
 
     async def due(self, now: float) -> dict[str, list[Queued]]:
         """Queued messages whose time has come, per scope, oldest first. Every row of a scope
         that has one due goes with it (one merged message per recipient)."""
-        async with self.db.read(metadata) as conn:
+        async with self._reading() as conn:
             scopes = (await conn.execute(select(queue.c.scope_id).where(queue.c.release_at <= now).distinct())).all()
             found: dict[str, list[Queued]] = {}
             for (scope_id,) in scopes:
@@ -255,7 +290,7 @@ class HomeStore:
         return found
 
     async def dequeue(self, ids: list[int]) -> None:
-        async with self.db.write(metadata) as conn:
+        async with self._writing() as conn:
             await conn.execute(delete(queue).where(queue.c.id.in_(ids)))
 
     async def pending(self) -> int:
@@ -265,10 +300,10 @@ class HomeStore:
     # --- mutes -----------------------------------------------------------------------
 
     async def mute(self, member_id: str, until: float) -> None:
-        async with self.db.write(metadata) as conn:
+        async with self._writing() as conn:
             await conn.execute(delete(mutes).where(mutes.c.member_id == member_id))
             await conn.execute(insert(mutes).values(member_id=member_id, until=until))
 
     async def muted_until(self, member_id: str) -> float | None:
-        async with self.db.read(metadata) as conn:
+        async with self._reading() as conn:
             return (await conn.execute(select(mutes.c.until).where(mutes.c.member_id == member_id))).scalar()
