@@ -134,6 +134,7 @@ class HomeStore:
         self.keep = keep_observations
         self._since_prune = 0
         self._tx: ContextVar[AsyncConnection | None] = ContextVar(f"home_tx_{id(self)}", default=None)
+        self._rules: dict[tuple[str, str], RuleMemory] = {}  # write-through: read on every observation
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -141,6 +142,9 @@ class HomeStore:
             token = self._tx.set(conn)
             try:
                 yield
+            except BaseException:
+                self._rules.clear()  # rolled back: the cache may hold what was never committed
+                raise
             finally:
                 self._tx.reset(token)
 
@@ -221,14 +225,18 @@ class HomeStore:
     # --- what each rule saw ------------------------------------------------------------
 
     async def rule_memory(self, rule_id: str, entity: str) -> RuleMemory:
+        cached = self._rules.get((rule_id, entity))
+        if cached is not None:
+            return cached
         q = select(rule_state).where((rule_state.c.rule_id == rule_id) & (rule_state.c.entity == entity))
         async with self._reading() as conn:
             row = (await conn.execute(q)).mappings().first()
-        if row is None:
-            return RuleMemory()
-        return RuleMemory(bool(row["matched"]), row["hold_due"], row["last_fired"])
+        found = RuleMemory() if row is None else RuleMemory(bool(row["matched"]), row["hold_due"], row["last_fired"])
+        self._rules[(rule_id, entity)] = found
+        return found
 
     async def set_rule_memory(self, rule_id: str, entity: str, **values: Any) -> None:
+        self._rules.pop((rule_id, entity), None)  # read back from the database next time
         key = (rule_state.c.rule_id == rule_id) & (rule_state.c.entity == entity)
         async with self._writing() as conn:
             done = await conn.execute(update(rule_state).where(key).values(values))
