@@ -32,6 +32,7 @@ members:
   - {id: tara,  name: Tara,  role: child, age_group: young_child, telegram_user_id: 1004}
 owner: wags
 parents_group: {telegram_chat_id: -1001234}
+family_group: {telegram_chat_id: -1005555}
 """
 
 RULES = """\
@@ -63,7 +64,7 @@ home:
     - id: garage-open
       when: {topic: homeassistant/binary_sensor/garage_door/state, equals: "on"}
       say: "The garage door is open."
-      to: [parents_group]
+      to: [parents_group, family_group]
       urgent: true
     - id: doorbell
       when: {topic: halo/events/doorbell, field: pressed, equals: true}

@@ -191,6 +191,7 @@ async def test_each_source_format_reaches_its_rule(house):
     assert h.sent("telegram:1003") == ["Aarav arrived at Home."]  # the rule names Aarav
     assert h.sent("telegram:1001") == ["Aarav arrived at Home."]
     assert h.sent("telegram:1004") == []  # Tara is not named
+    assert h.sent("telegram:-1005555") == ["The garage door is open."]  # the family group
     assert h.sent(GROUP) == [
         "The garage door is open.",
         "Doorbell (ring-1).",
