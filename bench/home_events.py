@@ -36,6 +36,7 @@ from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_telegram import telegram_yaml
+from tests.waiting import eventually
 
 HOST, PORT = "127.0.0.1", 1883
 GROUP = -1001234
@@ -160,8 +161,7 @@ async def main(events: int, flood: int) -> None:
                     if i and i % (flood // 4) == 0:
                         rss.append(rss_mb())
                 target = handled_before + flood + flood // 100
-                while adapter.messages_handled < target:
-                    await asyncio.sleep(0.01)
+                await eventually(lambda: adapter.messages_handled >= target, within=600, what="the flood handled")
                 wall = time.perf_counter() - start
                 rss.append(rss_mb())
             await halo.close()
