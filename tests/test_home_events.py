@@ -342,7 +342,8 @@ async def test_a_broker_restart_is_survived_and_what_was_queued_for_halo_arrives
         await eventually(lambda: adapter.status()["last_error"], what="the reason in status()")
         broker.start()
         await eventually(lambda: adapter.connected.is_set(), what="halo reconnecting on its own")
-        assert adapter.status()["connects"] == 2
+        status = adapter.status()
+        assert status["connects"] == 2 and status["last_error"] is None and status["previous_error"]
         async with publisher(houses.prefix, broker.port) as pub:
             await pub.send("zigbee2mqtt/basement_leak", LEAK)
         await eventually(lambda: h.home.observed, what="the leak after the broker came back")

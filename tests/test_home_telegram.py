@@ -88,3 +88,5 @@ async def test_a_leak_in_the_basement_reaches_both_parents_on_telegram(running, 
     events = halo.settings.paths.events_log.read_text()
     assert '"kind": "home_message"' in events and '"kind": "home_message_muted"' in events
     assert fake_llm.requests == []  # not one model request on this whole path
+    status = halo.adapter_status()["mqtt"]  # what /status shows
+    assert status["connected"] and status["messages_seen"] == 2 and status["last_error"] is None

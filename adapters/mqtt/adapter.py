@@ -56,7 +56,8 @@ class MqttAdapter:
         self.malformed = 0
         self.sink_errors = 0
         self.connects = 0
-        self.last_error: str | None = None
+        self.last_error: str | None = None  # while not connected: why (cleared on connect)
+        self.previous_error: str | None = None  # why the last connection ended or failed
         self.last_connected_at: datetime | None = None
         self.last_message_at: datetime | None = None
         self._stopping = asyncio.Event()
@@ -96,6 +97,7 @@ class MqttAdapter:
             "sink_errors": self.sink_errors,
             "connects": self.connects,
             "last_error": self.last_error,
+            "previous_error": self.previous_error,
             "last_connected_at": _iso(self.last_connected_at),
             "last_message_at": _iso(self.last_message_at),
         }
@@ -132,6 +134,8 @@ class MqttAdapter:
             for topic in self.settings.topics:
                 await client.subscribe(self.settings.topic_prefix + topic, qos=1)
             self.connects += 1
+            if self.last_error:
+                self.previous_error, self.last_error = self.last_error, None
             self.last_connected_at = self.now()
             self.connected.set()
             log.info("MQTT connected to %s as %s", self.status()["broker"], self.settings.client_id)
