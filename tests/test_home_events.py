@@ -418,3 +418,25 @@ async def test_doctor_logs_in_and_subscribes_or_says_what_to_fix(settings_for):
     bad = await check_mqtt(settings_for(mqtt_yaml(unique_prefix(), "halo-doctor-test", port=free_port())))
     assert bad is not None and not bad.ok and "unreachable" in bad.detail and "mqtt.host" in bad.fix
     assert await check_mqtt(settings_for()) is None  # no broker configured: nothing to check
+
+
+MOM_QUIET = """\
+home:
+  member_quiet_hours: {mom: {start: "12:00", end: "13:00"}}
+  rules:
+    - id: garage-open
+      when: {topic: homeassistant/binary_sensor/garage_door/state, equals: "on"}
+      say: "The garage door is open."
+      to: [parents, parents_group]
+"""
+
+
+async def test_a_members_own_quiet_hours_hold_only_their_messages(house):
+    h = await house(rules=MOM_QUIET, at=london(23, 12, 30))
+    await h.publish("homeassistant/binary_sensor/garage_door/state", "on")
+    assert h.sent("telegram:1001") == ["The garage door is open."]  # Wags: no quiet hours
+    assert h.sent(GROUP) == ["The garage door is open."]
+    assert h.sent("telegram:1002") == []  # Mom's lunch-time quiet
+    h.clock.at = london(23, 13, 0)
+    await h.home.tick()
+    assert h.sent("telegram:1002") == ["The garage door is open."]
