@@ -326,7 +326,15 @@ class HomeEvents:
             report.last_outcome = f"{message.entity}: fired → {summary}"
 
     async def _send(self, scope_id: str, text: str, **audit: Any) -> str:
-        if not await send_home_message(self.delivery, scope_id, text):
+        """Never raises: what the rules decided is committed, and one failed send must not
+        cost the others (a queued message stays queued and is tried again on the next tick)."""
+        try:
+            reached = await send_home_message(self.delivery, scope_id, text)
+        except Exception as exc:
+            log.exception("home message to %s failed", scope_id)
+            self.audit.write("home_message_failed", scope_id=scope_id, error=type(exc).__name__, **audit)
+            return f"failed ({type(exc).__name__})"
+        if not reached:
             self.audit.write("home_message_unreachable", scope_id=scope_id, **audit)
             return "unreachable (no adapter)"
         self.audit.write("home_message", scope_id=scope_id, text=text, **audit)
