@@ -765,6 +765,48 @@ PATHS: dict[str, dict[str, Schema]] = {
             tags=["dashboard"],
         )
     },
+    "/home/observations": {
+        "get": operation(
+            "token",
+            "What the house last reported: each entity's current state, and the newest observations",
+            {
+                "200": json_body(
+                    {
+                        "type": "object",
+                        "required": ["states", "observations"],
+                        "properties": {
+                            "states": {"type": "array", "items": {"type": "object"}},
+                            "observations": {"type": "array", "items": {"type": "object"}},
+                        },
+                    },
+                    "states by entity; observations newest first",
+                ),
+                "400": BAD_LINES,
+            },
+            parameters=[LINES],
+            tags=["home"],
+        )
+    },
+    "/home/rules": {
+        "get": operation(
+            "token",
+            "The home rules, each with when it last fired and what became of its last event",
+            {
+                "200": json_body(
+                    {
+                        "type": "object",
+                        "required": ["rules", "queued"],
+                        "properties": {
+                            "rules": {"type": "array", "items": {"type": "object"}},
+                            "queued": {"type": "integer", "description": "messages waiting out quiet hours"},
+                        },
+                    },
+                    "in halo.yaml order",
+                )
+            },
+            tags=["home"],
+        )
+    },
     "/openapi.json": {
         "get": operation(
             "anyone",

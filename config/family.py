@@ -43,6 +43,18 @@ class Member(BaseModel):
 class FamilyInfo(BaseModel):
     model_config = _STRICT
     name: str = "Family"
+    timezone: str = Field(default="UTC", description="an IANA zone; quiet hours are read in it")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, zone: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{zone!r} is not a time zone name like Europe/London") from None
+        return zone
 
 
 class ParentsGroup(BaseModel):

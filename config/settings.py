@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from config.family import Family
+from config.home import HomeSettings
 from config.paths import HaloPaths, default_home
 
 _STRICT = ConfigDict(extra="forbid")
@@ -58,11 +59,32 @@ class DiscordSettings(BaseModel):
     token: SecretStr | None = None
 
 
+DEFAULT_MQTT_TOPICS = [
+    "zigbee2mqtt/#",
+    "frigate/events",
+    "owntracks/+/+/event",
+    "homeassistant/+/+/state",
+    "halo/events/#",
+]
+
+
 class MQTTSettings(BaseModel):
+    """The family's broker (home events). No host: no MQTT, and no error."""
+
     model_config = _STRICT
     host: str | None = None
-    port: int = 1883
-    topics: list[str] = Field(default_factory=lambda: ["homeassistant/#", "frigate/events", "zigbee2mqtt/+"])
+    port: int = Field(default=1883, ge=1, le=65535)
+    username: str | None = None
+    password: SecretStr | None = None
+    tls: bool = Field(default=False, description="TLS with the system's CA certificates (or ca_certs)")
+    ca_certs: Path | None = None
+    client_id: str = Field(default="halo", min_length=1, description="fixed: the broker keeps our session")
+    topics: list[str] = Field(default_factory=lambda: list(DEFAULT_MQTT_TOPICS))
+    topic_prefix: str = Field(
+        default="", description="a shared or bridged broker: subscribe under it, rules see topics without it"
+    )
+    keepalive_seconds: int = Field(default=30, ge=5, le=3600)
+    reconnect_max_seconds: float = Field(default=60, gt=0, description="longest pause between reconnects")
 
 
 class AdminSettings(BaseModel):
@@ -141,9 +163,23 @@ class Settings(BaseSettings, Family):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     mqtt: MQTTSettings = Field(default_factory=MQTTSettings)
+    # halo.yaml's `home:` section; `home` itself is HALO_HOME (the loader moves the section here)
+    home_events: HomeSettings = Field(default_factory=HomeSettings)
     admin: AdminSettings = Field(default_factory=AdminSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     sessions: SessionSettings = Field(default_factory=SessionSettings)
+
+    @model_validator(mode="after")
+    def _home_names_members(self) -> Settings:
+        """A rule or quiet hours naming someone who is not in the family stops start-up."""
+        for i, rule in enumerate(self.home_events.rules):
+            for target in rule.member_targets():
+                if self.member(target) is None:
+                    raise ValueError(f"home.rules.{i}.to: {target!r} ({rule.id}) is not a member id")
+        for member_id in self.home_events.member_quiet_hours:
+            if self.member(member_id) is None:
+                raise ValueError(f"home.member_quiet_hours: {member_id!r} is not a member id")
+        return self
 
     @classmethod
     def settings_customise_sources(

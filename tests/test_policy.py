@@ -190,6 +190,7 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
     # receive_proactive (principal: halo itself)
     ("system", "receive_proactive", "pg", None, None, True, "proactive-parents-group"),
     ("system", "receive_proactive", "dm:mom", None, None, True, "proactive-parent-dm"),
+    ("system", "receive_proactive", "fg", None, None, True, "proactive-family-group"),
     ("system", "receive_proactive", "dm:tara", None, None, False, "proactive-not-to-children"),
     (
         "system",

@@ -21,6 +21,9 @@ from halo.family.delivery import Delivery
 from halo.family.groups import GroupGuard
 from halo.family.members import FamilyEditor
 from halo.family.pairing import Pairing
+from halo.home.commands import home_commands
+from halo.home.events import HomeEvents
+from halo.home.store import HomeStore
 from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.gateway import Gateway, Reply
 from halo.pipeline.inbound import GatewayInbound
@@ -58,6 +61,7 @@ class Halo:
     adapters: list[Adapter] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     owned_models: list[Model] = field(default_factory=list)  # their HTTP clients are closed on close()
+    home: HomeEvents | None = None  # home rules, quiet-hours queue (fed by the MQTT adapter)
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.platform: a.status() for a in self.adapters}
@@ -73,6 +77,8 @@ class Halo:
         await self.services.semantic.start()
 
     async def start_adapters(self) -> None:
+        if self.home is not None:
+            await self.home.start()  # before MQTT: the first observation finds the rules ready
         for adapter in self.adapters:
             await adapter.start()
         self.services.notifier.retry_soon()  # alerts a stopped adapter could not deliver
@@ -83,6 +89,8 @@ class Halo:
                 await adapter.stop()
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.platform)
+        if self.home is not None:
+            await self.home.stop()
         await self.gateway.drain()
         await self.services.memory.close()
         await self.services.semantic.close()
@@ -114,6 +122,15 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     # safety alerts reach parents through whichever adapters register with `delivery`
     notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit, delivery)
     safety = build_safety(settings, policy, notifier, audit, main_model)
+    # home events (issue 13): MQTT → observations → home rules → Delivery
+    home = HomeEvents(
+        settings.home_events,
+        lambda: policy.family,
+        HomeStore(db, settings.home_events.keep_observations),
+        policy,
+        delivery,
+        audit,
+    )
     services = Services(
         settings=settings,
         paths=paths,
@@ -129,7 +146,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
                 RecallSource(already_in_context=memory_files_in_context),
             ]
         ),
-        commands=CommandRegistry([*BUILTIN_COMMANDS, *MEMORY_COMMANDS, RECALL_COMMAND]),
+        commands=CommandRegistry([*BUILTIN_COMMANDS, *MEMORY_COMMANDS, RECALL_COMMAND, *home_commands(home)]),
         db=db,
         delivery=delivery,
         pairing=Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit),
@@ -161,14 +178,18 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         from adapters.telegram import TelegramAdapter
 
         adapters.append(TelegramAdapter(inbound, settings.telegram, db, audit))
+    if settings.mqtt.host:
+        from adapters.mqtt import MqttAdapter
+
+        adapters.append(MqttAdapter(settings.mqtt, home))  # home events only: it sends nothing
     for adapter in adapters:
-        if adapter.platform != "web":  # the web chat's messages are its HTTP replies and the web inbox
+        if adapter.platform not in ("web", "mqtt"):  # web: HTTP replies and the inbox; mqtt: inbound only
             delivery.register(adapter.platform, adapter)
         if isinstance(adapter, PresenceCheck):
             services.groups.register_presence(adapter.platform, adapter.still_in_chat)
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
-    return Halo(settings, services, gateway, inbound, adapters=adapters, owned_models=owned)
+    return Halo(settings, services, gateway, inbound, adapters=adapters, owned_models=owned, home=home)
 
 
 def build_safety(

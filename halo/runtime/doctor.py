@@ -80,19 +80,13 @@ async def check_telegram(settings: Settings) -> Check | None:
 
 
 async def check_mqtt(settings: Settings) -> Check | None:
+    """Connect and subscribe the way halo does, under a client id of the doctor's own (halo's
+    fixed id would take over halo's persistent session)."""
     if not settings.mqtt.host:
         return None
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(settings.mqtt.host, settings.mqtt.port), 5)
-        writer.close()
-    except (OSError, TimeoutError) as exc:
-        return Check(
-            "mqtt",
-            False,
-            f"broker {settings.mqtt.host}:{settings.mqtt.port} unreachable: {exc}",
-            "start the broker or fix mqtt.host / mqtt.port",
-        )
-    return Check("mqtt", True, f"broker {settings.mqtt.host}:{settings.mqtt.port} accepts connections")
+    from adapters.mqtt.doctor import probe
+
+    return Check("mqtt", *await probe(settings.mqtt))
 
 
 async def check_admin_port(settings: Settings) -> Check:

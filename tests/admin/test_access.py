@@ -59,6 +59,8 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/family/transcripts"): Example("/family/transcripts"),
     ("GET", "/family/transcript"): Example("/family/transcript?scopeId=web:tara&lines=5"),
     ("GET", "/family/notifications"): Example("/family/notifications"),
+    ("GET", "/home/observations"): Example("/home/observations"),
+    ("GET", "/home/rules"): Example("/home/rules"),
 }
 ROUTES = {(r.method, r.path): r for r in admin_routes()}
 

@@ -185,3 +185,44 @@ async def test_a_parent_reads_a_young_childs_chat_but_not_a_teens(admin, browser
         ("wags", "telegram:1003", False),
     ]
     assert all("status of 403" in p for p in problems), problems  # the refused read, nothing else
+
+
+HOME_RULES_YAML = """
+home:
+  rules:
+    - id: basement-leak
+      when: {topic: zigbee2mqtt/basement_leak, field: water_leak, equals: true}
+      say: "Water leak in the basement!"
+      to: [parents]
+      urgent: true
+"""
+
+
+async def test_the_home_panel_shows_the_rules_and_what_the_house_said(admin, browser):
+    from datetime import UTC, datetime
+
+    from playwright.async_api import expect
+
+    from halo.port import Observation
+    from tests.admin.conftest import ADMIN_YAML
+
+    harness = await admin(ADMIN_YAML + HOME_RULES_YAML)
+    assert harness.halo.home is not None
+    await harness.halo.home.observe(
+        Observation(
+            topic="zigbee2mqtt/basement_leak",
+            source="zigbee2mqtt",
+            entity="basement_leak",
+            payload={"water_leak": True, "battery": 97, "linkquality": 120},
+            received_at=datetime.now(UTC),
+        )
+    )
+    page, problems = await open_dashboard(browser, harness.local.base + "/", DESKTOP)
+    await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
+    rule = page.locator('[data-rule="basement-leak"]')
+    await expect(rule).to_contain_text("fired 1×")
+    await expect(rule).to_contain_text("zigbee2mqtt/basement_leak · water_leak")
+    await expect(rule).to_contain_text("basement_leak: fired")
+    states = page.locator("#home-states")
+    await expect(states).to_contain_text("basement_leak (zigbee2mqtt): water_leak=true, battery=97")
+    assert problems == []
