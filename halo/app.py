@@ -21,6 +21,9 @@ from halo.context import ContextBuilder, PersonaSource
 from halo.db import HaloDB
 from halo.delivery import Delivery
 from halo.gateway import Gateway, Reply
+from halo.graph_memory import GraphFactsSource, facts_command
+from halo.graph_memory import facts as facts_tool
+from halo.graph_wiring import build_graph
 from halo.groups import GroupGuard
 from halo.members import FamilyEditor
 from halo.memory_context import MemorySource
@@ -74,6 +77,8 @@ class Halo:
         the semantic index's sync schedule."""
         await self.services.memory.start()
         await self.services.semantic.start()
+        if self.services.graph is not None:
+            await self.services.graph.start()  # FalkorDB (its own, or memory.graph.url); never raises
 
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
@@ -89,6 +94,8 @@ class Halo:
         await self.gateway.drain()
         await self.services.memory.close()
         await self.services.semantic.close()
+        if self.services.graph is not None:
+            await self.services.graph.close()  # stops the FalkorDB halo started
         await self.services.sessions.close()
         await self.services.db.close()
         for model in self.owned_models:
@@ -113,6 +120,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     memory = build_memory(settings, policy, transcripts, extraction_model)
     semantic = build_semantic(settings)
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
+    graph = build_graph(settings, memory, semantic)  # ingests scopes when they go quiet
+    commands.command("facts", "What I know about someone or something, and since when", usage="<about>")(facts_command)
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
     # safety alerts reach parents through whichever adapters register with `delivery`
     notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit, delivery)
@@ -130,6 +139,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
                 ProfileSource(),
                 MemorySource(paths, daily_section=daily_section),
                 RecallSource(already_in_context=memory_files_in_context),
+                GraphFactsSource(),
             ]
         ),
         commands=commands,
@@ -139,11 +149,12 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         groups=GroupGuard(db, policy, delivery, audit),
         model=main_model,
         model_settings=model_settings(settings.llm),
-        tools=[*default_tools(), *memory_tools(), recall_tool],
+        tools=[*default_tools(), *memory_tools(), recall_tool, facts_tool],
         memory=memory,
         semantic=semantic,
         notifier=notifier,
         safety=safety,
+        graph=graph,
     )
     gateway = Gateway(services)
 

@@ -350,6 +350,8 @@ class MemoryService:
         byte offset; `pending_items` is known once the scope has had a turn since start-up."""
         scopes: dict[str, dict[str, Any]] = {}
         for state in self.state.all():
+            if state.job == "graph":
+                continue  # graph memory reports its own (GraphMemory.status)
             entry = scopes.setdefault(state.scope_id, {})
             entry[state.job] = state.as_status()
             if state.job == "distill" and state.scope_id in self._counted:

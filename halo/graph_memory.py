@@ -1,0 +1,142 @@
+"""Graph memory in a turn: the recalled-facts context section, the agent's `facts` tool, `/facts`.
+
+All three read only the graphs of scopes the policy lets this turn's speaker read from this
+scope (`read_memory`) — the same rule as semantic recall (halo/recall.py), asked here in
+code for every scope; GraphMemory searches whatever groups it is given.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agents import RunContextWrapper
+
+from halo.context import ContextSection
+from halo.recall import scope_label
+from halo.scopes import UnknownScopeError, resolve_scope
+from halo.sessions import estimate_tokens
+from halo.tools import guarded_tool
+from halo.turn import Turn
+from memory.graph.service import GraphMemory
+
+log = logging.getLogger(__name__)
+
+TOOL_LIMIT = 10
+COMMAND_LIMIT = 8
+
+
+def _graph(turn: Turn) -> GraphMemory | None:
+    graph = turn.services.graph
+    return graph if graph is not None and graph.enabled else None
+
+
+def readable_graph_scopes(turn: Turn, *, audit: bool) -> list[str]:
+    """This scope and every scope with a graph that the policy lets this turn read."""
+    graph = _graph(turn)
+    if graph is None:
+        return []
+    allowed: list[str] = []
+    for scope_id in sorted({turn.scope.id, *graph.known_scopes()}):
+        if scope_id == turn.scope.id:
+            scope = turn.scope
+        else:
+            try:
+                scope = resolve_scope(turn.services.family, scope_id)
+            except UnknownScopeError:
+                continue
+        decision = turn.services.policy.decide(
+            "read_memory",
+            principal=turn.member,
+            resource=scope,
+            from_scope=turn.scope,
+            unknown_id=None if turn.member else turn.envelope.speaker.platform_user_id,
+            audit=audit,
+        )
+        if decision.allowed:
+            allowed.append(scope_id)
+    return allowed
+
+
+async def facts_about(turn: Turn, query: str, *, limit: int, audit: bool = True) -> list[str]:
+    """Rendered facts from the readable graphs: current ones with their start date and what
+    they replaced, each labelled with where it was learnt."""
+    graph = _graph(turn)
+    if graph is None or not query.strip():
+        return []
+    scopes = readable_graph_scopes(turn, audit=audit)
+    if not scopes:
+        return []
+    from memory.graph import group_id
+    from memory.graph.store import render_facts
+
+    found = await graph.search(scopes, query, limit=limit)
+    history = await graph.history(found)
+    labels = {group_id(s): scope_label(turn, s) for s in scopes}
+    lines: list[str] = []
+    for group in dict.fromkeys(f.group for f in found):
+        facts = [f for f in found if f.group == group]
+        lines += [f"[{labels.get(group, 'memory')}] {line}" for line in render_facts(facts, history)]
+    other = sorted({f.group for f in found} - {group_id(turn.scope.id)})
+    if other and audit:
+        turn.services.audit.write(
+            "graph_recalled", scope_id=turn.scope.id, by=turn.envelope.speaker.label, groups=other, facts=len(found)
+        )
+    return lines[:limit]
+
+
+class GraphFactsSource:
+    """Adds the facts related to this message, with their dates, inside a small token budget."""
+
+    def __init__(self, title: str = "Known facts (graph memory)", priority: int = 6, budget_tokens: int = 300) -> None:
+        self.title = title
+        self.priority = priority
+        self.budget_tokens = budget_tokens
+
+    async def sections(self, turn: Turn) -> list[ContextSection]:
+        graph = _graph(turn)
+        if graph is None or graph.settings.context_facts == 0 or turn.envelope.text.lstrip().startswith("/"):
+            return []
+        try:
+            lines = await facts_about(turn, turn.envelope.text, limit=graph.settings.context_facts, audit=False)
+        except Exception:  # recall helps a turn; it must never break one
+            log.exception("graph recall failed for %s", turn.scope.id)
+            return []
+        budget = self.budget_tokens
+        kept: list[str] = []
+        for line in lines:
+            cost = estimate_tokens(line)
+            if cost <= budget:
+                kept.append(f"- {line}")
+                budget -= cost
+        if not kept:
+            return []
+        intro = "Facts remembered about people and plans, with the date each became true (newest wins):"
+        return [ContextSection(self.title, "\n".join([intro, *kept]), self.priority)]
+
+
+@guarded_tool()
+async def facts(ctx: RunContextWrapper[Turn], about: str) -> str:
+    """Look up remembered facts about a person, place or plan (e.g. "Aarav's football"), with
+    the date each became true and what it replaced. Only memory this conversation may read.
+
+    Args:
+        about: who or what the facts are about.
+    """
+    if _graph(ctx.context) is None:
+        return "Graph memory is off."
+    lines = await facts_about(ctx.context, about, limit=TOOL_LIMIT)
+    return "\n".join(lines) if lines else "No facts found."
+
+
+async def facts_command(turn: Turn, args: str) -> str:
+    """`/facts <about>`: the same lookup, answered in code."""
+    graph = turn.services.graph
+    if graph is None or not graph.enabled:
+        reason = graph.reason if graph is not None else "not configured"
+        return f"Graph memory is off here ({reason})."
+    if not args.strip():
+        return "Usage: /facts <who or what> — e.g. /facts Aarav's football"
+    lines = await facts_about(turn, args, limit=COMMAND_LIMIT)
+    if not lines:
+        return f"No facts found about “{args}”."
+    return "\n".join([f"Facts about “{args}”:", *(f"{n}. {line}" for n, line in enumerate(lines, start=1))])
