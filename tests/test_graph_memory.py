@@ -149,3 +149,20 @@ async def test_purge_deletes_the_scopes_graph_only(graph):
     assert not await memory.store.exists(group_id(dm))
     assert await memory.store.exists(group_id(PARENTS))
     assert await memory.search([dm], "yoga") == []
+
+
+def test_graphiti_telemetry_is_off_once_graph_memory_is_loaded() -> None:
+    """In a fresh interpreter without pytest (Graphiti turns telemetry off under pytest itself)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import memory.graph.store\n"
+        "from graphiti_core.telemetry.telemetry import is_telemetry_enabled\n"
+        "print(is_telemetry_enabled())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GRAPHITI_TELEMETRY_ENABLED"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
