@@ -28,5 +28,6 @@ def build_graph(settings: Settings, memory: MemoryService, semantic: SemanticMem
         may_write=memory.distiller.may_write,
         scope_label=lambda scope_id: memory.files.describe(scope_id).description,
     )
-    memory.on_quiet.append(graph.scope_quiet)  # the same trigger as model extraction
+    if settings.memory.graph.enabled:  # quiet timers run only for someone who listens
+        memory.on_quiet.append(graph.scope_quiet)  # the same trigger as model extraction
     return graph

@@ -101,6 +101,7 @@ async def test_the_watermark_moves_only_past_what_is_in(graph, llm):
     state = kit.state.get(PARENTS, "graph")
     assert state.offset == 0 and state.failures == 1 and state.next_retry is not None
     assert memory.status()["failing"] == [PARENTS]
+    assert memory.status()["tokens_today"] == failed.tokens > 0, "the call that answered still cost tokens"
 
     stand_in.fail_after = None  # the model is back: the same turn goes in, once
     retried = await memory.ingestion.run(PARENTS)

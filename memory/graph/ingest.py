@@ -20,17 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory.graph import group_id
 from memory.graph.episodes import Episode, build_episodes, fact_items
+from memory.graph.store import GraphStore, TokenMeter
 from memory.redact import redact
 from memory.scope_files import ScopeFiles
 from memory.state import JobStateStore
 from transcripts import TranscriptStore
-
-if TYPE_CHECKING:
-    from memory.graph.store import GraphStore
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +51,7 @@ class TokenBudget:
         self.per_day = per_day
         self.clock = clock
         self._data = self._load()
+        self._reserved = 0  # expected cost of episodes running now (groups run side by side)
 
     def _today(self) -> str:
         return datetime.fromtimestamp(self.clock(), UTC).date().isoformat()
@@ -73,18 +72,29 @@ class TokenBudget:
         episodes, tokens = self._data.get("episodes", 0), self._data.get("tokens", 0)
         return round(tokens / episodes) if episodes else DEFAULT_EPISODE_TOKENS
 
-    def fits(self) -> bool:
-        return self.spent_today + self.per_episode <= self.per_day
+    def reserve(self) -> int | None:
+        """Reserve an episode's expected cost; None when it would not fit in today's budget.
+        Episodes of different groups run at once: reserving keeps them all inside it."""
+        cost = self.per_episode
+        if self.spent_today + self._reserved + cost > self.per_day:
+            return None
+        self._reserved += cost
+        return cost
 
-    def spend(self, tokens: int) -> None:
+    def release(self, reserved: int) -> None:
+        self._reserved -= reserved
+
+    def spend(self, tokens: int, *, episode: bool = True) -> None:
+        """Count `tokens` for today; `episode` False for a failed one (it does not set the average)."""
         days = self._data.setdefault("days", {})
         today = days.setdefault(self._today(), {"tokens": 0, "episodes": 0})
         today["tokens"] += tokens
-        today["episodes"] += 1
+        today["episodes"] += int(episode)
         for old in sorted(days)[:-14]:  # two weeks are enough for /status
             del days[old]
-        self._data["episodes"] = self._data.get("episodes", 0) + 1
-        self._data["tokens"] = self._data.get("tokens", 0) + tokens
+        if episode:
+            self._data["episodes"] = self._data.get("episodes", 0) + 1
+            self._data["tokens"] = self._data.get("tokens", 0) + tokens
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self._data))
@@ -202,19 +212,25 @@ class GraphIngestion:
         for episode in episodes:
             if not episode.lines:
                 continue
-            if not self.budget.fits():
+            reserved = self.budget.reserve()
+            if reserved is None:
                 result.stopped = "budget"
                 log.info("graph ingestion of %s waits: today's token budget is spent", scope_id)
                 break
+            meter = TokenMeter()
             try:
-                added = await self.store.add_episode(
+                await self.store.add_episode(
                     group,
                     name=f"{episode.day.isoformat()} {self.scope_label(scope_id)}",
                     body=episode.body,
                     when=episode.when,
                     source=self.scope_label(scope_id),
+                    meter=meter,
                 )
             except Exception as exc:
+                self.budget.release(reserved)
+                self.budget.spend(meter.total, episode=False)  # what the failed calls cost still counts
+                result.tokens += meter.total
                 error = redact(f"{type(exc).__name__}: {exc}")[:300]
                 result.stopped = error
                 log.warning("graph ingestion of %s failed, retried later from the watermark: %s", scope_id, error)
@@ -222,9 +238,10 @@ class GraphIngestion:
                 if failed.next_retry is not None:
                     self._retry_at(scope_id, failed.next_retry)
                 return result
-            self.budget.spend(added.tokens.total)
+            self.budget.release(reserved)
+            self.budget.spend(meter.total)
             result.episodes += 1
-            result.tokens += added.tokens.total
+            result.tokens += meter.total
             offset = max(offset, episode.end_offset or offset)
             await asyncio.to_thread(self._commit, scope_id, offset, episode)
         if result.stopped is None:

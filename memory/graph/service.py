@@ -92,6 +92,15 @@ class GraphMemory:
         from memory.graph.store import GraphStore, ModelEndpoint
 
         try:
+            if await self.embedder() is None:
+                self.reason = "needs an embedder: memory.semantic.embedder is none or could not be loaded"
+                log.warning("graph memory is off: %s", self.reason)
+                return
+        except Exception as exc:
+            self.reason = f"needs an embedder, and it failed to load: {type(exc).__name__}: {exc}"
+            log.warning("graph memory is off: %s", self.reason)
+            return
+        try:
             url = self.settings.url
             if url is None:
                 self.server = FalkorServer(self.data_dir / "falkordb")

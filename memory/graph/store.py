@@ -206,10 +206,13 @@ class GraphStore:
             await init
         return driver
 
-    async def add_episode(self, group: str, name: str, body: str, when: datetime, source: str) -> EpisodeResult:
-        """One episode into `group`'s graph; the caller makes sure only one runs per group."""
+    async def add_episode(
+        self, group: str, name: str, body: str, when: datetime, source: str, meter: TokenMeter | None = None
+    ) -> EpisodeResult:
+        """One episode into `group`'s graph; the caller makes sure only one runs per group.
+        `meter` counts the tokens spent, also when the episode fails part-way."""
         await self._group_driver(group)  # its indices exist before Graphiti writes
-        meter = TokenMeter()
+        meter = meter if meter is not None else TokenMeter()
         token = _meter.set(meter)
         try:
             result = await self.graphiti.add_episode(
