@@ -7,6 +7,7 @@ code for every scope; GraphMemory searches whatever groups it is given.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from agents import RunContextWrapper
@@ -22,6 +23,7 @@ from memory.graph.service import GraphMemory
 log = logging.getLogger(__name__)
 
 TOOL_LIMIT = 10
+CONTEXT_TIMEOUT_SECONDS = 3.0  # a slow graph server costs a turn its facts, never its reply
 COMMAND_LIMIT = 8
 
 
@@ -97,8 +99,9 @@ class GraphFactsSource:
         if graph is None or graph.settings.context_facts == 0 or turn.envelope.text.lstrip().startswith("/"):
             return []
         try:
-            lines = await facts_about(turn, turn.envelope.text, limit=graph.settings.context_facts, audit=False)
-        except Exception:  # recall helps a turn; it must never break one
+            async with asyncio.timeout(CONTEXT_TIMEOUT_SECONDS):
+                lines = await facts_about(turn, turn.envelope.text, limit=graph.settings.context_facts, audit=False)
+        except Exception:  # recall helps a turn; it must never break one (nor hold it up)
             log.exception("graph recall failed for %s", turn.scope.id)
             return []
         budget = self.budget_tokens

@@ -202,8 +202,12 @@ class GraphStore:
         if driver is None:
             driver = self._drivers[group] = self.driver.clone(database=group)  # type: ignore[assignment]
         if (init := driver._init_task) is not None:
+            try:
+                await init
+            except BaseException:
+                self._drivers.pop(group, None)  # the next use clones afresh and builds the indices again
+                raise
             driver._init_task = None
-            await init
         return driver
 
     async def add_episode(
