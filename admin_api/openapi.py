@@ -608,6 +608,51 @@ PATHS: dict[str, dict[str, Schema]] = {
             tags=["memory"],
         )
     },
+    "/memory/graph": {
+        "get": operation(
+            "token",
+            "The scope's graph memory: entities, and facts with when each held (audited)",
+            {
+                "200": json_body(
+                    {
+                        "type": "object",
+                        "required": ["scopeId", "enabled", "entities", "facts"],
+                        "properties": {
+                            "scopeId": {"type": "string"},
+                            "enabled": {"type": "boolean"},
+                            "reason": {"type": "string", "nullable": True, "description": "why graph memory is off"},
+                            "entities": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "properties": {"name": {"type": "string"}, "summary": {"type": "string"}},
+                                },
+                            },
+                            "facts": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "properties": {
+                                        "fact": {"type": "string"},
+                                        "source": {"type": "string"},
+                                        "target": {"type": "string"},
+                                        "validAt": {"type": "string", "nullable": True},
+                                        "invalidAt": {"type": "string", "nullable": True},
+                                        "current": {"type": "boolean"},
+                                    },
+                                },
+                            },
+                        },
+                    },
+                    "newest facts first; invalidAt set: superseded",
+                ),
+                "400": BAD_SCOPE,
+                "404": NO_SCOPE,
+            },
+            parameters=[{**SCOPE_QUERY, "required": True}],
+            tags=["memory"],
+        )
+    },
     "/policy/status": {
         "get": operation(
             "token",

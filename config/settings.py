@@ -132,6 +132,19 @@ class SemanticSettings(BaseModel):
         return self.model or DEFAULT_EMBEDDING_MODELS.get(self.embedder)
 
 
+class GraphSettings(BaseModel):
+    """Graph memory (Graphiti on FalkorDB): who, what and since when, per scope. Needs the
+    optional extra (`uv sync --extra graph`) and an OpenAI-compatible `llm` provider."""
+
+    model_config = _STRICT
+    enabled: bool = False
+    url: str | None = Field(default=None, description="redis://host:port of a FalkorDB; null: halo runs its own")
+    daily_token_budget: int = Field(default=200_000, ge=0, description="model tokens graph ingestion may spend a day")
+    max_output_tokens: int = Field(default=2048, ge=256, description="output cap of each ingestion call")
+    context_facts: int = Field(default=6, ge=0, le=30, description="graph facts recalled into each turn")
+    search_limit: int = Field(default=10, ge=1, le=50, description="facts searched per readable scope")
+
+
 class MemorySettings(BaseModel):
     model_config = _STRICT
     distillation_enabled: bool = True
@@ -145,6 +158,7 @@ class MemorySettings(BaseModel):
     extraction_overlap_turns: int = Field(default=2, ge=0, description="turns repeated as context between chunks")
     daily_transcript: bool = Field(default=True, description="[user]/[halo] lines in each scope's daily file")
     semantic: SemanticSettings = Field(default_factory=SemanticSettings)
+    graph: GraphSettings = Field(default_factory=GraphSettings)
 
 
 class SessionSettings(BaseModel):

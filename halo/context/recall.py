@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 from agents import RunContextWrapper
@@ -39,8 +39,14 @@ def readable_scopes(turn: Turn, *, audit: bool) -> list[str]:
     semantic = turn.services.semantic
     if not semantic.enabled:
         return []
+    return readable_among(turn, semantic.known_scopes(), audit=audit)
+
+
+def readable_among(turn: Turn, scope_ids: Iterable[str], *, audit: bool) -> list[str]:
+    """This turn's own scope and those of `scope_ids` the policy lets this turn read
+    (`read_memory`, asked from this scope): the one rule for recall and graph memory."""
     allowed: list[str] = []
-    for scope_id in sorted({turn.scope.id, *semantic.known_scopes()}):
+    for scope_id in sorted({turn.scope.id, *scope_ids}):
         scope = turn.scope if scope_id == turn.scope.id else _resolve(turn, scope_id)
         if scope is None:
             continue

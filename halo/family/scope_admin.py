@@ -145,6 +145,7 @@ async def purge_scope(services: Services, scope_id: str, *, actor: str) -> Purge
     transcript = await services.transcripts.purge(scope_id)
     memory_files = await services.memory.purge(scope_id)  # its files and its state in halo.db
     await services.semantic.forget_scope(scope_id)
+    graph = services.graph is not None and await services.graph.purge(scope_id)  # its group's whole graph
     folder = await asyncio.to_thread(_remove_tree, services.paths.scope_dir(scope_id))
     memory = memory_files or folder
     outcome = PurgeResult(scope_id, items, transcript, memory)
@@ -155,6 +156,7 @@ async def purge_scope(services: Services, scope_id: str, *, actor: str) -> Purge
         session_items=items,
         transcript=transcript,
         memory=memory,
+        graph=graph,
     )
     return outcome
 

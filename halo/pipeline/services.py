@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from halo.pipeline.sessions import SessionStore
     from halo.safety.gate import SafetyGate
     from halo.safety.notify import Notifier
+    from memory.graph.service import GraphMemory
     from memory.semantic import SemanticMemory
     from memory.service import MemoryService
     from policy import PolicyEngine
@@ -49,6 +50,7 @@ class Services:
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
+    graph: GraphMemory | None = None  # graph memory (memory.graph); built even when off, so /status can say why
 
     @property
     def family(self) -> Family:

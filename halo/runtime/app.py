@@ -13,6 +13,8 @@ from config.settings import Settings
 from halo.commands.builtin import BUILTIN_COMMANDS, CommandRegistry
 from halo.commands.memory import MEMORY_COMMANDS
 from halo.context.builder import ContextBuilder, PersonaSource
+from halo.context.graph import FACTS_COMMAND, GraphFactsSource
+from halo.context.graph import facts as facts_tool
 from halo.context.memory import MemorySource
 from halo.context.recall import RECALL_COMMAND, RecallSource, memory_files_in_context
 from halo.context.recall import recall as recall_tool
@@ -31,6 +33,7 @@ from halo.pipeline.services import Services
 from halo.pipeline.sessions import SessionStore
 from halo.pipeline.turn import Turn
 from halo.port import Adapter, PresenceCheck
+from halo.runtime.graph_wiring import build_graph
 from halo.runtime.memory_wiring import build_memory, memory_after_turn
 from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
@@ -75,6 +78,8 @@ class Halo:
         the semantic index's sync schedule."""
         await self.services.memory.start()
         await self.services.semantic.start()
+        if self.services.graph is not None:
+            await self.services.graph.start()  # FalkorDB (its own, or memory.graph.url); never raises
 
     async def start_adapters(self) -> None:
         if self.home is not None:
@@ -94,6 +99,8 @@ class Halo:
         await self.gateway.drain()
         await self.services.memory.close()
         await self.services.semantic.close()
+        if self.services.graph is not None:
+            await self.services.graph.close()  # stops the FalkorDB halo started
         await self.services.sessions.close()
         await self.services.db.close()
         for model in self.owned_models:
@@ -118,6 +125,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     memory = build_memory(settings, policy, transcripts, extraction_model)
     semantic = build_semantic(settings)
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
+    graph = build_graph(settings, memory, semantic)  # ingests scopes when they go quiet
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
     # safety alerts reach parents through whichever adapters register with `delivery`
     notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit, delivery)
@@ -144,20 +152,24 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
                 ProfileSource(),
                 MemorySource(paths, daily_section=daily_section),
                 RecallSource(already_in_context=memory_files_in_context),
+                GraphFactsSource(),
             ]
         ),
-        commands=CommandRegistry([*BUILTIN_COMMANDS, *MEMORY_COMMANDS, RECALL_COMMAND, *home_commands(home)]),
+        commands=CommandRegistry(
+            [*BUILTIN_COMMANDS, *MEMORY_COMMANDS, RECALL_COMMAND, FACTS_COMMAND, *home_commands(home)]
+        ),
         db=db,
         delivery=delivery,
         pairing=Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit),
         groups=GroupGuard(db, policy, delivery, audit),
         model=main_model,
         model_settings=model_settings(settings.llm),
-        tools=[*default_tools(), *memory_tools(), recall_tool],
+        tools=[*default_tools(), *memory_tools(), recall_tool, facts_tool],
         memory=memory,
         semantic=semantic,
         notifier=notifier,
         safety=safety,
+        graph=graph,
     )
     gateway = Gateway(services)
 

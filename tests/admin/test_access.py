@@ -49,6 +49,7 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/events/tail"): Example("/events/tail?lines=5"),
     ("GET", "/transcripts/tail"): Example(f"/transcripts/tail?scopeId={SEEDED}&lines=5"),
     ("GET", "/scopes/{scopeId}/memory"): Example(f"/scopes/{SEEDED}/memory"),
+    ("GET", "/memory/graph"): Example(f"/memory/graph?scopeId={SEEDED}"),
     ("GET", "/pairing/requests"): Example("/pairing/requests"),
     ("POST", "/pairing/requests/{code}/approve"): Example(
         "/pairing/requests/{code}/approve", json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"}
