@@ -36,7 +36,6 @@ from halo.safety.gate import SafetyGate
 from halo.safety.profiles import model_name
 from halo.safety.tone import ProfileSource
 from halo.services import Services
-from halo.sessions import SessionStore
 from halo.starter import write_default_soul, write_default_user_files
 from halo.tools import default_tools
 from halo.turn import Turn
@@ -45,6 +44,7 @@ from memory.embedders import Embedder, load_embedder
 from memory.semantic import SemanticMemory
 from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
+from transcripts.session import TranscriptSessions
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,6 @@ class Halo:
         await self.gateway.drain()
         await self.services.memory.close()
         await self.services.semantic.close()
-        await self.services.sessions.close()
         await self.services.db.close()
         for model in self.owned_models:
             await close_model(model)
@@ -122,7 +121,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         paths=paths,
         policy=policy,
         transcripts=transcripts,
-        sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
+        sessions=TranscriptSessions(transcripts, settings.sessions.history_token_budget),
         audit=audit,
         context=ContextBuilder(
             [

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from halo.sessions import estimate_tokens
+from transcripts.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from halo.turn import Turn

@@ -18,10 +18,10 @@ from halo.commands import commands
 from halo.context import ContextSection
 from halo.envelope import Scope
 from halo.scopes import UnknownScopeError, resolve_scope
-from halo.sessions import estimate_tokens
 from halo.tools import guarded_tool
 from halo.turn import Turn
 from memory.semantic import Hit
+from transcripts.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
 

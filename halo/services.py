@@ -21,11 +21,11 @@ if TYPE_CHECKING:
     from halo.notify import Notifier
     from halo.pairing import Pairing
     from halo.safety.gate import SafetyGate
-    from halo.sessions import SessionStore
     from memory.semantic import SemanticMemory
     from memory.service import MemoryService
     from policy import PolicyEngine
     from transcripts import AuditLog, TranscriptStore
+    from transcripts.session import TranscriptSessions
 
 
 @dataclass(slots=True)
@@ -34,7 +34,7 @@ class Services:
     paths: HaloPaths
     policy: PolicyEngine
     transcripts: TranscriptStore
-    sessions: SessionStore
+    sessions: TranscriptSessions  # the model's history, read from `transcripts`
     audit: AuditLog
     context: ContextBuilder
     commands: CommandRegistry
