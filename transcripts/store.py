@@ -16,6 +16,7 @@ import json
 import logging
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +33,13 @@ Role = Literal["user", "assistant", "system", "event"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
 CORE_KEYS: frozenset[str] = frozenset({"id", "ts", "scope_id", "role", "speaker", "target", "platform", "text"})
 
-_fsync = getattr(os, "fdatasync", os.fsync)  # the size is the only metadata an append needs on disk
+_fsync = getattr(os, "fdatasync", os.fsync)
+# Appends wait on the disk, not the CPU: threads of their own, so scopes fsync side by side (the
+# filesystem journal commits concurrent fsyncs together: group commit) and never queue behind other
+# to_thread work. Threads start only as appends need them; one pool for every store in the process.
+_APPENDERS = ThreadPoolExecutor(
+    max_workers=32, thread_name_prefix="transcript-append"
+)  # the size is the only metadata an append needs on disk
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,8 +238,12 @@ class TranscriptStore:
             raise ValueError("append_many takes the lines of one scope")
         encoded = [_encode(line) for line in lines]
         async with self._lock(scope_id):
-            end_before, first = await asyncio.to_thread(
-                self._append_blocking, self.path(scope_id), self._file_lock(scope_id), b"".join(encoded)
+            end_before, first = await asyncio.get_running_loop().run_in_executor(
+                _APPENDERS,
+                self._append_blocking,
+                self.path(scope_id),
+                self._file_lock(scope_id),
+                b"".join(encoded),
             )
             offsets, at = [], first
             for data in encoded:
