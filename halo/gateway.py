@@ -16,19 +16,17 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from agents import (
-    Agent,
     InputGuardrailTripwireTriggered,
     OutputGuardrailTripwireTriggered,
     RunConfig,
     Runner,
-    Tool,
 )
 from openai.types.responses import ResponseTextDeltaEvent
 
 from halo.envelope import Envelope
 from halo.services import Services
-from halo.tools import tool_class
 from halo.turn import Turn
+from halo.turn_agents import TurnAgents
 from memory.redact import redact
 from policy import Decision
 from transcripts import TranscriptLine
@@ -63,6 +61,7 @@ class Gateway:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.after_turn: list[AfterTurnHook] = []
+        self.agents = TurnAgents(services)
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -176,15 +175,7 @@ class Gateway:
         services = self.services
         env = turn.envelope
         safety = services.safety if turn.safety is not None else None
-        agent = Agent[Turn](
-            name="halo",
-            instructions=await services.context.instructions(turn),
-            model=safety.model_for(turn, services.model) if safety else services.model,
-            model_settings=services.model_settings,
-            tools=self._offered_tools(turn),
-            input_guardrails=[safety.input_guardrail()] if safety else [],
-            output_guardrails=[safety.output_guardrail()] if safety else [],
-        )
+        agent = self.agents.agent(turn)  # built once per model, tools and guard; instructions per turn
         run_config = RunConfig(tracing_disabled=not services.settings.llm.tracing)
         session = services.sessions.get(env.scope.id)
         text_in = _model_input(turn)  # the SDK hands it to the session, which knows it is there already
@@ -218,25 +209,6 @@ class Gateway:
         if safety is not None:
             text = safety.final_text(turn, text)
         return Reply(text or "…", env.scope.id, "model", decision)
-
-    def _offered_tools(self, turn: Turn) -> list[Tool]:
-        """Only the tools the policy would let this turn use: a refused tool is not even shown
-        to the model (each tool still asks the policy itself when called)."""
-        policy = self.services.policy
-        offered = []
-        for tool in self.services.tools:
-            decision = policy.decide(
-                "use_tool",
-                principal=turn.member,
-                resource=turn.scope,
-                from_scope=turn.scope,
-                unknown_id=None if turn.member else turn.envelope.speaker.platform_user_id,
-                context={"tool": tool.name, "tool_class": tool_class(tool)},
-                audit=False,
-            )
-            if decision.allowed:
-                offered.append(tool)
-        return offered
 
     def _after(self, turn: Turn, reply: Reply) -> None:
         """After-reply work (distillation, indexing, compaction) never delays the reply."""
