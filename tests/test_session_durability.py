@@ -28,7 +28,7 @@ from transcripts import TranscriptStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SCOPES = 6
-KILLS = 3
+KILLS = 2  # each start of `halo serve` costs seconds (imports): two kills and a last start
 ACKS_BEFORE_KILL = 12  # replies acknowledged in a round before it is killed (all scopes still sending)
 
 
