@@ -33,7 +33,9 @@ ACKS_BEFORE_KILL = 12  # replies acknowledged in a round before it is killed (al
 
 
 def family_yaml(fake: FakeOpenAI) -> str:
-    members = "\n".join(f"  - {{id: m{i}, name: Member {i}, role: parent, web_token: token-{i}}}" for i in range(SCOPES))
+    members = "\n".join(
+        f"  - {{id: m{i}, name: Member {i}, role: parent, web_token: token-{i}}}" for i in range(SCOPES)
+    )
     return f"family: {{name: Test}}\nmembers:\n{members}\nmemory:\n  distillation_enabled: false\n" + llm_yaml(fake)
 
 
@@ -74,7 +76,9 @@ class Serve:
             except aiohttp.ClientError:
                 return False
 
-        await eventually(healthy, within=60, what="halo serve to answer /healthz")
+        await eventually(
+            healthy, within=180, what="halo serve to answer /healthz"
+        )  # imports take long on a busy machine
 
     def kill(self) -> None:
         assert self.proc is not None
