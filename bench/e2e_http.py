@@ -17,7 +17,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -82,10 +81,10 @@ def relay_main(port: int, model_url: str, folder: Path) -> None:
 # -- driving -------------------------------------------------------------------------
 
 
-async def wait_healthy(http: aiohttp.ClientSession, url: str, proc: subprocess.Popen[bytes]) -> None:
+async def wait_healthy(http: aiohttp.ClientSession, url: str, proc: asyncio.subprocess.Process) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if proc.returncode is not None:
             raise SystemExit(f"{url}: the server exited early")
         try:
             async with http.get(f"{url}/healthz") as r:
@@ -148,7 +147,7 @@ async def main() -> None:
     args = parser.parse_args()
 
     fake = FakeOpenAI(default_reply="ok").start_in_thread()
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[asyncio.subprocess.Process] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             home, relay_dir = Path(tmp) / "home", Path(tmp) / "relay"
@@ -166,11 +165,13 @@ async def main() -> None:
             env = {**os.environ, "HALO_HOME": str(home), "HALO_ADMIN__PORT": str(halo_port)}
             log = (Path(tmp) / "halo.log").open("wb")
             procs.append(
-                subprocess.Popen([sys.executable, "-m", "halo.cli", "serve"], cwd=ROOT, env=env, stdout=log, stderr=log)
+                await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "halo.cli", "serve", cwd=ROOT, env=env, stdout=log, stderr=log
+                )
             )
             procs.append(
-                subprocess.Popen(
-                    [sys.executable, __file__, "--relay", str(relay_port), fake.base_url, str(relay_dir)], cwd=ROOT
+                await asyncio.create_subprocess_exec(
+                    sys.executable, __file__, "--relay", str(relay_port), fake.base_url, str(relay_dir), cwd=ROOT
                 )
             )
             halo_url, relay_url = f"http://127.0.0.1:{halo_port}", f"http://127.0.0.1:{relay_port}"
@@ -191,7 +192,7 @@ async def main() -> None:
     finally:
         for proc in procs:
             proc.terminate()
-            proc.wait(timeout=20)
+            await asyncio.wait_for(proc.wait(), timeout=20)
         fake.stop()
 
 

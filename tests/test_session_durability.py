@@ -53,7 +53,7 @@ class Serve:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: asyncio.subprocess.Process | None = None
         self.starts = 0
 
     @property
@@ -64,12 +64,12 @@ class Serve:
         self.starts += 1
         env = {**os.environ, "HALO_HOME": str(self.home), "HALO_ADMIN__PORT": str(self.port)}
         with (self.home / f"serve-{self.starts}.log").open("wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "halo.cli", "serve"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "halo.cli", "serve", cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
             )
 
         async def healthy() -> bool:
-            assert self.proc is not None and self.proc.poll() is None, "halo serve exited early"
+            assert self.proc is not None and self.proc.returncode is None, "halo serve exited early"
             try:
                 async with http.get(f"{self.url}/healthz", timeout=aiohttp.ClientTimeout(total=2)) as r:
                     return r.status == 200
@@ -80,10 +80,10 @@ class Serve:
             healthy, within=180, what="halo serve to answer /healthz"
         )  # imports take long on a busy machine
 
-    def kill(self) -> None:
+    async def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=20)
+        await asyncio.wait_for(self.proc.wait(), timeout=20)
 
 
 async def chat(http: aiohttp.ClientSession, url: str, scope: int, text: str) -> bool:
@@ -92,7 +92,7 @@ async def chat(http: aiohttp.ClientSession, url: str, scope: int, text: str) -> 
     try:
         async with http.post(f"{url}/api/chat", json={"text": text}, headers=headers) as r:
             return r.status == 200 and (await r.json())["reply"] == "noted"
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.ClientError):
         return False
 
 
@@ -126,14 +126,14 @@ async def test_kill_9_under_load_loses_nothing(tmp_path: Path, slow_llm: FakeOpe
 
             talkers = [asyncio.create_task(talk(i)) for i in range(SCOPES)]
             await asyncio.wait_for(enough.wait(), timeout=60)
-            serve.kill()  # SIGKILL with every scope mid-conversation
+            await serve.kill()  # SIGKILL with every scope mid-conversation
             await asyncio.wait_for(asyncio.gather(*talkers), timeout=30)
 
         await serve.start(http)
         before = len(slow_llm.model_requests)
         for i in range(SCOPES):
             assert await chat(http, serve.url, i, f"scope {i} after the last restart")
-        serve.kill()
+        await serve.kill()
 
     total = sum(len(texts) for texts in acknowledged.values())
     assert total >= KILLS * ACKS_BEFORE_KILL
