@@ -82,7 +82,7 @@ def relay_main(port: int, model_url: str, folder: Path) -> None:
 
 
 async def wait_healthy(http: aiohttp.ClientSession, url: str, proc: asyncio.subprocess.Process) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 240  # imports alone can take 20 s on a busy machine
     while time.monotonic() < deadline:
         if proc.returncode is not None:
             raise SystemExit(f"{url}: the server exited early")
