@@ -51,7 +51,6 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
             "members": str(paths.members),
             "policies": str(paths.policies),
             "transcripts": str(paths.transcripts),
-            "sessions_db": str(paths.sessions_db),
             "memory": str(paths.scopes),
             "halo_db": str(paths.halo_db),
             "events_log": str(paths.events_log),

@@ -39,10 +39,6 @@ class HaloPaths:
         return self.home / "transcripts"
 
     @property
-    def sessions_db(self) -> Path:
-        return self.home / "sessions" / "sessions.db"
-
-    @property
     def halo_db(self) -> Path:
         return self.home / "halo.db"
 
@@ -90,7 +86,6 @@ class HaloPaths:
         for folder in (
             self.home,
             self.transcripts,
-            self.sessions_db.parent,
             self.events_log.parent,
             self.members,
             self.scopes,

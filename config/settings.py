@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -12,6 +13,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from config.family import Family
 from config.home import HomeSettings
 from config.paths import HaloPaths, default_home
+
+log = logging.getLogger(__name__)
 
 _STRICT = ConfigDict(extra="forbid")
 
@@ -163,8 +166,18 @@ class MemorySettings(BaseModel):
 
 class SessionSettings(BaseModel):
     model_config = _STRICT
-    url: str | None = Field(default=None, description="SQLAlchemy async URL; default sqlite under HALO_HOME")
-    history_token_budget: int = Field(default=4000, ge=200)
+    url: str | None = Field(
+        default=None,
+        description="deprecated and ignored: the model's session is read from the transcript (no sessions.db)",
+    )
+    history_token_budget: int = Field(default=4000, ge=200, description="tokens of history the model is sent")
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_ignored(cls, value: str | None) -> str | None:
+        if value is not None:
+            log.warning("sessions.url is deprecated and ignored: the session is read from the transcript")
+        return value
 
 
 class Settings(BaseSettings, Family):

@@ -109,6 +109,20 @@ async def test_scopes_do_not_share_history(fake_llm, settings_for, serve_halo):
     assert not any("lake house" in p for p in aarav_prompts)
 
 
+async def test_the_model_sees_the_conversation_once_and_no_commands(fake_llm, settings_for, serve_halo):
+    running = await serve_halo(settings_for(llm_yaml(fake_llm)))
+    await running.chat("I parked the blue car outside.", token="mom-token")
+    await running.chat("/whoami", token="mom-token")
+    await running.chat("Where is the car?", token="mom-token")
+    sent = fake_llm.model_requests[-1].json["messages"]
+    said = [(m["role"], m["content"]) for m in sent if m["role"] in ("user", "assistant")]
+    assert said == [
+        ("user", "I parked the blue car outside."),
+        ("assistant", "Hello from the fake model"),
+        ("user", "Where is the car?"),
+    ]
+
+
 async def test_new_clears_session_but_keeps_transcript(fake_llm, settings_for, serve_halo):
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
     # Not "Remember …": that is a durable fact, which /new rightly keeps (tests/test_memory_e2e.py).

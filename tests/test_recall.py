@@ -16,6 +16,7 @@ from tests.conftest import llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
 from transcripts import TranscriptLine, TranscriptStore
+from transcripts.session import TranscriptSessions
 
 DM = "web:mom"
 PARENTS = "telegram:-1001234"
@@ -42,6 +43,7 @@ async def seed_dm_month_ago(settings: Settings) -> None:
             "a1", then + timedelta(seconds=3), DM, "assistant", "Noted: the dentist.", speaker="halo", platform="web"
         )
     )
+    await TranscriptSessions(store, 4000).clear(DM)  # /new since: the words are in the transcript, not the session
     parents_dir = settings.paths.scope_dir(PARENTS)
     parents_dir.mkdir(parents=True, exist_ok=True)
     (parents_dir / "MEMORY.md").write_text("# Parents\nGrandma visits in December.\n")
@@ -70,7 +72,7 @@ async def test_a_dm_recalls_its_own_words_and_the_parents_group_does_not(
     assert "Dr. Patel has a slot on the 14th" in prompt, "the DM's own words are recalled through the index"
     assert "[this chat · transcript lines 1–2" in prompt, "labelled with their source"
     history = await running.halo.services.sessions.get(DM).get_items()
-    assert not any("Dr. Patel" in str(item) for item in history), "seeded in the transcript only, not the session"
+    assert not any("Dr. Patel" in str(item) for item in history), "before the last /new: in the transcript only"
 
     fake_llm.reply("I don't know.")
     reply = await running.halo.gateway.handle(in_parents_group(running, QUESTION))

@@ -15,7 +15,7 @@ from agents import RunContextWrapper
 from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
 from halo.context.recall import readable_among, scope_label
-from halo.pipeline.sessions import estimate_tokens
+from transcripts.tokens import estimate_tokens
 from halo.pipeline.turn import Turn
 from halo.tools.guarded import guarded_tool
 from memory.graph.service import GraphMemory

@@ -18,10 +18,10 @@ from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
 from halo.pipeline.envelope import Scope
 from halo.pipeline.scopes import UnknownScopeError, resolve_scope
-from halo.pipeline.sessions import estimate_tokens
 from halo.pipeline.turn import Turn
 from halo.tools.guarded import guarded_tool
 from memory.semantic import Hit
+from transcripts.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
 

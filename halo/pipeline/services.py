@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from halo.family.delivery import Delivery
     from halo.family.groups import GroupGuard
     from halo.family.pairing import Pairing
-    from halo.pipeline.sessions import SessionStore
     from halo.safety.gate import SafetyGate
     from halo.safety.notify import Notifier
     from memory.graph.service import GraphMemory
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from memory.service import MemoryService
     from policy import PolicyEngine
     from transcripts import AuditLog, TranscriptStore
+    from transcripts.session import TranscriptSessions
 
 
 @dataclass(slots=True)
@@ -35,7 +35,7 @@ class Services:
     paths: HaloPaths
     policy: PolicyEngine
     transcripts: TranscriptStore
-    sessions: SessionStore
+    sessions: TranscriptSessions  # the model's history, read from `transcripts`
     audit: AuditLog
     context: ContextBuilder
     commands: CommandRegistry

@@ -30,7 +30,6 @@ from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.gateway import Gateway, Reply
 from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.services import Services
-from halo.pipeline.sessions import SessionStore
 from halo.pipeline.turn import Turn
 from halo.port import Adapter, PresenceCheck
 from halo.runtime.graph_wiring import build_graph
@@ -49,6 +48,7 @@ from memory.semantic import SemanticMemory
 from memory.semantic.embedders import Embedder, load_embedder
 from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
+from transcripts.session import TranscriptSessions
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,6 @@ class Halo:
         await self.services.semantic.close()
         if self.services.graph is not None:
             await self.services.graph.close()  # stops the FalkorDB halo started
-        await self.services.sessions.close()
         await self.services.db.close()
         for model in self.owned_models:
             await close_model(model)
@@ -144,7 +143,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         paths=paths,
         policy=policy,
         transcripts=transcripts,
-        sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
+        sessions=TranscriptSessions(transcripts, settings.sessions.history_token_budget),
         audit=audit,
         context=ContextBuilder(
             [

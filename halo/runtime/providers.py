@@ -12,6 +12,8 @@ Retries are the runner's (one place, bounded, with backoff); client-level retrie
 from __future__ import annotations
 
 import weakref
+from functools import cached_property
+from typing import Any
 
 from agents import (
     Model,
@@ -54,7 +56,7 @@ def build_model(llm: LLMSettings, model_name: str | None = None) -> Model | None
         raise ProviderConfigError(
             "llm.provider is openai but no API key is set: put it in HALO_LLM__API_KEY or OPENAI_API_KEY"
         )
-    client = AsyncOpenAI(
+    client = PlainBodyOpenAI(
         api_key=api_key or "not-needed",  # local servers ignore the key; the SDK insists on one
         base_url=llm.base_url,
         timeout=llm.timeout_seconds,
@@ -67,6 +69,46 @@ def build_model(llm: LLMSettings, model_name: str | None = None) -> Model | None
         model = OpenAIChatCompletionsModel(model=name, openai_client=client)
     _CLIENTS[model] = client
     return model
+
+
+class _PlainBodyCompletions:
+    """`chat.completions` sending `messages` and `tools` as they are.
+
+    openai-python walks every request body through a type-driven transform which, for chat
+    messages and tools, changes nothing and costs about a millisecond a message (measured:
+    ~33 ms for a 22-message turn on this machine), on the event loop, on every turn. Handed
+    over as `extra_body` they skip it; the JSON sent is the same.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def create(self, *, messages: Any, extra_body: Any = None, **kwargs: Any) -> Any:
+        body = {**(extra_body or {}), "messages": messages}
+        tools = kwargs.pop("tools", None)
+        if isinstance(tools, list):
+            body["tools"] = tools
+        return await self._inner.create(messages=[], extra_body=body, **kwargs)
+
+
+class _PlainBodyChat:
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.completions = _PlainBodyCompletions(inner.completions)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class PlainBodyOpenAI(AsyncOpenAI):
+    """The OpenAI client, with chat completions' per-request body transform skipped."""
+
+    @cached_property
+    def chat(self) -> Any:  # type: ignore[override]
+        return _PlainBodyChat(super().chat)
 
 
 _CLIENTS: weakref.WeakKeyDictionary[Model, AsyncOpenAI] = weakref.WeakKeyDictionary()

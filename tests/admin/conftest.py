@@ -100,11 +100,7 @@ async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
                 platform=scope_id.split(":")[0],
             )
         )
-    session = services.sessions.get(scope_id)
-    await session.add_items(
-        [{"role": "user", "content": "The dentist is on Friday."}, {"role": "assistant", "content": "Noted."}]
-    )
-    await services.sessions.flush(scope_id)
+    # the two lines are the scope's session too: it is read from the transcript
     # What /remember keeps (markup and all: the dashboard must show it as text).
     await services.memory.remember(
         scope_id, "Dentist: Friday <script>alert(1)</script>", by="Mom", when=datetime.now(UTC)

@@ -45,7 +45,9 @@ async def test_clear_forgets_the_session_and_keeps_the_transcript(admin):
     reply = await harness.local.call("POST", f"/sessions/{SEEDED}/clear")
     assert reply.body == {"scopeId": SEEDED, "cleared": True, "itemsRemoved": 2}
     assert await harness.services.sessions.all_items(SEEDED) == []
-    assert harness.services.transcripts.count(SEEDED) == 2
+    kept, marker = harness.services.transcripts.tail(SEEDED, 3)[:2], harness.services.transcripts.tail(SEEDED, 1)[0]
+    assert [line.text for line in kept] == ["The dentist is on Friday.", "Noted: dentist on Friday."]
+    assert marker.role == "event" and marker.extra["kind"] == "session.start"  # the session starts again here
     event = harness.services.audit.tail(1, kind="admin_clear")[0]
     assert event["scope_id"] == SEEDED and event["actor"] == "admin:local"
 
