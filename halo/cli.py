@@ -90,7 +90,7 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
     scope = resolve_scope(family, args.scope)
     from_scope = resolve_scope(family, args.from_scope) if args.from_scope else scope
     resource = family.member(args.about) if args.about else scope
-    if args.about and resource is None:
+    if resource is None:
         raise StartupError(f"no member {args.about!r}")
     decision = engine.decide(
         args.action,

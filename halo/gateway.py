@@ -191,13 +191,16 @@ class Gateway:
         text_in = _model_input(turn)
         try:
             if on_delta is None:
-                result = await Runner.run(agent, text_in, context=turn, session=session, run_config=run_config)
+                output = (
+                    await Runner.run(agent, text_in, context=turn, session=session, run_config=run_config)
+                ).final_output
             else:
-                result = Runner.run_streamed(agent, text_in, context=turn, session=session, run_config=run_config)
-                async for event in result.stream_events():
+                streamed = Runner.run_streamed(agent, text_in, context=turn, session=session, run_config=run_config)
+                async for event in streamed.stream_events():
                     if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
                         await on_delta(event.data.delta)
-            text = str(result.final_output or "").strip()
+                output = streamed.final_output
+            text = str(output or "").strip()
         except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as tripped:
             # the SDK has saved the user's message to the session, and nothing of a stopped reply
             assert safety is not None

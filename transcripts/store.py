@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -149,7 +149,7 @@ class TranscriptReader(Iterator[tuple[int, TranscriptLine]]):
         """Release the file now rather than when the reader is garbage-collected."""
         self._lines.close()
 
-    def _read(self) -> Iterator[tuple[int, TranscriptLine]]:
+    def _read(self) -> Generator[tuple[int, TranscriptLine]]:
         try:
             f = self.path.open("rb")
         except FileNotFoundError:
