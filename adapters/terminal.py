@@ -18,10 +18,10 @@ EXIT_WORDS = {"/quit", "/exit", ":q"}
 class TerminalChat:
     name = "cli"
 
-    def __init__(self, gateway: Gateway, member: Member, out: TextIO = sys.stdout) -> None:
+    def __init__(self, gateway: Gateway, member: Member, out: TextIO | None = None) -> None:
         self.gateway = gateway
         self.member = member
-        self.out = out
+        self.out = out if out is not None else sys.stdout  # the stdout of now, not of import time
         self.scope = resolve_scope(gateway.services.family, f"cli:{member.id}")
 
     async def say(self, text: str) -> str | None:
