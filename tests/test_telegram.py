@@ -4,10 +4,8 @@ to Telegram, what went to the model, and what is on disk."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from halo.pairing import CODE_ALPHABET, CODE_LENGTH
 from tests.conftest import FAMILY_YAML, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
+from tests.waiting import eventually
 from transcripts import TranscriptStore
 
 GROUP = -1001234
@@ -44,15 +43,6 @@ def telegram_yaml(base_url: str, **extra: Any) -> str:
 
 def adapter_of(halo: Halo) -> TelegramAdapter:
     return next(a for a in halo.adapters if isinstance(a, TelegramAdapter))
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], within: float = 5.0) -> Any:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if result := await check():
-            return result
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met in time")
 
 
 async def handled(halo: Halo, update: dict[str, Any]) -> None:
