@@ -4,6 +4,7 @@ to Telegram, what went to the model, and what is on disk."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -322,18 +323,22 @@ async def test_formatting_telegram_refuses_is_sent_as_plain_text(start, tg, fake
 async def test_each_chat_in_order_and_chats_concurrently(start, tg, fake_llm):
     await start()
 
+    slow_one_may_answer = asyncio.Event()
+
     def answer(body: dict[str, Any]) -> Reply:
         last = body["messages"][-1]["content"]
-        return Reply(text=f"re: {last}", delay=0.4 if last == "slow one" else 0.0)
+        return Reply(text=f"re: {last}", hold=slow_one_may_answer if last == "slow one" else None)
 
     fake_llm.responder = answer
     tg.message(1001, 1001, "slow one")
     tg.message(1001, 1001, "quick follow-up")
     tg.message(1002, 1002, "meanwhile")
+    # the other chat did not wait: its answer arrives while the slow one is still held
+    assert await tg.wait_sent(1002) == ["re: meanwhile"]
+    assert tg.texts(1001) == []
+    slow_one_may_answer.set()
     await tg.wait_sent(1001, 2)
     assert tg.texts(1001) == ["re: slow one", "re: quick follow-up"]
-    sends = {c.params["text"]: c.at for c in tg.calls_to("sendMessage")}
-    assert sends["re: meanwhile"] < sends["re: slow one"]  # the other chat did not wait
 
 
 async def test_unreachable_telegram_keeps_halo_running_and_status_says_so(
