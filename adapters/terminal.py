@@ -18,10 +18,10 @@ class TerminalChat:
 
     platform = "cli"
 
-    def __init__(self, inbound: Inbound, speaker: Speaker, out: TextIO = sys.stdout) -> None:
+    def __init__(self, inbound: Inbound, speaker: Speaker, out: TextIO | None = None) -> None:
         self.inbound = inbound
         self.speaker = speaker
-        self.out = out
+        self.out = out if out is not None else sys.stdout  # the stdout of now, not of import time
         self.scope = inbound.scope("cli", speaker.platform_user_id)
         self._streamed = False
 

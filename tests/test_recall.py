@@ -3,7 +3,6 @@ each searching only the scopes the policy lets this conversation read."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from halo.pipeline.scopes import resolve_scope
 from tests.conftest import llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
+from tests.waiting import eventually
 from transcripts import TranscriptLine, TranscriptStore
 from transcripts.session import TranscriptSessions
 
@@ -153,11 +153,12 @@ async def test_scheduler_syncs_active_scopes_and_request_sync(fake_llm, settings
     await running.chat("The orthodontist wants to see Aarav about braces", token="mom-token")
     await running.halo.gateway.drain()
     assert DM in semantic.active_scopes()
-    for _ in range(200):  # the interval is 0.6 s
+
+    def synced() -> bool:  # the interval is 0.6 s
         scope = semantic.sync_health.scopes.get(DM)
-        if scope is not None and scope.last_sync and not semantic.active_scopes():
-            break
-        await asyncio.sleep(0.05)
+        return scope is not None and bool(scope.last_sync) and not semantic.active_scopes()
+
+    await eventually(synced, what="a scheduled sync of the DM")
     assert semantic.status()["running"]
     hits = await semantic.search([DM], "orthodontist braces")
     assert hits and "orthodontist" in hits[0].text
@@ -166,10 +167,7 @@ async def test_scheduler_syncs_active_scopes_and_request_sync(fake_llm, settings
     (settings.paths.scope_dir(DM) / "MEMORY.md").write_text("# Facts\nThe puppy's vet is on Oak Road.\n")
     semantic.request_sync(DM)
     semantic.request_sync(DM)  # folded into the queued one
-    for _ in range(100):
-        if await semantic.search([DM], "vet puppy"):
-            break
-        await asyncio.sleep(0.02)
+    await eventually(lambda: semantic.search([DM], "vet puppy"), what="the requested sync to index MEMORY.md")
     assert (await semantic.search([DM], "vet puppy"))[0].source == "MEMORY.md"
 
 
@@ -224,17 +222,15 @@ async def test_a_remembered_fact_is_indexed_without_waiting_for_the_schedule(
     running = await serve_halo(settings)
     semantic = running.halo.services.semantic
     await running.halo.start_background()
-    for _ in range(100):  # the start-up catch-up run finishes first
-        if semantic.status()["runs"] >= 1:
-            break
-        await asyncio.sleep(0.02)
+    # the start-up catch-up run finishes first
+    await eventually(lambda: semantic.status()["runs"] >= 1, what="the start-up catch-up sync")
     runs_at_start = semantic.status()["runs"]
     await running.chat("remember the puppy's vet is Dr. Okafor on Oak Road", token="mom-token")
     await running.halo.gateway.drain()
-    for _ in range(100):
+
+    async def indexed_fact() -> bool:
         hits = await semantic.search([DM], "vet puppy Okafor")
-        if any(h.source == "MEMORY.md" for h in hits):
-            break
-        await asyncio.sleep(0.02)
-    assert any(h.source == "MEMORY.md" and "Okafor" in h.text for h in hits)
+        return any(h.source == "MEMORY.md" and "Okafor" in h.text for h in hits)
+
+    await eventually(indexed_fact, what="the remembered fact in the index, without a scheduled run")
     assert semantic.status()["runs"] == runs_at_start  # no scheduled run since: the request did it

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from halo.runtime.app import Halo, build_halo
 from tests.conftest import FAMILY_YAML, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
+from tests.waiting import eventually
 from transcripts import TranscriptStore
 
 GROUP = -1001234
@@ -44,15 +44,6 @@ def telegram_yaml(base_url: str, **extra: Any) -> str:
 
 def adapter_of(halo: Halo) -> TelegramAdapter:
     return next(a for a in halo.adapters if isinstance(a, TelegramAdapter))
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], within: float = 5.0) -> Any:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if result := await check():
-            return result
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met in time")
 
 
 async def handled(halo: Halo, update: dict[str, Any]) -> None:
@@ -332,18 +323,22 @@ async def test_formatting_telegram_refuses_is_sent_as_plain_text(start, tg, fake
 async def test_each_chat_in_order_and_chats_concurrently(start, tg, fake_llm):
     await start()
 
+    slow_one_may_answer = asyncio.Event()
+
     def answer(body: dict[str, Any]) -> Reply:
         last = body["messages"][-1]["content"]
-        return Reply(text=f"re: {last}", delay=0.4 if last == "slow one" else 0.0)
+        return Reply(text=f"re: {last}", hold=slow_one_may_answer if last == "slow one" else None)
 
     fake_llm.responder = answer
     tg.message(1001, 1001, "slow one")
     tg.message(1001, 1001, "quick follow-up")
     tg.message(1002, 1002, "meanwhile")
+    # the other chat did not wait: its answer arrives while the slow one is still held
+    assert await tg.wait_sent(1002) == ["re: meanwhile"]
+    assert tg.texts(1001) == []
+    slow_one_may_answer.set()
     await tg.wait_sent(1001, 2)
     assert tg.texts(1001) == ["re: slow one", "re: quick follow-up"]
-    sends = {c.params["text"]: c.at for c in tg.calls_to("sendMessage")}
-    assert sends["re: meanwhile"] < sends["re: slow one"]  # the other chat did not wait
 
 
 async def test_unreachable_telegram_keeps_halo_running_and_status_says_so(

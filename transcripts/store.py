@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -155,7 +155,7 @@ class TranscriptReader(Iterator[tuple[int, TranscriptLine]]):
         """Release the file now rather than when the reader is garbage-collected."""
         self._lines.close()
 
-    def _read(self) -> Iterator[tuple[int, TranscriptLine]]:
+    def _read(self) -> Generator[tuple[int, TranscriptLine]]:
         try:
             f = self.path.open("rb")
         except FileNotFoundError:

@@ -33,7 +33,7 @@ def is_for_bot(message: Message, bot: BotIdentity) -> bool:
     replied = message.reply_to_message
     if replied is not None and replied.from_user is not None and replied.from_user.id == bot.id:
         return True
-    kinds = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION, MessageEntity.BOT_COMMAND]
+    kinds: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION, MessageEntity.BOT_COMMAND]
     found = message.parse_entities(kinds) if message.text else message.parse_caption_entities(kinds)
     handle = bot.username.lower()
     for entity, value in found.items():

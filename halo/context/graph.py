@@ -15,10 +15,10 @@ from agents import RunContextWrapper
 from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
 from halo.context.recall import readable_among, scope_label
-from transcripts.tokens import estimate_tokens
 from halo.pipeline.turn import Turn
 from halo.tools.guarded import guarded_tool
 from memory.graph.service import GraphMemory
+from transcripts.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
 

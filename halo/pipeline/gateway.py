@@ -181,13 +181,16 @@ class Gateway:
         text_in = _model_input(turn)  # the SDK hands it to the session, which knows it is there already
         try:
             if on_delta is None:
-                result = await Runner.run(agent, text_in, context=turn, session=session, run_config=run_config)
+                output = (
+                    await Runner.run(agent, text_in, context=turn, session=session, run_config=run_config)
+                ).final_output
             else:
-                result = Runner.run_streamed(agent, text_in, context=turn, session=session, run_config=run_config)
-                async for event in result.stream_events():
+                streamed = Runner.run_streamed(agent, text_in, context=turn, session=session, run_config=run_config)
+                async for event in streamed.stream_events():
                     if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
                         await on_delta(event.data.delta)
-            text = str(result.final_output or "").strip()
+                output = streamed.final_output
+            text = str(output or "").strip()
         except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as tripped:
             # the user's line is in the session, and nothing of a stopped reply: the reply line
             # halo writes next is what the model's history keeps

@@ -1,4 +1,9 @@
-"""The `halo` command: serve, chat, doctor, policy explain, distill."""
+"""The `halo` command: serve, chat, doctor, policy explain, distill.
+
+Imports are at the point of use: `halo --help`, `halo policy explain` and `halo doctor` must
+not pay for the Agents SDK (seconds on a small machine) when they never talk to the model.
+`tests/test_cli_imports.py` holds that, `bench/cli_startup.py` measures it.
+"""
 
 from __future__ import annotations
 
@@ -8,27 +13,47 @@ import ipaddress
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from config.loader import ConfigError, load_settings
-from config.paths import default_home
-from config.settings import Settings
-from halo.runtime.providers import ProviderConfigError
-from halo.runtime.starter import write_starter_config
-from policy import PolicyError
+if TYPE_CHECKING:
+    from pathlib import Path
 
-STARTUP_ERRORS = (ConfigError, PolicyError, ProviderConfigError)
+    from config.settings import Settings
+
+# Errors that mean "cannot start, and here is why", as (module, class). Looked up only in
+# modules already loaded: a module never imported cannot have raised, and importing it just
+# to name its error would load the Agents SDK for every command.
+STARTUP_ERRORS = (
+    ("config.loader", "ConfigError"),
+    ("policy", "PolicyError"),
+    ("halo.runtime.providers", "ProviderConfigError"),
+)
 
 
 class StartupError(Exception):
     """A reason not to start, said plainly."""
 
 
+def startup_errors() -> tuple[type[BaseException], ...]:
+    found = [getattr(sys.modules[module], name) for module, name in STARTUP_ERRORS if module in sys.modules]
+    return (StartupError, *found)
+
+
 def _settings(create_starter: bool = False) -> Settings:
+    from config.loader import load_settings
+    from config.paths import default_home
+
     home = default_home()
     config_file = home / "halo.yaml"
-    if create_starter and write_starter_config(config_file):
+    if create_starter and _write_starter_config(config_file):
         print(f"halo: wrote a starter config to {config_file} — edit it to add your family.", flush=True)
     return load_settings(home)
+
+
+def _write_starter_config(config_file: Path) -> bool:
+    from halo.runtime.starter import write_starter_config
+
+    return write_starter_config(config_file)
 
 
 def check_admin_exposure(settings: Settings) -> None:
@@ -90,7 +115,7 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
     scope = resolve_scope(family, args.scope)
     from_scope = resolve_scope(family, args.from_scope) if args.from_scope else scope
     resource = family.member(args.about) if args.about else scope
-    if args.about and resource is None:
+    if resource is None:
         raise StartupError(f"no member {args.about!r}")
     decision = engine.decide(
         args.action,
@@ -144,6 +169,12 @@ def cmd_distill(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from halo.runtime.doctor import cmd_doctor as doctor
+
+    return doctor(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="halo", description="A family-first chat-bot gateway.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -159,8 +190,6 @@ def build_parser() -> argparse.ArgumentParser:
     distill.add_argument("scope", help="scope id, e.g. telegram:1002 or web:mom")
     distill.add_argument("--extract", action="store_true", help="also run model extraction (memory.extractor: llm)")
     distill.set_defaults(fn=cmd_distill)
-
-    from halo.runtime.doctor import cmd_doctor
 
     sub.add_parser("doctor", help="check config, tokens, broker and model, and say what to fix").set_defaults(
         fn=cmd_doctor
@@ -188,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return int(args.fn(args) or 0)
-    except (*STARTUP_ERRORS, StartupError) as exc:
+    except startup_errors() as exc:
         print(f"halo: cannot start.\n{exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

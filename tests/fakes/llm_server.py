@@ -47,8 +47,9 @@ class Reply:
     """One scripted model turn.
 
     A reply is text and/or tool calls, or an HTTP error when `status` is not 200. `delay`
-    is waited before answering; `broken` sends part of the answer and then drops the
-    connection.
+    is waited before answering; `hold`, when given, is an event the test sets to let the
+    answer go (order without the clock); `broken` sends part of the answer and then drops
+    the connection.
     """
 
     text: str = ""
@@ -57,6 +58,7 @@ class Reply:
     error_message: str | None = None
     retry_after: float | None = None
     delay: float = 0.0
+    hold: asyncio.Event | None = None
     broken: bool = False
 
 
@@ -281,6 +283,8 @@ class ScriptedModelServer:
             reply = self._next_reply(body)
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.hold is not None:
+            await reply.hold.wait()
         if reply.status != 200:
             return self._error_response(reply)
         if body.get("stream"):
