@@ -1,7 +1,7 @@
 """Web chat: a page at GET /chat and POST /api/chat (JSON, or SSE when asked).
 
-The member is the one whose `web_token` is sent as a Bearer token; from loopback with no
-token, the local owner. The scope is `web:<member id>`.
+The member is the one whose `web_token` is sent as a Bearer token; with the dashboard's
+session cookie, the local owner. No credential, no chat, from anywhere. The scope is `web:<member id>`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 from aiohttp import web
 
 from config.family import Member
-from halo.access import bearer_token, is_local_request
 from halo.envelope import Envelope, Speaker
 from halo.gateway import Gateway
 from halo.scopes import resolve_scope
+from halo.web_auth import member_of
 
 MAX_TEXT_CHARS = 8000
 
@@ -54,16 +54,16 @@ class WebChatAdapter:
         return web.Response(text=html, content_type="text/html")
 
     def _member(self, request: web.Request) -> Member | None:
-        family = self.gateway.services.family
-        token = bearer_token(request)
-        if token:
-            return family.by_web_token(token)
-        return family.local_owner if is_local_request(request) else None
+        """The web_token's member, or the local owner for the dashboard's signed-in parent.
+        Being on this machine is no credential: a family computer is shared."""
+        services = self.gateway.services
+        admin_token = services.settings.admin.token
+        return member_of(request, services.family, admin_token.get_secret_value() if admin_token else None)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         member = self._member(request)
         if member is None:
-            return _error(401, "send Authorization: Bearer <your web_token> (or chat from this machine)")
+            return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):

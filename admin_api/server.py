@@ -12,6 +12,7 @@ from admin_api.guards import guard, is_admin, token_required
 from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
 from halo.app import Halo
+from halo.web_auth import WEB_AUTH, DashboardLogin
 
 __all__ = ["HALO", "create_app", "is_admin", "json_error", "token_required"]
 
@@ -19,6 +20,7 @@ __all__ = ["HALO", "create_app", "is_admin", "json_error", "token_required"]
 def create_app(halo: Halo) -> web.Application:
     app = web.Application(middlewares=[no_store, errors_as_json], client_max_size=1024**2)
     app[HALO] = halo
+    app[WEB_AUTH] = DashboardLogin(halo.services.paths.logins)
     for route in admin_routes():
         app.router.add_route(route.method, route.path, guard(route.access, route.handler, route.on_unauthorized))
     extra_paths: dict[str, dict] = {}

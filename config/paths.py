@@ -56,6 +56,15 @@ class HaloPaths:
         return self.home / "outbox" / "notifications.jsonl"
 
     @property
+    def logins(self) -> Path:
+        """One-time dashboard login links (halo/web_auth.py)."""
+        return self.home / "logins"
+
+    @property
+    def backups(self) -> Path:
+        return self.home / "backups"
+
+    @property
     def members(self) -> Path:
         return self.home / "members"
 

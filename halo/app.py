@@ -222,6 +222,7 @@ def build_semantic(settings: Settings) -> SemanticMemory:
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     """Run until SIGINT/SIGTERM, then stop adapters and finish accepted messages."""
     from admin_api.server import create_app
+    from halo.web_auth import dashboard_link
 
     halo = build_halo(settings)
     app = create_app(halo)
@@ -236,6 +237,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         loop.add_signal_handler(sig, stop.set)
     bound = runner.addresses[0] if runner.addresses else (settings.admin.host, settings.admin.port)
     print(f"halo is running: http://{bound[0]}:{bound[1]}/  (chat: /chat)  HALO_HOME={settings.home}", flush=True)
+    print(f"halo: open the dashboard (this link works once): {dashboard_link(settings, bound)}", flush=True)
     if ready is not None:
         ready.set()
     await stop.wait()

@@ -144,6 +144,16 @@ def cmd_distill(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Print a fresh one-time login link; the running server redeems it (halo/web_auth.py)."""
+    from halo.web_auth import LINK_SECONDS, dashboard_link
+
+    settings = _settings()
+    print(dashboard_link(settings))
+    print(f"(works once, within {LINK_SECONDS // 60} minutes, on the halo serving HALO_HOME={settings.home})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="halo", description="A family-first chat-bot gateway.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -164,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="check config, tokens, broker and model, and say what to fix").set_defaults(
         fn=cmd_doctor
+    )
+
+    sub.add_parser("dashboard", help="print a fresh one-time login link to the dashboard").set_defaults(
+        fn=cmd_dashboard
     )
 
     policy = sub.add_parser("policy", help="policy tools")

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,10 +63,24 @@ def wait_healthy(port: int, proc: subprocess.Popen[str], timeout: float = 30) ->
     raise AssertionError("halo did not become healthy")
 
 
-def post_json(url: str, payload: dict) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=20) as resp:
+OWNER = {"Authorization": "Bearer wags-token"}  # the owner's web_token in FAMILY_YAML
+
+
+def post_json(url: str, payload: dict, headers: dict[str, str] | None = None, opener=None) -> dict:
+    sent = {"Content-Type": "application/json", **(OWNER if headers is None else headers)}
+    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=sent)
+    with (opener or urllib.request.build_opener()).open(req, timeout=20) as resp:
         return json.load(resp)
+
+
+def login_link(proc: subprocess.Popen[str], seen: list[str]) -> str:
+    """The one-time dashboard link `halo serve` prints at start (lines read go to `seen`)."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        seen.append(line)
+        if "/login?token=" in line:
+            return line[line.index("http://") :].strip()
+    raise AssertionError("halo serve printed no login link")
 
 
 @pytest.fixture
@@ -85,7 +100,8 @@ def test_serve_chats_then_stops_cleanly_on_sigterm(tmp_path: Path, threaded_llm:
         wait_healthy(port, proc)
         body = post_json(f"http://127.0.0.1:{port}/api/chat", {"text": "hello halo"})
         assert body == {"reply": "Hi from the model", "scope_id": "web:wags"}
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as resp:
+        status_request = urllib.request.Request(f"http://127.0.0.1:{port}/status", headers=OWNER)
+        with urllib.request.urlopen(status_request, timeout=5) as resp:
             status = json.load(resp)
         assert status["provider"]["name"] == "openai-compatible"
         assert status["halo_home"]["home"] == str(home)
@@ -103,17 +119,25 @@ def test_serve_chats_then_stops_cleanly_on_sigterm(tmp_path: Path, threaded_llm:
 
 def test_first_start_writes_a_starter_config_and_serves(tmp_path: Path):
     home = tmp_path / "fresh"
+    printed: list[str] = []
     port = free_port()
     proc = halo_cmd("serve", home=home, port=port)
     try:
         wait_healthy(port, proc)
         assert (home / "halo.yaml").exists()
         assert (home / "SOUL.md").exists()
-        body = post_json(f"http://127.0.0.1:{port}/api/chat", {"text": "hi"})
+        with pytest.raises(urllib.error.HTTPError) as refused:  # no credential, even on this machine
+            post_json(f"http://127.0.0.1:{port}/api/chat", {"text": "hi"}, headers={})
+        assert refused.value.code == 401
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        with browser.open(login_link(proc, printed), timeout=10) as page:  # the link, then the dashboard
+            assert page.status == 200 and page.url.endswith("/") and "<title>" in page.read().decode()
+        body = post_json(f"http://127.0.0.1:{port}/api/chat", {"text": "hi"}, headers={}, opener=browser)
         assert "No language model is configured" in body["reply"]
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=20)
+    out = "".join(printed) + out
     assert "starter config" in out and str(home / "halo.yaml") in out
 
 

@@ -22,7 +22,7 @@ class Route:
 
 
 def admin_routes() -> list[Route]:
-    from admin_api.routes import dashboard, events, family, health, memory, pairing, policy, sessions
+    from admin_api.routes import dashboard, events, family, health, login, memory, pairing, policy, sessions
 
     return [
         *health.ROUTES,
@@ -33,4 +33,5 @@ def admin_routes() -> list[Route]:
         *pairing.ROUTES,
         *family.ROUTES,
         *dashboard.ROUTES,
+        *login.ROUTES,
     ]
