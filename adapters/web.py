@@ -15,6 +15,7 @@ from aiohttp import web
 from config.family import Member
 from halo.envelope import Envelope, Speaker
 from halo.gateway import Gateway
+from halo.http_body import BadBody, read_json
 from halo.scopes import resolve_scope
 from halo.web_auth import member_of
 
@@ -65,9 +66,9 @@ class WebChatAdapter:
         if member is None:
             return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, 'the body must be JSON like {"text": "hello"}')
+            body = await read_json(request, '{"text": "hello"}')
+        except BadBody as exc:
+            return exc.response()
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text.strip():
             return _error(400, '"text" must be a non-empty string')

@@ -67,7 +67,9 @@ async def test_the_dashboard_session_chats_as_the_local_owner(fake_llm, settings
     link = DashboardLogin(running.halo.services.paths.logins).issue_link_token()
     async with running.http.get(running.url(f"/login?token={link}"), allow_redirects=False) as resp:
         session = resp.cookies[SESSION_COOKIE].value
-    status, body = await running.chat("/whoami", token=None, headers={"Cookie": f"{SESSION_COOKIE}={session}"})
+    cookie = {"Cookie": f"{SESSION_COOKIE}={session}"}
+    async with running.http.post(running.url("/api/chat"), json={"text": "/whoami"}, headers=cookie) as resp:
+        status, body = resp.status, await resp.json()
     assert status == 200
     assert body["scope_id"] == "web:wags"
     assert "You are Wags" in body["reply"]
