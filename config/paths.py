@@ -95,7 +95,7 @@ class HaloPaths:
         return self.transcripts / f"{scope_hash(scope_id)}.jsonl"
 
     def ensure(self) -> None:
-        """Create the folders halo writes into (first start, idempotent)."""
+        """Create the folders halo writes into (first start, idempotent), 0700."""
         for folder in (
             self.home,
             self.transcripts,
@@ -105,4 +105,4 @@ class HaloPaths:
             self.scopes,
             self.policies,
         ):
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ from halo.memory_tools import memory_tools
 from halo.memory_wiring import build_memory, memory_after_turn
 from halo.notify import Notifier, Outbox
 from halo.pairing import Pairing
+from halo.private_files import make_private
 from halo.providers import build_model, close_model, model_settings
 from halo.recall import RecallSource, memory_files_in_context
 from halo.recall import recall as recall_tool
@@ -100,6 +101,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     from adapters.web import WebChatAdapter
 
     paths = settings.paths
+    make_private(paths.home)  # before anything is written: umask 077, and an older home fixed
     paths.ensure()
     write_default_soul(paths.soul)
     write_default_user_files(paths, settings.members)

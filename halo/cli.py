@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from halo.private_files import private_umask
+
+    private_umask()  # every file halo writes holds a family's private words or a token
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
