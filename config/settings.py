@@ -70,6 +70,8 @@ class AdminSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=0, le=65535)
     token: SecretStr | None = None
+    max_connections: int = Field(default=256, ge=1, description="open at once; past it new ones are closed")
+    read_timeout_seconds: float = Field(default=30, gt=0, description="a client silent mid-request this long is cut")
 
 
 EmbedderName = Literal["model2vec", "openai", "sentence-transformers", "none"]

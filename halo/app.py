@@ -223,6 +223,7 @@ def build_semantic(settings: Settings) -> SemanticMemory:
 
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     """Run until SIGINT/SIGTERM, then stop adapters and finish accepted messages."""
+    from admin_api.connections import ConnectionLimits, GuardedSite
     from admin_api.server import create_app
     from halo.web_auth import dashboard_link
 
@@ -230,7 +231,8 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     app = create_app(halo)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, settings.admin.host, settings.admin.port)
+    limits = ConnectionLimits(settings.admin.max_connections, settings.admin.read_timeout_seconds)
+    site = GuardedSite(runner, settings.admin.host, settings.admin.port, limits=limits)
     await site.start()
     await halo.start()
     stop = asyncio.Event()
