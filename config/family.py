@@ -43,6 +43,18 @@ class Member(BaseModel):
 class FamilyInfo(BaseModel):
     model_config = _STRICT
     name: str = "Family"
+    timezone: str = Field(default="UTC", description="an IANA name, e.g. Europe/London")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown timezone {value!r}; use an IANA name like Europe/London") from None
+        return value
 
 
 class ParentsGroup(BaseModel):

@@ -127,6 +127,16 @@ class MemorySettings(BaseModel):
     semantic: SemanticSettings = Field(default_factory=SemanticSettings)
 
 
+class BackupSettings(BaseModel):
+    """`halo export` archives made on a schedule into HALO_HOME/backups (halo/backups.py)."""
+
+    model_config = _STRICT
+    schedule: str | None = Field(
+        default=None, pattern=r"^daily ([01]\d|2[0-3]):[0-5]\d$", description='e.g. "daily 03:30" (family timezone)'
+    )
+    keep: int = Field(default=7, ge=1, description="the newest this many archives are kept")
+
+
 class SessionSettings(BaseModel):
     model_config = _STRICT
     url: str | None = Field(default=None, description="SQLAlchemy async URL; default sqlite under HALO_HOME")
@@ -146,6 +156,7 @@ class Settings(BaseSettings, Family):
     admin: AdminSettings = Field(default_factory=AdminSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     sessions: SessionSettings = Field(default_factory=SessionSettings)
+    backups: BackupSettings = Field(default_factory=BackupSettings)
 
     @classmethod
     def settings_customise_sources(

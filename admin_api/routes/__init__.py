@@ -22,7 +22,7 @@ class Route:
 
 
 def admin_routes() -> list[Route]:
-    from admin_api.routes import dashboard, events, family, health, login, memory, pairing, policy, sessions
+    from admin_api.routes import backups, dashboard, events, family, health, login, memory, pairing, policy, sessions
 
     return [
         *health.ROUTES,
@@ -34,4 +34,5 @@ def admin_routes() -> list[Route]:
         *family.ROUTES,
         *dashboard.ROUTES,
         *login.ROUTES,
+        *backups.ROUTES,
     ]
