@@ -138,11 +138,11 @@ def openapi_paths() -> dict[str, Any]:
         "/api/chat": {
             "post": {
                 "summary": "Send a message as a member; the reply comes whole (JSON) or streamed (SSE)",
-                "description": "The member is the one whose web_token is the Bearer token; from this machine with "
-                "no token, the local owner. `Accept: text/event-stream` streams `delta` events, "
-                "then `done`.",
+                "description": "The member is the one whose web_token is the Bearer token; with the dashboard's "
+                "session cookie, the local owner. No credential, no chat, from anywhere. `Accept: "
+                "text/event-stream` streams `delta` events, then `done`.",
                 "x-access": "member",
-                "security": [{}, {"memberToken": []}],
+                "security": [{"memberToken": []}, {"dashboardSession": []}],
                 "tags": ["web chat"],
                 "requestBody": {
                     "required": True,
@@ -181,7 +181,11 @@ def openapi_paths() -> dict[str, Any]:
                         },
                     },
                     "400": {"description": "not JSON, or no text", "content": error},
-                    "401": {"description": "no member: send a web_token, or chat from this machine", "content": error},
+                    "415": {"description": "the body is not declared application/json", "content": error},
+                    "401": {
+                        "description": "no member: send a web_token, or sign in to the dashboard",
+                        "content": error,
+                    },
                     "403": {"description": "the policy refuses this member here", "content": error},
                     "413": {"description": "the message is too long", "content": error},
                 },

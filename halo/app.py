@@ -15,6 +15,7 @@ from aiohttp import web
 from config.settings import Settings
 from halo import memory_commands  # noqa: F401  (registers /remember, /forget, /memory, /share)
 from halo.adapter import Adapter
+from halo.backups import BackupSchedule
 from halo.commands import commands
 from halo.compaction import compact_if_needed
 from halo.context import ContextBuilder, PersonaSource
@@ -62,6 +63,7 @@ class Halo:
     adapters: list[Adapter] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     owned_models: list[Model] = field(default_factory=list)  # their HTTP clients are closed on close()
+    backups: BackupSchedule | None = None  # backups.schedule, when set
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.name: a.status() for a in self.adapters}
@@ -75,6 +77,8 @@ class Halo:
         the semantic index's sync schedule."""
         await self.services.memory.start()
         await self.services.semantic.start()
+        if self.backups is not None:
+            self.backups.start()
 
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
@@ -82,6 +86,8 @@ class Halo:
         self.services.notifier.retry_soon()  # alerts a stopped adapter could not deliver
 
     async def close(self) -> None:
+        if self.backups is not None:
+            self.backups.close()
         for adapter in reversed(self.adapters):
             try:
                 await adapter.stop()
@@ -170,7 +176,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         adapters.append(telegram)
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
-    return Halo(settings, services, gateway, adapters=adapters, owned_models=owned)
+    backups = None
+    if settings.backups.schedule:
+        zone = settings.family.timezone
+        backups = BackupSchedule(paths.home, paths.backups, settings.backups.schedule, settings.backups.keep, zone)
+    return Halo(settings, services, gateway, adapters=adapters, owned_models=owned, backups=backups)
 
 
 def build_safety(

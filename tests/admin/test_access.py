@@ -64,6 +64,8 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/family/notifications"): Example("/family/notifications"),
     ("GET", "/login"): Example("/login?token={login}", ok=303),
     ("POST", "/logout"): Example("/logout"),
+    ("GET", "/backups"): Example("/backups"),
+    ("POST", "/backups"): Example("/backups", ok=201),
 }
 ROUTES = {(r.method, r.path): r for r in admin_routes()}
 
