@@ -35,6 +35,7 @@ work: {discord_channel_ids: [3001]}
 
 
 OWNER_TOKEN = "wags-token"  # the owner's own web_token: the web chat needs a credential, even on loopback
+OWNER_AUTH = {"Authorization": f"Bearer {OWNER_TOKEN}"}  # a parent's credential for the admin routes
 
 
 def free_port() -> int:
