@@ -1,7 +1,7 @@
 """Web chat: a page at GET /chat and POST /api/chat (JSON, or SSE when asked).
 
-The member is the one whose `web_token` is sent as a Bearer token; from loopback with no
-token, the local owner. The scope is `web:<member id>`.
+The member is the one whose `web_token` is sent as a Bearer token; with the dashboard's
+session cookie, the local owner. No credential, no chat, from anywhere. The scope is `web:<member id>`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from halo.port import Envelope, Inbound, Outbound, Speaker, bearer_token, is_local_request
+from halo.port import BadBody, Envelope, Inbound, Outbound, read_json
 
 MAX_TEXT_CHARS = 8000
 
@@ -56,18 +56,14 @@ class WebChatAdapter:
         html = resources.files("adapters").joinpath("web_chat.html").read_text(encoding="utf-8")
         return web.Response(text=html, content_type="text/html")
 
-    def _speaker(self, request: web.Request) -> Speaker | None:
-        token = bearer_token(request)
-        return self.inbound.member_speaker("web", token=token, local=not token and is_local_request(request))
-
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        speaker = self._speaker(request)
+        speaker = self.inbound.http_speaker(request)
         if speaker is None:
-            return _error(401, "send Authorization: Bearer <your web_token> (or chat from this machine)")
+            return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, 'the body must be JSON like {"text": "hello"}')
+            body = await read_json(request, '{"text": "hello"}')
+        except BadBody as exc:
+            return exc.response()
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text.strip():
             return _error(400, '"text" must be a non-empty string')
@@ -141,11 +137,11 @@ def openapi_paths() -> dict[str, Any]:
         "/api/chat": {
             "post": {
                 "summary": "Send a message as a member; the reply comes whole (JSON) or streamed (SSE)",
-                "description": "The member is the one whose web_token is the Bearer token; from this machine with "
-                "no token, the local owner. `Accept: text/event-stream` streams `delta` events, "
-                "then `done`.",
+                "description": "The member is the one whose web_token is the Bearer token; with the dashboard's "
+                "session cookie, the local owner. No credential, no chat, from anywhere. `Accept: "
+                "text/event-stream` streams `delta` events, then `done`.",
                 "x-access": "member",
-                "security": [{}, {"memberToken": []}],
+                "security": [{"memberToken": []}, {"dashboardSession": []}],
                 "tags": ["web chat"],
                 "requestBody": {
                     "required": True,
@@ -184,7 +180,11 @@ def openapi_paths() -> dict[str, Any]:
                         },
                     },
                     "400": {"description": "not JSON, or no text", "content": error},
-                    "401": {"description": "no member: send a web_token, or chat from this machine", "content": error},
+                    "415": {"description": "the body is not declared application/json", "content": error},
+                    "401": {
+                        "description": "no member: send a web_token, or sign in to the dashboard",
+                        "content": error,
+                    },
                     "403": {"description": "the policy refuses this member here", "content": error},
                     "413": {"description": "the message is too long", "content": error},
                 },

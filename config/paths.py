@@ -52,6 +52,15 @@ class HaloPaths:
         return self.home / "outbox" / "notifications.jsonl"
 
     @property
+    def logins(self) -> Path:
+        """One-time dashboard login links (halo/web_auth.py)."""
+        return self.home / "logins"
+
+    @property
+    def backups(self) -> Path:
+        return self.home / "backups"
+
+    @property
     def members(self) -> Path:
         return self.home / "members"
 
@@ -82,7 +91,7 @@ class HaloPaths:
         return self.transcripts / f"{scope_hash(scope_id)}.jsonl"
 
     def ensure(self) -> None:
-        """Create the folders halo writes into (first start, idempotent)."""
+        """Create the folders halo writes into (first start, idempotent), 0700."""
         for folder in (
             self.home,
             self.transcripts,
@@ -91,4 +100,4 @@ class HaloPaths:
             self.scopes,
             self.policies,
         ):
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)

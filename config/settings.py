@@ -95,6 +95,8 @@ class AdminSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=0, le=65535)
     token: SecretStr | None = None
+    max_connections: int = Field(default=256, ge=1, description="open at once; past it new ones are closed")
+    read_timeout_seconds: float = Field(default=30, gt=0, description="a client silent mid-request this long is cut")
 
 
 EmbedderName = Literal["model2vec", "openai", "sentence-transformers", "none"]
@@ -164,6 +166,16 @@ class MemorySettings(BaseModel):
     graph: GraphSettings = Field(default_factory=GraphSettings)
 
 
+class BackupSettings(BaseModel):
+    """`halo export` archives made on a schedule into HALO_HOME/backups (halo/runtime/backups.py)."""
+
+    model_config = _STRICT
+    schedule: str | None = Field(
+        default=None, pattern=r"^daily ([01]\d|2[0-3]):[0-5]\d$", description='e.g. "daily 03:30" (family timezone)'
+    )
+    keep: int = Field(default=7, ge=1, description="the newest this many archives are kept")
+
+
 class SessionSettings(BaseModel):
     model_config = _STRICT
     url: str | None = Field(
@@ -195,6 +207,7 @@ class Settings(BaseSettings, Family):
     admin: AdminSettings = Field(default_factory=AdminSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     sessions: SessionSettings = Field(default_factory=SessionSettings)
+    backups: BackupSettings = Field(default_factory=BackupSettings)
 
     @model_validator(mode="after")
     def _home_names_members(self) -> Settings:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from config.family import Member
-from tests.conftest import llm_yaml
+from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.safety_support import (
     SAFETY_FAMILY,
@@ -113,7 +113,7 @@ async def test_escalation_without_any_adapter_is_kept_and_delivered_later(provid
         assert fake.model_requests == []  # the floor decided: no model, not even the classifier
         notifier = running.halo.services.notifier
         assert len(alerts(running.halo, "wags")) == 1  # durable in the outbox and the web inbox already
-        async with running.http.get(running.url("/status")) as resp:
+        async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
             assert (await resp.json())["queues"]["undelivered_notifications"] == 2
 
         flaky = RecordingSink(fail_times=2)
@@ -124,7 +124,7 @@ async def test_escalation_without_any_adapter_is_kept_and_delivered_later(provid
         assert len(failures) == 2
         await notifier.retry()
         assert sorted(scope for scope, _ in flaky.sent) == ["telegram:1001", "telegram:1002"]
-        async with running.http.get(running.url("/status")) as resp:
+        async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
             assert (await resp.json())["queues"]["undelivered_notifications"] == 0
         await notifier.retry()
         assert len(flaky.sent) == 2  # delivered once, never twice

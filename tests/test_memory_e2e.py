@@ -19,7 +19,7 @@ from halo.runtime.app import Halo
 from memory import daily
 from memory.markdown import section_body
 from memory.when import day_of
-from tests.conftest import llm_yaml
+from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.waiting import DEFAULT_WITHIN, eventually
 
@@ -234,7 +234,7 @@ async def test_chat_never_waits_for_distillation(fake_llm: FakeOpenAI, settings_
 async def test_status_reports_distillation(fake_llm: FakeOpenAI, settings_for, serve_halo):
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
     await chat(running, "remember my shoe size is 38")
-    async with running.http.get(running.url("/status")) as resp:
+    async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
         body = await resp.json()
     distillation = body["distillation"]
     assert distillation["enabled"] is True and distillation["every_n_items"] == 20

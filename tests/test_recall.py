@@ -11,7 +11,7 @@ import pytest
 from config.settings import Settings
 from halo.pipeline.envelope import Envelope, Speaker
 from halo.pipeline.scopes import resolve_scope
-from tests.conftest import llm_yaml
+from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
 from tests.waiting import eventually
@@ -131,7 +131,7 @@ async def test_status_reports_semantic_health(fake_llm, settings_for, serve_halo
     await seed_dm_month_ago(settings)
     running = await serve_halo(settings)
     await running.halo.services.semantic.sync_all([DM])
-    async with running.http.get(running.url("/status")) as resp:
+    async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
         body = await resp.json()
     semantic = body["semantic"]
     assert semantic["mode"] == "hybrid"
@@ -175,7 +175,7 @@ async def test_recall_is_off_when_disabled(fake_llm, settings_for, serve_halo) -
     running = await serve_halo(settings_for(llm_yaml(fake_llm) + "memory:\n  semantic: {enabled: false}\n"))
     _, body = await running.chat("/recall dentist", token="mom-token")
     assert "Recall is off" in body["reply"]
-    async with running.http.get(running.url("/status")) as resp:
+    async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
         semantic = (await resp.json())["semantic"]
     assert semantic["enabled"] is False and semantic["mode"] == "off"
 
@@ -186,7 +186,7 @@ async def test_status_names_a_degraded_recall(fake_llm, settings_for, serve_halo
     await seed_dm_month_ago(settings)
     running = await serve_halo(settings)
     await running.halo.services.semantic.sync_all([DM])
-    async with running.http.get(running.url("/status")) as resp:
+    async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
         body = await resp.json()
     assert body["semantic"]["mode"] == "full-text only"
     assert "could not be loaded" in body["semantic"]["problem"]

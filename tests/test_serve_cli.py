@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,8 +60,12 @@ def wait_healthy(port: int, proc: subprocess.Popen[str], timeout: float = STARTU
     raise AssertionError(f"halo did not become healthy within {timeout}s")
 
 
+OWNER = {"Authorization": "Bearer wags-token"}  # the owner's web_token in FAMILY_YAML: no credential, no chat
+
+
 def post_json(url: str, payload: dict) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **OWNER}
+    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers)
     with urllib.request.urlopen(req, timeout=60) as resp:
         return json.load(resp)
 
@@ -99,7 +104,8 @@ def test_serve_chats_and_a_sigterm_with_a_message_in_flight_loses_nothing(tmp_pa
         wait_healthy(port, proc)
         body = post_json(f"http://127.0.0.1:{port}/api/chat", {"text": "hello halo"})
         assert body == {"reply": "Hi from the model", "scope_id": "web:wags"}
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=30) as resp:
+        status_request = urllib.request.Request(f"http://127.0.0.1:{port}/status", headers=OWNER)
+        with urllib.request.urlopen(status_request, timeout=30) as resp:
             status = json.load(resp)
         assert status["provider"]["name"] == "openai-compatible"
         assert status["halo_home"]["home"] == str(home)

@@ -17,7 +17,7 @@ from adapters.telegram import TelegramAdapter
 from config.loader import load_settings
 from halo.family.pairing import CODE_ALPHABET, CODE_LENGTH
 from halo.runtime.app import Halo, build_halo
-from tests.conftest import FAMILY_YAML, free_port, llm_yaml, write_home
+from tests.conftest import FAMILY_YAML, OWNER_AUTH, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
 from tests.waiting import eventually
@@ -353,7 +353,7 @@ async def test_unreachable_telegram_keeps_halo_running_and_status_says_so(
     adapter = adapter_of(running.halo)
     await eventually(lambda: _async(adapter.health.last_error is not None))
 
-    async with running.http.get(running.url("/status")) as resp:
+    async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
         telegram = (await resp.json())["adapters"]["telegram"]
     assert telegram["connected"] is False and "NetworkError" in telegram["last_error"]
     assert TOKEN not in str(telegram)

@@ -22,7 +22,19 @@ class Route:
 
 
 def admin_routes() -> list[Route]:
-    from admin_api.routes import dashboard, events, family, health, home, memory, pairing, policy, sessions
+    from admin_api.routes import (
+        backups,
+        dashboard,
+        events,
+        family,
+        health,
+        home,
+        login,
+        memory,
+        pairing,
+        policy,
+        sessions,
+    )
 
     return [
         *health.ROUTES,
@@ -34,4 +46,6 @@ def admin_routes() -> list[Route]:
         *family.ROUTES,
         *dashboard.ROUTES,
         *home.ROUTES,
+        *login.ROUTES,
+        *backups.ROUTES,
     ]

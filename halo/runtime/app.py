@@ -32,8 +32,10 @@ from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.services import Services
 from halo.pipeline.turn import Turn
 from halo.port import Adapter, PresenceCheck
+from halo.runtime.backups import BackupSchedule
 from halo.runtime.graph_wiring import build_graph
 from halo.runtime.memory_wiring import build_memory, memory_after_turn
+from halo.runtime.private_files import make_private
 from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
 from halo.safety.classifier import RiskClassifier
@@ -65,6 +67,7 @@ class Halo:
     started_at: float = field(default_factory=time.time)
     owned_models: list[Model] = field(default_factory=list)  # their HTTP clients are closed on close()
     home: HomeEvents | None = None  # home rules, quiet-hours queue (fed by the MQTT adapter)
+    backups: BackupSchedule | None = None  # backups.schedule, when set
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.platform: a.status() for a in self.adapters}
@@ -80,6 +83,8 @@ class Halo:
         await self.services.semantic.start()
         if self.services.graph is not None:
             await self.services.graph.start()  # FalkorDB (its own, or memory.graph.url); never raises
+        if self.backups is not None:
+            self.backups.start()
 
     async def start_adapters(self) -> None:
         if self.home is not None:
@@ -89,6 +94,8 @@ class Halo:
         self.services.notifier.retry_soon()  # alerts a stopped adapter could not deliver
 
     async def close(self) -> None:
+        if self.backups is not None:
+            self.backups.close()
         for adapter in reversed(self.adapters):
             try:
                 await adapter.stop()
@@ -111,6 +118,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     from adapters.web import WebChatAdapter
 
     paths = settings.paths
+    make_private(paths.home)  # before anything is written: umask 077, and an older home fixed
     paths.ensure()
     write_default_soul(paths.soul)
     write_default_user_files(paths, settings.members)
@@ -183,7 +191,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         semantic.mark_active(turn.scope.id)  # the next scheduled sync picks it up
 
     gateway.after_turn.append(index_later)
-    inbound = GatewayInbound(gateway, services.groups, services.commands, lambda: policy.family)
+    admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
+    inbound = GatewayInbound(gateway, services.groups, services.commands, lambda: policy.family, admin_token)
     adapters: list[Adapter] = [WebChatAdapter(inbound)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
@@ -200,7 +209,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             services.groups.register_presence(adapter.platform, adapter.still_in_chat)
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
-    return Halo(settings, services, gateway, inbound, adapters=adapters, owned_models=owned, home=home)
+    backups = None
+    if settings.backups.schedule:
+        zone = settings.family.timezone
+        backups = BackupSchedule(paths.home, paths.backups, settings.backups.schedule, settings.backups.keep, zone)
+    return Halo(settings, services, gateway, inbound, adapters=adapters, owned_models=owned, home=home, backups=backups)
 
 
 def build_safety(

@@ -175,6 +175,55 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return doctor(args)
 
 
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Print a fresh one-time login link; the running server redeems it (halo/web_auth.py)."""
+    from halo.web_auth import LINK_SECONDS, dashboard_link
+
+    settings = _settings()
+    print(dashboard_link(settings))
+    print(f"(works once, within {LINK_SECONDS // 60} minutes, on the halo serving HALO_HOME={settings.home})")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """The whole workspace into one archive, with progress on a terminal."""
+    from pathlib import Path
+
+    from config.paths import default_home
+    from halo.runtime.backups import BackupError, export_workspace
+
+    home = default_home()
+    shown = sys.stderr.isatty()
+
+    def progress(done: int, total: int, name: str) -> None:
+        if shown:
+            print(f"\rhalo: exporting {done}/{total} files", end="" if done < total else "\n", file=sys.stderr)
+
+    try:
+        info = export_workspace(home, Path(args.path).expanduser(), progress=progress)
+    except BackupError as exc:
+        raise StartupError(str(exc)) from None
+    print(f"exported {home} ({info.files} files, {info.bytes} bytes) to {info.path}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Restore a workspace archive as HALO_HOME (stop halo first)."""
+    from pathlib import Path
+
+    from config.paths import default_home
+    from halo.runtime.backups import BackupError, import_workspace
+
+    home = default_home()
+    try:
+        restored = import_workspace(Path(args.path).expanduser(), home, force=args.force)
+    except BackupError as exc:
+        print(f"halo: {exc}", file=sys.stderr)
+        return 1
+    print(f"imported {len(restored)} files into {home}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="halo", description="A family-first chat-bot gateway.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -195,6 +244,18 @@ def build_parser() -> argparse.ArgumentParser:
         fn=cmd_doctor
     )
 
+    export = sub.add_parser("export", help="write the whole workspace to one archive (tar.gz)")
+    export.add_argument("path", help="the archive to write, e.g. halo-backup.tar.gz")
+    export.set_defaults(fn=cmd_export)
+    restore = sub.add_parser("import", help="restore a workspace archive as HALO_HOME (stop halo first)")
+    restore.add_argument("path", help="an archive made by halo export")
+    restore.add_argument("--force", action="store_true", help="replace an existing workspace (kept aside)")
+    restore.set_defaults(fn=cmd_import)
+
+    sub.add_parser("dashboard", help="print a fresh one-time login link to the dashboard").set_defaults(
+        fn=cmd_dashboard
+    )
+
     policy = sub.add_parser("policy", help="policy tools")
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
     explain = policy_sub.add_parser("explain", help="show a decision and why")
@@ -208,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from halo.runtime.private_files import private_umask
+
+    private_umask()  # every file halo writes holds a family's private words or a token
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
