@@ -54,7 +54,7 @@ async def test_round_trip_from_a_running_halo(tmp_path: Path, fake_llm, serve_ha
         assert "football boots are size 5" in again.services.memory.memory_path("web:mom").read_text()
         assert (
             counts and await again.services.sessions.item_counts() == counts
-        )  # the sessions, read from the transcripts
+        )  # sessions: from transcripts
     finally:
         await again.close()
     assert (restored / "halo.db").exists() and (restored / "logs" / "events.jsonl").exists()
