@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ from halo.memory_tools import memory_tools
 from halo.memory_wiring import build_memory, memory_after_turn
 from halo.notify import Notifier, Outbox
 from halo.pairing import Pairing
+from halo.port import Adapter as PortAdapter
+from halo.port import Envelope, Outbound, Platform, Progress, Scope, SendFailed, Speaker, TurnOutcome
 from halo.providers import build_model, close_model, model_settings
 from halo.recall import RecallSource, memory_files_in_context
 from halo.recall import recall as recall_tool
@@ -35,11 +38,17 @@ from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
 from halo.safety.profiles import model_name
 from halo.safety.tone import ProfileSource
+from halo.scopes import resolve_scope
 from halo.services import Services
 from halo.sessions import SessionStore
 from halo.starter import write_default_soul, write_default_user_files
 from halo.tools import default_tools
 from halo.turn import Turn
+from halo.work.commands import register_task_commands
+from halo.work.digest import WorkDigest
+from halo.work.status import StatusAnswers
+from halo.work.tasks import TaskStore
+from halo.work.tools import task_tools
 from memory import daily
 from memory.embedders import Embedder, load_embedder
 from memory.semantic import SemanticMemory
@@ -61,6 +70,8 @@ class Halo:
     adapters: list[Adapter] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     owned_models: list[Model] = field(default_factory=list)  # their HTTP clients are closed on close()
+    tasks: TaskStore | None = None  # the work task list (GET /tasks, the dashboard's Tasks panel)
+    digest: WorkDigest | None = None  # work.digest's schedule, when configured
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.name: a.status() for a in self.adapters}
@@ -74,6 +85,8 @@ class Halo:
         the semantic index's sync schedule."""
         await self.services.memory.start()
         await self.services.semantic.start()
+        if self.digest is not None:
+            self.digest.start()
 
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
@@ -87,6 +100,8 @@ class Halo:
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.name)
         await self.gateway.drain()
+        if self.digest is not None:
+            self.digest.close()
         await self.services.memory.close()
         await self.services.semantic.close()
         await self.services.sessions.close()
@@ -108,6 +123,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     transcripts = TranscriptStore(paths.transcripts)
     db = HaloDB(paths.halo_db)
     delivery = Delivery(transcripts)
+    tasks = TaskStore(db)
+    register_task_commands(commands, tasks)
     main_model = model if model is not None else build_model(settings.llm)
     extraction_model = _extraction_model(settings, model, main_model)
     memory = build_memory(settings, policy, transcripts, extraction_model)
@@ -139,13 +156,23 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         groups=GroupGuard(db, policy, delivery, audit),
         model=main_model,
         model_settings=model_settings(settings.llm),
-        tools=[*default_tools(), *memory_tools(), recall_tool],
+        tools=[*default_tools(), *memory_tools(), recall_tool, *task_tools(tasks)],
         memory=memory,
         semantic=semantic,
         notifier=notifier,
         safety=safety,
     )
     gateway = Gateway(services)
+    gateway.answerers.append(
+        StatusAnswers(
+            tasks,
+            paths,
+            model=main_model,
+            model_settings=services.model_settings,
+            tracing=settings.llm.tracing,
+            deadline_seconds=settings.llm.timeout_seconds,
+        )
+    )
 
     async def keep_session_in_budget(turn: Turn, reply: Reply) -> None:
         if reply.kind == "model":
@@ -166,9 +193,106 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         delivery.register("telegram", telegram)
         services.groups.register_presence("telegram", telegram.still_in_chat)
         adapters.append(telegram)
+    if settings.discord.token is not None:
+        adapters.append(_discord_through_bridge(settings, gateway, delivery, db))
+    digest = WorkDigest.from_family(settings, tasks, delivery.send)
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
-    return Halo(settings, services, gateway, adapters=adapters, owned_models=owned)
+    return Halo(settings, services, gateway, adapters=adapters, owned_models=owned, tasks=tasks, digest=digest)
+
+
+# ==== BRIDGE (issue 12, Discord) ==========================================================
+# The Discord adapter is built on the port (halo/port.py): it talks to halo only through an
+# `Inbound` and is sent to through `send(Outbound)`. Until the core's `Inbound` and durable
+# `Delivery` land, this bridge runs it on today's gateway and delivery. At merge, replace
+# `_discord_through_bridge` with the core's wiring, e.g.
+#     discord = DiscordAdapter(inbound, settings.discord, SeenMessages(db)); delivery.register(discord)
+# and delete everything down to the END BRIDGE line.
+
+
+class _GatewayInbound:
+    """The port's `Inbound` over today's `Gateway`: resolve from the live family, run the
+    turn, hand the reply to the adapter (a few tries, as an outbox would)."""
+
+    SEND_TRIES = 4
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.adapter: PortAdapter | None = None
+
+    def speaker(
+        self,
+        platform: Platform,
+        user_id: str,
+        *,
+        display_name: str | None = None,
+        username: str | None = None,
+        is_bot: bool = False,
+    ) -> Speaker:
+        family = self.gateway.services.family
+        member = None
+        if not is_bot and user_id.isdigit():
+            member = family.by_discord(int(user_id)) if platform == "discord" else family.by_telegram(int(user_id))
+        return Speaker(user_id, member, display_name, username)
+
+    def scope(self, platform: Platform, chat_id: str) -> Scope:
+        return resolve_scope(self.gateway.services.family, f"{platform}:{chat_id}")
+
+    def answers_everything(self, scope: Scope) -> bool:
+        return False
+
+    async def handle(self, envelope: Envelope, progress: Progress | None = None) -> TurnOutcome:
+        reply = await self.gateway.handle(
+            envelope, on_model_start=progress.model_started if progress is not None else None
+        )
+        if reply.text is None:
+            return TurnOutcome(None, reply.kind)
+        outbound = Outbound(uuid.uuid4().hex, reply.scope_id, reply.text, reply_to=envelope.platform_message_id)
+        await self.deliver(outbound)
+        return TurnOutcome(reply.text, reply.kind, outbound.id)
+
+    async def deliver(self, message: Outbound) -> None:
+        assert self.adapter is not None
+        pause = 0.5
+        for attempt in range(1, self.SEND_TRIES + 1):
+            try:
+                await self.adapter.send(message)
+                return
+            except SendFailed as failed:
+                if failed.permanent or attempt == self.SEND_TRIES:
+                    log.warning("%s: a message was not delivered: %s", message.scope_id, failed.reason)
+                    return
+                await asyncio.sleep(min(failed.retry_after or pause, 30.0))
+                pause *= 2
+
+    async def joined(self, scope_id: str, speaker: Speaker) -> None:
+        return None
+
+    async def left(self, scope_id: str, platform_user_id: str) -> None:
+        return None
+
+
+class _SendThroughBridge:
+    """Today's `Delivery` sender (pairing replies, alerts, the digest) over the port adapter."""
+
+    def __init__(self, inbound: _GatewayInbound) -> None:
+        self.inbound = inbound
+
+    async def send(self, scope_id: str, text: str) -> None:
+        await self.inbound.deliver(Outbound(uuid.uuid4().hex, scope_id, text, kind="notice"))
+
+
+def _discord_through_bridge(settings: Settings, gateway: Gateway, delivery: Delivery, db: HaloDB) -> Adapter:
+    from adapters.discord import DiscordAdapter, SeenMessages
+
+    inbound = _GatewayInbound(gateway)
+    discord = DiscordAdapter(inbound, settings.discord, SeenMessages(db))
+    inbound.adapter = discord
+    delivery.register("discord", _SendThroughBridge(inbound))
+    return discord
+
+
+# ==== END BRIDGE ==========================================================================
 
 
 def build_safety(
