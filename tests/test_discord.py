@@ -5,6 +5,7 @@ is in halo.db."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from adapters.discord import DiscordAdapter
 from config.loader import load_settings
 from halo.app import Halo, build_halo
+from halo.port import Outbound, SendFailed
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.discord_server import TOKEN, FakeDiscord
 from tests.fakes.llm_server import FakeOpenAI
@@ -24,12 +26,7 @@ PRIYA = 2001
 
 
 def discord_yaml(fake: FakeDiscord) -> str:
-    return (
-        "discord:\n"
-        f"  token: {TOKEN!r}\n"
-        f"  api_base_url: {fake.api_base_url!r}\n"
-        f"  gateway_url: {fake.gateway_url!r}\n"
-    )
+    return f"discord:\n  token: {TOKEN!r}\n  api_base_url: {fake.api_base_url!r}\n  gateway_url: {fake.gateway_url!r}\n"
 
 
 def adapter_of(halo: Halo) -> DiscordAdapter:
@@ -85,3 +82,179 @@ async def test_a_pm_asks_how_halo_is_doing_without_a_model(start, dc: FakeDiscor
     assert "#1 Write the migration guide (ContextForge)" in answer
     assert "drafted the first two sections" in answer
     assert fake_llm.model_requests == []
+
+
+MOM = 2002
+STRANGER = 4444
+FAMILY_WITH_MOM_ON_DISCORD = FAMILY_YAML.replace(
+    "telegram_user_id: 1002,", "telegram_user_id: 1002, discord_user_id: 2002,"
+)
+
+
+async def test_status_with_a_model_is_worded_from_the_status_context_only(start, dc, fake_llm):
+    halo = await start(family=FAMILY_WITH_MOM_ON_DISCORD)
+    priya, mom = dc.person(PRIYA, "Priya"), dc.person(MOM, "Mom")
+    fake_llm.reply("Noted, Mom.")
+    await dc.dm(mom, "Aarav's dentist appointment is on Thursday at 4")
+    await dc.wait_sent(dc.dm_channel(MOM), 1)
+    commands = ("/task add ContextForge: Write the migration guide", "/task start 1", "/task add Halo: Ship Discord")
+    for command in commands:
+        await dc.say(WORK, priya, command)
+    await dc.wait_sent(WORK, 3)
+    fake_llm.reply("Busy: I'm writing the ContextForge migration guide (#1). Next up: Ship Discord.")
+    asked = len(fake_llm.model_requests)
+
+    await dc.say(WORK, priya, "what's the status of ContextForge?", mention_bot=True)
+    answer = (await dc.wait_sent(WORK, 4))[-1]
+
+    assert answer == "Busy: I'm writing the ContextForge migration guide (#1). Next up: Ship Discord."
+    [request] = fake_llm.model_requests[asked:]
+    sent = fake_llm.prompt_text(request)
+    assert "Write the migration guide" in sent and "Busy: yes" in sent and "what's the status of ContextForge?" in sent
+    assert "Ship Discord" not in sent, "the question named ContextForge: only its tasks are in the context"
+    assert "dentist" not in sent and "Aarav" not in sent
+    assert dc.typing(WORK), "typing is shown while the model words the answer"
+    reply = dc.sent(WORK)[-1]
+    assert int(reply["message_reference"]["message_id"]) == dc.last_message_id
+    assert halo.adapter_status()["discord"]["connected"]
+
+
+async def test_status_when_the_model_is_down_is_answered_by_rules(start, dc, fake_llm):
+    await start()
+    priya = dc.person(PRIYA, "Priya")
+    await dc.say(WORK, priya, "/task add ContextForge: Release 1.2")
+    await dc.say(WORK, priya, "/task block 1 waiting for the signing key")
+    await dc.wait_sent(WORK, 2)
+    fake_llm.error(500)
+    fake_llm.error(500)
+
+    await dc.say(WORK, priya, "what's blocked?", mention_bot=True)
+    answer = (await dc.wait_sent(WORK, 3))[-1]
+
+    assert answer.startswith("Blocked:")
+    assert "#1 Release 1.2 (ContextForge)" in answer and "waiting for the signing key" in answer
+
+
+async def test_tasks_survive_a_restart(start, dc, fake_llm):
+    await start(model=False)
+    priya = dc.person(PRIYA, "Priya")
+    await dc.say(WORK, priya, "/task add ContextForge: Write the migration guide")
+    await dc.say(WORK, priya, "/task add ContextForge: Cut release 1.2")
+    await dc.say(WORK, priya, "/task done 1 published on the wiki")
+    await dc.wait_sent(WORK, 3)
+    await start.stop_all()
+
+    await start(model=False)
+    await dc.say(WORK, priya, "/tasks contextforge")
+    listed = (await dc.wait_sent(WORK, 4))[-1]
+    await dc.say(WORK, priya, "what are you working on?", mention_bot=True)
+    status = (await dc.wait_sent(WORK, 5))[-1]
+
+    assert listed == "#2 [todo] Cut release 1.2 (ContextForge, priya)"
+    assert "not working on anything" in status and "Cut release 1.2" in status
+    assert "Done recently:\n- #1 Write the migration guide (ContextForge)" in status
+
+
+async def test_a_slow_turn_in_a_family_dm_does_not_delay_the_pms_status(start, dc, fake_llm):
+    await start(family=FAMILY_WITH_MOM_ON_DISCORD)
+    priya, mom = dc.person(PRIYA, "Priya"), dc.person(MOM, "Mom")
+    await dc.say(WORK, priya, "/task add Halo: Ship Discord")
+    await dc.say(WORK, priya, "/task start 1")
+    await dc.wait_sent(WORK, 2)
+    slow = asyncio.Event()
+    fake_llm.held(slow, "Here is the long plan for the holidays.")
+    await dc.dm(mom, "plan our holidays in detail please")
+    await eventually(lambda: fake_llm.model_requests, what="the DM's model turn to be under way")
+    fake_llm.reply("Busy: shipping Discord (#1).")
+
+    await dc.say(WORK, priya, "are you busy?", mention_bot=True)
+    answer = (await dc.wait_sent(WORK, 3))[-1]
+
+    assert answer == "Busy: shipping Discord (#1)."
+    assert not slow.is_set() and dc.texts(dc.dm_channel(MOM)) == [], "the DM turn is still running"
+    slow.set()
+    assert await dc.wait_sent(dc.dm_channel(MOM), 1) == ["Here is the long plan for the holidays."]
+
+
+async def test_a_long_reply_is_split_without_breaking_words_or_code(start, dc, fake_llm):
+    await start()
+    priya = dc.person(PRIYA, "Priya")
+    code = "```python\n" + "\n".join(f"print('line {i} of the example')" for i in range(90)) + "\n```"
+    prose = " ".join(f"word{i}" for i in range(300))
+    fake_llm.reply(f"{prose}\n\n{code}\n\nThat is all.")
+
+    await dc.say(WORK, priya, "show me the example script", mention_bot=True)
+    await eventually(lambda: "That is all." in (dc.texts(WORK) or [""])[-1], what="the last part")
+    parts = dc.texts(WORK)
+
+    assert len(parts) >= 3 and all(len(p) <= 2000 for p in parts)
+    assert all(p.count("```") % 2 == 0 for p in parts), "every part closes the code it opens"
+    words = " ".join(parts).replace("```python", " ").replace("```", " ").split()
+    assert words == f"{prose}\n\n{code}\n\nThat is all.".replace("```python", " ").replace("```", " ").split()
+    sent = dc.sent(WORK)
+    assert "message_reference" in sent[0] and all("message_reference" not in m for m in sent[1:])
+
+
+async def test_a_stranger_in_dm_gets_a_pairing_code_and_nothing_reaches_the_model(start, dc, fake_llm):
+    await start()
+    stranger = dc.person(STRANGER, "Kiran")
+
+    await dc.dm(stranger, "hello, who are you?")
+    [reply] = await dc.wait_sent(dc.dm_channel(STRANGER), 1)
+    await dc.dm(stranger, "hello??")
+    await dc.say(WORK, dc.person(PRIYA, "Priya"), "/tasks")
+    await dc.wait_sent(WORK, 1)
+
+    assert "Your code is" in reply
+    assert dc.texts(dc.dm_channel(STRANGER)) == [reply], "one reply per request, then silence"
+    assert fake_llm.model_requests == []
+
+
+async def test_an_unconfigured_channel_gets_one_notice_and_then_silence(start, dc, fake_llm):
+    await start()
+    priya = dc.person(PRIYA, "Priya")
+
+    await dc.say(OTHER, priya, "just chatting here")
+    await dc.say(OTHER, priya, "how are you doing?", mention_bot=True)
+    [notice] = await dc.wait_sent(OTHER, 1)
+    await dc.say(OTHER, priya, "hello?", mention_bot=True)
+    await dc.say(WORK, priya, "/tasks")
+    await dc.wait_sent(WORK, 1)
+
+    assert str(OTHER) in notice and "work.discord_channel_ids" in notice
+    assert dc.texts(OTHER) == [notice]
+    assert fake_llm.model_requests == []
+
+
+async def test_bots_are_ignored_and_a_replayed_message_is_answered_once(start, dc, fake_llm):
+    halo = await start(model=False)
+    priya = dc.person(PRIYA, "Priya")
+    robot = dc.person(5555, "Robot", bot=True)
+    await dc.say(WORK, robot, "/task add Spam: by a bot")
+    first = await dc.say(WORK, priya, "/task add Halo: Ship Discord")
+    await dc.wait_sent(WORK, 1)
+
+    await dc.redeliver(first)
+    await dc.reconnect(replay_from_start=True)
+    await dc.say(WORK, priya, "/tasks")
+    listed = (await dc.wait_sent(WORK, 2))[-1]
+
+    assert dc.texts(WORK) == ["Added task #1: Ship Discord (Halo).", "#1 [todo] Ship Discord (Halo, priya)"]
+    assert listed == "#1 [todo] Ship Discord (Halo, priya)"
+    assert dc.resumes == 1 and dc.identifies == 1
+    assert [t.title for t in await halo.tasks.list()] == ["Ship Discord"]
+
+
+async def test_a_refused_send_raises_send_failed_and_a_flaky_one_is_retried(start, dc, fake_llm):
+    halo = await start(model=False)
+    adapter = adapter_of(halo)
+    dc.fail_sends(403)
+    with pytest.raises(SendFailed) as refused:
+        await adapter.send(Outbound("o1", f"discord:{WORK}", "hello"))
+    assert refused.value.permanent
+    dc.fail_sends(400, message="Bad Request", code=50035)
+    with pytest.raises(SendFailed) as flaky:
+        await adapter.send(Outbound("o2", f"discord:{WORK}", "hello"))
+    assert not flaky.value.permanent
+    await adapter.send(Outbound("o2", f"discord:{WORK}", "hello"))
+    assert dc.texts(WORK) == ["hello"]

@@ -91,6 +91,8 @@ class FakeDiscord:
         self._messages: dict[int, JSON] = {}
         self._failures: list[tuple[int, JSON]] = []
         self._replay_from_start = False
+        self.last_message_id: int | None = None
+        self.intents = 0
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self.connected = asyncio.Event()
@@ -234,6 +236,7 @@ class FakeDiscord:
                 if referenced["author"]["id"] == str(BOT_ID):
                     message["mentions"] = [BOT_USER]
         self._messages[message_id] = message
+        self.last_message_id = message_id
         await self._dispatch("MESSAGE_CREATE", message)
         return message_id
 

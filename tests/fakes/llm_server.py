@@ -48,7 +48,7 @@ class Reply:
 
     A reply is text and/or tool calls, or an HTTP error when `status` is not 200. `delay`
     is waited before answering; `broken` sends part of the answer and then drops the
-    connection.
+    connection; `gate`, when set, is awaited before answering (a turn a test holds open).
     """
 
     text: str = ""
@@ -58,6 +58,7 @@ class Reply:
     retry_after: float | None = None
     delay: float = 0.0
     broken: bool = False
+    gate: asyncio.Event | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,10 @@ class ScriptedModelServer:
         if status == 429 and retry_after is None:
             retry_after = 1
         self.enqueue(Reply(status=status, error_message=message, retry_after=retry_after))
+
+    def held(self, gate: asyncio.Event, text: str = "ok") -> None:
+        """Answer `text` once `gate` is set: a slow turn that ends when the test says so."""
+        self.enqueue(Reply(text=text, gate=gate))
 
     def delay(self, seconds: float, text: str = "ok") -> None:
         """Answer `text`, but only after `seconds` (for client timeouts)."""
@@ -281,6 +286,8 @@ class ScriptedModelServer:
             reply = self._next_reply(body)
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.gate is not None:
+            await reply.gate.wait()
         if reply.status != 200:
             return self._error_response(reply)
         if body.get("stream"):
