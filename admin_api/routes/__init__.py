@@ -22,7 +22,7 @@ class Route:
 
 
 def admin_routes() -> list[Route]:
-    from admin_api.routes import dashboard, events, family, health, memory, pairing, policy, sessions
+    from admin_api.routes import dashboard, events, family, health, memory, pairing, policy, sessions, tasks
 
     return [
         *health.ROUTES,
@@ -32,5 +32,6 @@ def admin_routes() -> list[Route]:
         *memory.ROUTES,
         *pairing.ROUTES,
         *family.ROUTES,
+        *tasks.ROUTES,
         *dashboard.ROUTES,
     ]

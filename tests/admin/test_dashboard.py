@@ -185,3 +185,28 @@ async def test_a_parent_reads_a_young_childs_chat_but_not_a_teens(admin, browser
         ("wags", "telegram:1003", False),
     ]
     assert all("status of 403" in p for p in problems), problems  # the refused read, nothing else
+
+
+async def test_the_tasks_panel_shows_what_halo_is_working_on(admin, browser):
+    from playwright.async_api import expect
+
+    harness = await admin()
+    tasks = harness.halo.tasks
+    assert tasks is not None
+    await tasks.add("ContextForge", "Write the migration guide", scope_id="discord:3001", by="priya")
+    await tasks.start(1, by="priya")
+    await tasks.note(1, "drafted <b>two</b> sections", by="priya")
+    await tasks.add("Halo", "Ship Discord", scope_id="discord:3001", by="wags")
+    await tasks.block(2, "waiting for the bot token", by="wags")
+    page, problems = await open_dashboard(browser, harness.local.base + "/", DESKTOP)
+    await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
+
+    doing = page.locator('#task-list [data-number="1"]')
+    await expect(doing).to_contain_text("#1 Write the migration guide")
+    await expect(doing).to_contain_text("doing")
+    await expect(doing).to_contain_text("note: drafted <b>two</b> sections")  # text, never markup
+    await expect(page.locator('#task-list [data-number="2"][data-status="blocked"]')).to_contain_text(
+        "blocked: waiting for the bot token"
+    )
+    await expect(page.locator("#task-count")).to_have_text("2")
+    assert problems == []
