@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -258,3 +259,54 @@ async def test_a_refused_send_raises_send_failed_and_a_flaky_one_is_retried(star
     assert not flaky.value.permanent
     await adapter.send(Outbound("o2", f"discord:{WORK}", "hello"))
     assert dc.texts(WORK) == ["hello"]
+
+
+def offered_tools(request) -> set[str]:
+    return {t["function"]["name"] for t in request.json.get("tools", [])}
+
+
+async def test_a_parent_marks_a_task_done_through_the_agent_only_in_a_work_channel(start, dc, fake_llm):
+    halo = await start(family=FAMILY_WITH_MOM_ON_DISCORD)
+    mom = dc.person(MOM, "Mom")
+    await dc.say(WORK, mom, "/task add ContextForge: Write the migration guide")
+    await dc.wait_sent(WORK, 1)
+    fake_llm.tool_call("update_task", {"number": 1, "action": "done", "text": "published"})
+    fake_llm.reply("Marked #1 done.")
+
+    await dc.say(WORK, mom, "mark the migration guide done", mention_bot=True)
+    await dc.wait_sent(WORK, 2)
+    work_request = fake_llm.chat_requests[-2]
+    fake_llm.reply("Sure.")
+    await dc.dm(mom, "what tools do you have?")
+    await dc.wait_sent(dc.dm_channel(MOM), 1)
+    dm_request = fake_llm.chat_requests[-1]
+
+    assert {"list_tasks", "update_task"} <= offered_tools(work_request)
+    assert not {"list_tasks", "update_task"} & offered_tools(dm_request)
+    task = await halo.tasks.get(1)
+    assert task.status == "done" and task.last_note is not None and task.last_note.text == "published"
+    assert task.last_note.by == "mom"
+
+
+async def test_the_digest_posts_the_days_changes_to_the_work_channel_without_the_model(start, dc, fake_llm):
+    family = FAMILY_YAML.replace("family: {name: Sharma}", "family: {name: Sharma, timezone: Europe/London}")
+    family = family.replace(
+        "work: {discord_channel_ids: [3001]}", 'work: {discord_channel_ids: [3001], digest: "mon-fri 17:00"}'
+    )
+    halo = await start(family=family)
+    priya = dc.person(PRIYA, "Priya")
+    await dc.say(WORK, priya, "/task add Halo: Ship Discord")
+    await dc.say(WORK, priya, "/task block 1 waiting for the bot token")
+    await dc.wait_sent(WORK, 2)
+    assert halo.digest is not None
+    asked = len(fake_llm.model_requests)
+
+    assert await halo.digest.post() == [f"discord:{WORK}"]
+    posted = (await dc.wait_sent(WORK, 3))[-1]
+
+    assert posted.startswith("Work digest for ")
+    assert "#1 Ship Discord (Halo) — added; blocked: waiting for the bot token [now blocked]" in posted
+    assert len(fake_llm.model_requests) == asked
+    job = halo.digest._scheduler.get_job("work-digest")  # scheduled for the next weekday at 17:00 family time
+    fire = job.next_run_time.astimezone(ZoneInfo("Europe/London"))
+    assert (fire.hour, fire.minute) == (17, 0) and fire.weekday() < 5
