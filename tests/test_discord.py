@@ -310,3 +310,35 @@ async def test_the_digest_posts_the_days_changes_to_the_work_channel_without_the
     job = halo.digest._scheduler.get_job("work-digest")  # scheduled for the next weekday at 17:00 family time
     fire = job.next_run_time.astimezone(ZoneInfo("Europe/London"))
     assert (fire.hour, fire.minute) == (17, 0) and fire.weekday() < 5
+
+
+async def test_halo_serve_with_a_discord_token_answers_in_the_work_channel(home: Path, dc: FakeDiscord):
+    import os
+    import signal
+
+    from tests.conftest import free_port
+    from tests.test_serve_cli import halo_cmd
+
+    write_home(home)
+    os.environ.update(
+        HALO_DISCORD__TOKEN=TOKEN, HALO_DISCORD__API_BASE_URL=dc.api_base_url, HALO_DISCORD__GATEWAY_URL=dc.gateway_url
+    )
+    try:
+        proc = halo_cmd("serve", home=home, port=free_port())
+    finally:
+        for key in ("HALO_DISCORD__TOKEN", "HALO_DISCORD__API_BASE_URL", "HALO_DISCORD__GATEWAY_URL"):
+            os.environ.pop(key)
+    try:
+        await eventually(lambda: dc.identifies == 1 or proc.poll() is not None, within=60, what="halo serve to connect")
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        priya = dc.person(PRIYA, "Priya")
+        await dc.say(WORK, priya, "/task add Halo: Ship Discord")
+        await dc.say(WORK, priya, "/task start 1")
+        await dc.say(WORK, priya, "how are you doing?", mention_bot=True)
+        replies = await dc.wait_sent(WORK, 3)
+        assert replies[0] == "Added task #1: Ship Discord (Halo)."
+        assert "busy" in replies[2] and "#1 Ship Discord (Halo)" in replies[2]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await eventually(lambda: proc.poll() is not None, within=30, what="halo serve to stop")
+    assert proc.returncode == 0
