@@ -50,6 +50,7 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/transcripts/tail"): Example(f"/transcripts/tail?scopeId={SEEDED}&lines=5"),
     ("GET", "/scopes/{scopeId}/memory"): Example(f"/scopes/{SEEDED}/memory"),
     ("GET", "/pairing/requests"): Example("/pairing/requests"),
+    ("GET", "/tasks"): Example("/tasks"),
     ("POST", "/pairing/requests/{code}/approve"): Example(
         "/pairing/requests/{code}/approve", json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"}
     ),
