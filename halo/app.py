@@ -195,7 +195,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         adapters.append(telegram)
     if settings.discord.token is not None:
         adapters.append(_discord_through_bridge(settings, gateway, delivery, db))
-    digest = WorkDigest.from_family(settings, tasks, delivery.send)
+    digest = WorkDigest.from_family(lambda: policy.family, tasks, delivery.send)
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
     return Halo(settings, services, gateway, adapters=adapters, owned_models=owned, tasks=tasks, digest=digest)

@@ -63,11 +63,14 @@ class WorkDigest:
         self._scheduler: AsyncIOScheduler | None = None
 
     @classmethod
-    def from_family(cls, family: Family, tasks: TaskStore, send: Send) -> WorkDigest | None:
-        if not family.work.digest:
+    def from_family(cls, family: Callable[[], Family], tasks: TaskStore, send: Send) -> WorkDigest | None:
+        """The digest halo.yaml asks for (None when it asks for none); `family` is the live
+        family, so channels added later get it too. Schedule and zone are read at start-up."""
+        now = family()
+        if not now.work.digest:
             return None
-        zone = ZoneInfo(family.family.timezone) if family.family.timezone else None
-        return cls(parse_schedule(family.work.digest), tasks, send, lambda: family, zone)
+        zone = ZoneInfo(now.family.timezone) if now.family.timezone else None
+        return cls(parse_schedule(now.work.digest), tasks, send, family, zone)
 
     def start(self) -> None:
         at = self.schedule.at
