@@ -20,6 +20,7 @@ from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.discord_server import TOKEN, FakeDiscord
 from tests.fakes.llm_server import FakeOpenAI
 from tests.waiting import eventually
+from transcripts import TranscriptStore
 
 WORK = 3001
 OTHER = 3002
@@ -342,3 +343,25 @@ async def test_halo_serve_with_a_discord_token_answers_in_the_work_channel(home:
         proc.send_signal(signal.SIGTERM)
         await eventually(lambda: proc.poll() is not None, within=30, what="halo serve to stop")
     assert proc.returncode == 0
+
+
+async def test_in_a_work_channel_halo_answers_a_reply_to_itself_and_keeps_quiet_otherwise(start, dc, fake_llm):
+    halo = await start(model=False)
+    priya = dc.person(PRIYA, "Priya")
+    await dc.say(WORK, priya, "/task add Halo: Ship Discord")
+    await dc.wait_sent(WORK, 1)
+    halos_message = dc.sent(WORK)[0]["id"]
+
+    await dc.say(WORK, priya, "how are you doing? (said to a colleague, not to halo)")
+    await dc.say(WORK, priya, "and what's blocked?", reply_to=halos_message)
+    answer = (await dc.wait_sent(WORK, 2))[-1]
+    await dc.say(WORK, priya, "/tasks")
+    await dc.wait_sent(WORK, 3)
+
+    assert answer == "Nothing is blocked."
+    assert len(dc.texts(WORK)) == 3, "the unaddressed question got no answer"
+    lines = [
+        (line.role, line.text)
+        for _, line in TranscriptStore(halo.settings.paths.transcripts).read_from(f"discord:{WORK}")
+    ]
+    assert ("user", "how are you doing? (said to a colleague, not to halo)") in lines, "kept as the channel's context"
