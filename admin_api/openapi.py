@@ -472,6 +472,39 @@ SCHEMAS: dict[str, Schema] = {
             "expiresAt": {"type": "string", "format": "date-time", "description": "an hour after requestedAt"},
         },
     },
+    "Task": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["number", "project", "title", "status", "owner", "scopeId", "createdAt", "updatedAt", "notes"],
+        "properties": {
+            "number": {"type": "integer", "minimum": 1, "description": "what /task start N and friends name"},
+            "project": {"type": "string", "example": "ContextForge"},
+            "title": {"type": "string"},
+            "status": {"type": "string", "enum": ["todo", "doing", "blocked", "done"]},
+            "owner": nullable({"type": "string", "description": "who added or started it"}),
+            "scopeId": {"type": "string", "description": "the work channel it belongs to", "example": "discord:3001"},
+            "createdAt": {"type": "string", "format": "date-time"},
+            "updatedAt": {"type": "string", "format": "date-time"},
+            "notes": {
+                "type": "array",
+                "description": "the task's log, oldest first",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["at", "event", "text", "by"],
+                    "properties": {
+                        "at": {"type": "string", "format": "date-time"},
+                        "event": {
+                            "type": "string",
+                            "enum": ["created", "started", "note", "blocked", "done", "reopened"],
+                        },
+                        "text": {"type": "string", "description": "a note, why it is blocked, or a done note"},
+                        "by": nullable({"type": "string"}),
+                    },
+                },
+            },
+        },
+    },
     "Member": {
         "type": "object",
         "required": ["id", "name", "role", "ageGroup"],
@@ -745,6 +778,32 @@ PATHS: dict[str, dict[str, Schema]] = {
             "denied. Audited as `pairing_denied`.",
             parameters=[CODE_PATH],
             tags=["pairing"],
+        )
+    },
+    "/tasks": {
+        "get": operation(
+            "token",
+            "The work task list, by number",
+            {
+                "200": json_body({"type": "array", "items": ref("Task")}, "tasks with their logs"),
+                "400": error("`status` is not a task status, or `project` is too long"),
+            },
+            parameters=[
+                {
+                    "name": "project",
+                    "in": "query",
+                    "required": False,
+                    "description": "only this project (any case)",
+                    "schema": {"type": "string", "maxLength": 80},
+                },
+                {
+                    "name": "status",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string", "enum": ["todo", "doing", "blocked", "done"]},
+                },
+            ],
+            tags=["tasks"],
         )
     },
     "/family/transcripts": {

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from config.safety import AgeGroup, AgeProfile, SafetyConfig
+from config.schedule import parse_schedule
 
 Role = Literal["parent", "child", "colleague"]
 
@@ -48,7 +50,6 @@ class FamilyInfo(BaseModel):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, zone: str) -> str:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
         try:
             ZoneInfo(zone)
@@ -71,6 +72,17 @@ class FamilyGroup(BaseModel):
 class Work(BaseModel):
     model_config = _STRICT
     discord_channel_ids: list[int] = Field(default_factory=list)
+    digest: str | None = Field(
+        default=None,
+        description='e.g. "mon-fri 17:00" (family timezone): the day\'s task changes, posted to the work channels',
+    )
+
+    @field_validator("digest")
+    @classmethod
+    def _digest_schedule(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_schedule(value)  # raises ValueError with a hint
+        return value
 
 
 class Family(BaseModel):

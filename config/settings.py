@@ -60,6 +60,10 @@ class TelegramSettings(BaseModel):
 class DiscordSettings(BaseModel):
     model_config = _STRICT
     token: SecretStr | None = None
+    api_base_url: str | None = Field(
+        default=None, description="a stand-in Discord REST API (tests only), e.g. http://127.0.0.1:9000/api/v10"
+    )
+    gateway_url: str | None = Field(default=None, description="a stand-in Discord gateway (tests only), ws://…")
 
 
 DEFAULT_MQTT_TOPICS = [

@@ -52,9 +52,7 @@ async def test_round_trip_from_a_running_halo(tmp_path: Path, fake_llm, serve_ha
         assert ("user", "The dentist is on Friday.") in lines
         assert ("assistant", "Noted, the dentist is on Friday.") in lines
         assert "football boots are size 5" in again.services.memory.memory_path("web:mom").read_text()
-        assert (
-            counts and await again.services.sessions.item_counts() == counts
-        )  # sessions: from transcripts
+        assert counts and await again.services.sessions.item_counts() == counts  # sessions: from transcripts
     finally:
         await again.close()
     assert (restored / "halo.db").exists() and (restored / "logs" / "events.jsonl").exists()

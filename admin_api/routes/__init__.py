@@ -34,6 +34,7 @@ def admin_routes() -> list[Route]:
         pairing,
         policy,
         sessions,
+        tasks,
     )
 
     return [
@@ -44,6 +45,7 @@ def admin_routes() -> list[Route]:
         *memory.ROUTES,
         *pairing.ROUTES,
         *family.ROUTES,
+        *tasks.ROUTES,
         *dashboard.ROUTES,
         *home.ROUTES,
         *login.ROUTES,

@@ -38,6 +38,8 @@ ReplyKind = Literal["model", "command", "denied", "silent", "kept", "no_model", 
 DeltaCallback = Callable[[str], Awaitable[None]]
 ModelStartCallback = Callable[[], Awaitable[None]]
 AfterTurnHook = Callable[[Turn, "Reply"], Awaitable[None]]
+# answers made in code before the model is asked (status questions in work channels); None: not mine
+Answerer = Callable[[Turn, ModelStartCallback | None], Awaitable[str | None]]
 
 PROVIDER_DOWN = "I can't reach my language model right now — your message is saved."
 NO_MODEL = (
@@ -62,6 +64,7 @@ class Gateway:
         self.services = services
         self.after_turn: list[AfterTurnHook] = []
         self.agents = TurnAgents(services)
+        self.answerers: list[Answerer] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -110,6 +113,8 @@ class Gateway:
         safety = self.services.safety if self.services.safety.begin(turn) is not None else None
         stopped = await safety.screen_input(turn) if safety is not None else None
         command_reply = None if stopped is not None else await self.services.commands.run(turn, env.text)
+        if stopped is None and command_reply is None:
+            command_reply = await self._answer_in_code(turn, on_model_start)
         if stopped is not None:
             reply = Reply(stopped, env.scope.id, "guarded", decision)
         elif command_reply is not None:
@@ -136,6 +141,13 @@ class Gateway:
         await self.services.sessions.settle(env.scope.id)
         self._after(turn, reply)
         return reply
+
+    async def _answer_in_code(self, turn: Turn, on_model_start: ModelStartCallback | None) -> str | None:
+        for answer in self.answerers:
+            text = await answer(turn, on_model_start)
+            if text is not None:
+                return text
+        return None
 
     async def _denied(self, turn: Turn, decision: Decision) -> Reply:
         env = turn.envelope

@@ -45,6 +45,11 @@ from halo.safety.profiles import model_name
 from halo.safety.tone import ProfileSource
 from halo.tools.guarded import default_tools
 from halo.tools.memory import memory_tools
+from halo.work.commands import task_commands
+from halo.work.digest import WorkDigest
+from halo.work.status import StatusAnswers
+from halo.work.tasks import TaskStore
+from halo.work.tools import task_tools
 from memory import daily
 from memory.semantic import SemanticMemory
 from memory.semantic.embedders import Embedder, load_embedder
@@ -68,6 +73,8 @@ class Halo:
     owned_models: list[Model] = field(default_factory=list)  # their HTTP clients are closed on close()
     home: HomeEvents | None = None  # home rules, quiet-hours queue (fed by the MQTT adapter)
     backups: BackupSchedule | None = None  # backups.schedule, when set
+    tasks: TaskStore | None = None  # the work task list (GET /tasks, the dashboard's Tasks panel)
+    digest: WorkDigest | None = None  # work.digest's schedule, when configured
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.platform: a.status() for a in self.adapters}
@@ -85,6 +92,8 @@ class Halo:
             await self.services.graph.start()  # FalkorDB (its own, or memory.graph.url); never raises
         if self.backups is not None:
             self.backups.start()
+        if self.digest is not None:
+            self.digest.start()
 
     async def start_adapters(self) -> None:
         if self.home is not None:
@@ -104,6 +113,8 @@ class Halo:
         if self.home is not None:
             await self.home.stop()
         await self.gateway.drain()
+        if self.digest is not None:
+            self.digest.close()
         await self.services.memory.close()
         await self.services.semantic.close()
         if self.services.graph is not None:
@@ -127,6 +138,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     transcripts = TranscriptStore(paths.transcripts)
     db = HaloDB(paths.halo_db)
     delivery = Delivery(transcripts, lambda: policy.family)
+    tasks = TaskStore(db)
     main_model = model if model is not None else build_model(settings.llm)
     extraction_model = _extraction_model(settings, model, main_model)
     memory = build_memory(settings, policy, transcripts, extraction_model)
@@ -163,7 +175,14 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             ]
         ),
         commands=CommandRegistry(
-            [*BUILTIN_COMMANDS, *MEMORY_COMMANDS, RECALL_COMMAND, FACTS_COMMAND, *home_commands(home)]
+            [
+                *BUILTIN_COMMANDS,
+                *MEMORY_COMMANDS,
+                RECALL_COMMAND,
+                FACTS_COMMAND,
+                *task_commands(tasks),
+                *home_commands(home),
+            ]
         ),
         db=db,
         delivery=delivery,
@@ -171,7 +190,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         groups=GroupGuard(db, policy, delivery, audit),
         model=main_model,
         model_settings=model_settings(settings.llm),
-        tools=[*default_tools(), *memory_tools(), recall_tool, facts_tool],
+        tools=[*default_tools(), *memory_tools(), recall_tool, facts_tool, *task_tools(tasks)],
         memory=memory,
         semantic=semantic,
         notifier=notifier,
@@ -179,6 +198,16 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         graph=graph,
     )
     gateway = Gateway(services)
+    gateway.answerers.append(
+        StatusAnswers(
+            tasks,
+            paths,
+            model=main_model,
+            model_settings=services.model_settings,
+            tracing=settings.llm.tracing,
+            deadline_seconds=settings.llm.timeout_seconds,
+        )
+    )
 
     async def keep_session_in_budget(turn: Turn, reply: Reply) -> None:
         if reply.kind == "model":
@@ -198,6 +227,10 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         from adapters.telegram import TelegramAdapter
 
         adapters.append(TelegramAdapter(inbound, settings.telegram, db, audit))
+    if settings.discord.token is not None:
+        from adapters.discord import DiscordAdapter, SeenMessages
+
+        adapters.append(DiscordAdapter(inbound, settings.discord, SeenMessages(db)))
     if settings.mqtt.host:
         from adapters.mqtt import MqttAdapter
 
@@ -207,13 +240,25 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             delivery.register(adapter.platform, adapter)
         if isinstance(adapter, PresenceCheck):
             services.groups.register_presence(adapter.platform, adapter.still_in_chat)
+    digest = WorkDigest.from_family(lambda: policy.family, tasks, delivery.send)
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
     backups = None
     if settings.backups.schedule:
         zone = settings.family.timezone
         backups = BackupSchedule(paths.home, paths.backups, settings.backups.schedule, settings.backups.keep, zone)
-    return Halo(settings, services, gateway, inbound, adapters=adapters, owned_models=owned, home=home, backups=backups)
+    return Halo(
+        settings,
+        services,
+        gateway,
+        inbound,
+        adapters=adapters,
+        owned_models=owned,
+        home=home,
+        backups=backups,
+        tasks=tasks,
+        digest=digest,
+    )
 
 
 def build_safety(

@@ -54,6 +54,7 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/scopes/{scopeId}/memory"): Example(f"/scopes/{SEEDED}/memory"),
     ("GET", "/memory/graph"): Example(f"/memory/graph?scopeId={SEEDED}"),
     ("GET", "/pairing/requests"): Example("/pairing/requests"),
+    ("GET", "/tasks"): Example("/tasks"),
     ("POST", "/pairing/requests/{code}/approve"): Example(
         "/pairing/requests/{code}/approve", json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"}
     ),

@@ -240,4 +240,29 @@ async def test_the_home_panel_shows_the_rules_and_what_the_house_said(admin, bro
     await expect(rule).to_contain_text("basement_leak: fired")
     states = page.locator("#home-states")
     await expect(states).to_contain_text("basement_leak (zigbee2mqtt): water_leak=true, battery=97")
+    assert not problems, problems
+
+
+async def test_the_tasks_panel_shows_what_halo_is_working_on(admin, browser):
+    from playwright.async_api import expect
+
+    harness = await admin()
+    tasks = harness.halo.tasks
+    assert tasks is not None
+    await tasks.add("ContextForge", "Write the migration guide", scope_id="discord:3001", by="priya")
+    await tasks.start(1, by="priya")
+    await tasks.note(1, "drafted <b>two</b> sections", by="priya")
+    await tasks.add("Halo", "Ship Discord", scope_id="discord:3001", by="wags")
+    await tasks.block(2, "waiting for the bot token", by="wags")
+    page, problems = await open_dashboard(browser, login_link(harness), DESKTOP)
+    await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
+
+    doing = page.locator('#task-list [data-number="1"]')
+    await expect(doing).to_contain_text("#1 Write the migration guide")
+    await expect(doing).to_contain_text("doing")
+    await expect(doing).to_contain_text("note: drafted <b>two</b> sections")  # text, never markup
+    await expect(page.locator('#task-list [data-number="2"][data-status="blocked"]')).to_contain_text(
+        "blocked: waiting for the bot token"
+    )
+    await expect(page.locator("#task-count")).to_have_text("2")
     assert problems == []

@@ -51,6 +51,9 @@ async def _seed(halo: Halo) -> None:
     await seed_scope(halo.services)
     await seed_scope(halo.services, "telegram:1003")
     await ask_to_join(halo.services, 5550001)
+    assert halo.tasks is not None
+    await halo.tasks.add("ContextForge", "Write the migration guide", scope_id="discord:3001", by="priya")
+    await halo.tasks.block(1, "waiting for review", by="priya")
     await halo.services.memory.distill("telegram:1003")
 
 

@@ -133,6 +133,10 @@ class ScriptedModelServer:
             retry_after = 1
         self.enqueue(Reply(status=status, error_message=message, retry_after=retry_after))
 
+    def held(self, hold: asyncio.Event, text: str = "ok") -> None:
+        """Answer `text` once `hold` is set: a slow turn that ends when the test says so."""
+        self.enqueue(Reply(text=text, hold=hold))
+
     def delay(self, seconds: float, text: str = "ok") -> None:
         """Answer `text`, but only after `seconds` (for client timeouts)."""
         self.enqueue(Reply(text=text, delay=seconds))
