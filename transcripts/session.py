@@ -32,7 +32,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
@@ -111,9 +111,9 @@ def _apply(history: _History, offset: int, line: TranscriptLine) -> None:
         if history.entries and history.entries[-1].user_line:
             history.entries.pop()  # the command and its answer both stay out
         return
-    item = line_item(line)
-    if item is not None:
-        history.entries.append(_Entry(offset, item, estimate_tokens(item), user_line=line.role == "user"))
+    model_item = line_item(line)
+    if model_item is not None:
+        history.entries.append(_Entry(offset, model_item, estimate_tokens(model_item), user_line=line.role == "user"))
 
 
 def _is_assistant_message(item: Any) -> bool:
@@ -247,12 +247,13 @@ class TranscriptSessions:
             items, costs = (items[-limit:], costs[-limit:]) if limit > 0 else ([], [])
         n = fit_count(items, self.budget, costs)
         history.over_budget = n < len(items)
-        return [dict(i) for i in items[len(items) - n :]]  # copies: the cache is not the caller's to change
+        return [cast(TResponseInputItem, dict(i)) for i in items[len(items) - n :]]  # copies: not the cache
 
     async def all_items(self, scope_id: str) -> list[TResponseInputItem]:
         """Every item of the current session, budget or not."""
         history = await self._history(scope_id)
-        return [dict(e.item) for e in history.entries] + [dict(i) for i in self._held.get(scope_id, [])]
+        items = [*(e.item for e in history.entries), *self._held.get(scope_id, [])]
+        return [cast(TResponseInputItem, dict(i)) for i in items]
 
     def over_budget(self, scope_id: str) -> bool:
         history = self._cache.get(scope_id)

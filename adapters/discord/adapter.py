@@ -286,7 +286,7 @@ class DiscordAdapter:
             raise SendFailed(f"{message.scope_id} is not a Discord scope", permanent=True)
         scope = self.inbound.scope("discord", chat)
         channel = await self._channel_for(client, int(chat), is_dm=scope.type == "dm")
-        typing = self._typing.get(channel.id)
+        typing = self._typing.get(getattr(channel, "id", int(chat)))
         if typing is not None:
             await typing.stop()
         await self._deliver(channel, message)
@@ -311,7 +311,7 @@ class DiscordAdapter:
         reference: discord.MessageReference | discord.Message | None = reply_to
         if reference is None and message.reply_to and message.reply_to.isdigit():
             reference = discord.MessageReference(
-                message_id=int(message.reply_to), channel_id=getattr(channel, "id", None), fail_if_not_exists=False
+                message_id=int(message.reply_to), channel_id=getattr(channel, "id", 0), fail_if_not_exists=False
             )
         for index in range(done, len(parts)):
             try:

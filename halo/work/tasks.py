@@ -8,6 +8,7 @@ status answer quotes and what the daily digest summarises; it is only ever appen
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -178,7 +179,7 @@ class TaskStore:
             raise TaskError(f"There is no task {number}. /tasks lists them.")
         return tasks[0]
 
-    async def list(self, *, project: str | None = None, scope_ids: Iterable[str] | None = None) -> list[Task]:
+    async def list(self, *, project: str | None = None, scope_ids: Iterable[str] | None = None) -> builtins.list[Task]:
         """Tasks by number; `project` matches case-insensitively, `scope_ids` limits where from."""
         where = []
         if project:
@@ -187,14 +188,14 @@ class TaskStore:
             where.append(tasks_table.c.scope_id.in_(list(scope_ids)))
         return await self._load(*where)
 
-    async def changes_since(self, since: datetime, *, scope_ids: Iterable[str]) -> list[Change]:
+    async def changes_since(self, since: datetime, *, scope_ids: Iterable[str]) -> builtins.list[Change]:
         """Log entries at or after `since` of tasks in these scopes, oldest first."""
         tasks = {t.number: t for t in await self.list(scope_ids=scope_ids)}
         cutoff = since.timestamp()
         found = [Change(t, n) for t in tasks.values() for n in t.notes if n.at.timestamp() >= cutoff]
         return sorted(found, key=lambda c: (c.note.at, c.task.number))
 
-    async def _load(self, *where: object) -> list[Task]:
+    async def _load(self, *where: object) -> builtins.list[Task]:
         async with self.db.read(metadata) as conn:
             query = select(tasks_table).order_by(tasks_table.c.number)
             for clause in where:

