@@ -10,6 +10,7 @@ from typing import TextIO
 from config.family import Member
 from halo.envelope import Envelope, Speaker
 from halo.gateway import Gateway
+from halo.port import clean_text
 from halo.scopes import resolve_scope
 
 EXIT_WORDS = {"/quit", "/exit", ":q"}
@@ -30,7 +31,7 @@ class TerminalChat:
             platform="cli",
             scope=self.scope,
             speaker=Speaker(platform_user_id=self.member.id, member=self.member, display_name=self.member.name),
-            text=text,
+            text=clean_text(text),  # a terminal can paste what UTF-8 cannot encode
         )
         self.out.write("halo> ")
         streamed = False

@@ -16,6 +16,7 @@ from config.family import Member
 from halo.access import bearer_token, is_local_request
 from halo.envelope import Envelope, Speaker
 from halo.gateway import Gateway
+from halo.port import clean_text
 from halo.scopes import resolve_scope
 
 MAX_TEXT_CHARS = 8000
@@ -71,6 +72,7 @@ class WebChatAdapter:
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text.strip():
             return _error(400, '"text" must be a non-empty string')
+        text = clean_text(text)  # JSON can carry a lone surrogate, which no store can encode
         if len(text) > MAX_TEXT_CHARS:
             return _error(413, f"the message is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
 

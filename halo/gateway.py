@@ -32,6 +32,7 @@ from halo.turn import Turn
 from memory.redact import redact
 from policy import Decision
 from transcripts import TranscriptLine
+from transcripts.text import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -196,8 +197,8 @@ class Gateway:
                 result = Runner.run_streamed(agent, text_in, context=turn, session=session, run_config=run_config)
                 async for event in result.stream_events():
                     if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
-                        await on_delta(event.data.delta)
-            text = str(result.final_output or "").strip()
+                        await on_delta(clean_text(event.data.delta))
+            text = clean_text(str(result.final_output or "")).strip()  # a model can send a lone surrogate
         except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as tripped:
             # the SDK has saved the user's message to the session, and nothing of a stopped reply
             assert safety is not None

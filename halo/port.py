@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from halo.envelope import Envelope, Platform, Scope, ScopeType, Speaker
+from transcripts.text import clean_text
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -48,6 +49,7 @@ __all__ = [
     "SendFailed",
     "Speaker",
     "TurnOutcome",
+    "clean_text",
 ]
 
 OutboundKind = Literal["reply", "notice", "proactive", "alert", "digest"]

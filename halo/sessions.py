@@ -19,6 +19,8 @@ from agents.memory import SessionABC
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from transcripts.text import clean_value
+
 log = logging.getLogger(__name__)
 
 Summariser = Callable[[list[TResponseInputItem]], Awaitable[str]]
@@ -82,6 +84,8 @@ class BudgetedSession(SessionABC):
         return list(fitted)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
+        # a lone surrogate (a user's or the model's) would fail every later flush and model call
+        items = clean_value(items)
         (await self._loaded()).extend(items)
         self._pending.extend(items)
 
