@@ -110,6 +110,33 @@ class Gateway:
 
         # the child guardrails: only a child's turn, or the family group with children, pays for them
         safety = self.services.safety if self.services.safety.begin(turn) is not None else None
+        deadline = self.services.settings.llm.reply_deadline_seconds
+        try:  # everything in the turn (classifier, commands, retries, model, tools) shares one deadline
+            async with asyncio.timeout(deadline):
+                reply = await self._answer(turn, decision, safety, on_delta, on_model_start)
+        except TimeoutError:
+            log.warning("no reply for %s within %ss; the message is kept", env.scope.id, deadline)
+            self.services.audit.write("reply_deadline", scope_id=env.scope.id, seconds=deadline)
+            reply = Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
+        if safety is not None:
+            await safety.settle(turn)
+
+        if reply.kind == "provider_error":
+            await self._record(turn, "event", "model unavailable: the message was kept, no reply was made")
+        else:
+            await self._record(turn, "assistant", reply.text or "")
+        self._after(turn, reply)
+        return reply
+
+    async def _answer(
+        self,
+        turn: Turn,
+        decision: Decision,
+        safety: Any,
+        on_delta: DeltaCallback | None,
+        on_model_start: ModelStartCallback | None,
+    ) -> Reply:
+        env = turn.envelope
         stopped = await safety.screen_input(turn) if safety is not None else None
         command_reply = None if stopped is not None else await self.services.commands.run(turn, env.text)
         if stopped is not None:
@@ -129,14 +156,6 @@ class Gateway:
                 await on_model_start()
             # a guarded reply is checked whole before anything of it is sent: no streaming
             reply = await self._run_agent(turn, None if safety is not None else on_delta, decision)
-        if safety is not None:
-            await safety.settle(turn)
-
-        if reply.kind == "provider_error":
-            await self._record(turn, "event", "model unavailable: the message was kept, no reply was made")
-        else:
-            await self._record(turn, "assistant", reply.text or "")
-        self._after(turn, reply)
         return reply
 
     async def _denied(self, turn: Turn, decision: Decision) -> Reply:
