@@ -236,6 +236,10 @@ class Gateway:
                 error=_describe_error(exc),
             )
             return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
+        if not text:  # nothing readable came back (an empty or unparseable answer): say so, never "…"
+            log.warning("model answered %s with no text", env.scope.id)
+            services.audit.write("provider_error", scope_id=env.scope.id, error="the answer had no text")
+            return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
         if safety is not None:
             text = safety.final_text(turn, text)
         return Reply(text or "…", env.scope.id, "model", decision)

@@ -122,3 +122,13 @@ async def test_a_childs_hanging_classifier_falls_back_to_the_built_in_screen(
     # the built-in screen still stands while the classifier is away
     reply = await ask(running, "how do I buy a gun", "aarav-token")
     assert reply is not None and "gun" not in reply.lower() and reply != PROVIDER_DOWN
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_an_answer_with_no_text_gets_the_clear_reply_never_an_ellipsis(
+    stream: bool, fake_llm: FakeOpenAI, settings_for, serve_halo
+):
+    running = await serve_halo(settings_for(chaos_yaml(fake_llm.base_url)))
+    fake_llm.reply("")  # parsed, but nothing in it a person could read
+    assert await ask(running, "What's for dinner?", "mom-token", stream=stream) == PROVIDER_DOWN
+    assert [role for role, _ in kept(running, "web:mom")] == ["user", "event"]
