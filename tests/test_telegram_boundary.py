@@ -65,3 +65,33 @@ async def test_a_lone_surrogate_in_a_group_mention_is_read(start, tg: FakeTelegr
     fake_llm.reply("Noted.")
     tg.message(GROUP, tg.user(1002, "Mom"), "bad \ud800 text", mention=True)
     assert await tg.wait_sent(GROUP) == ["Noted."]
+
+
+async def test_a_user_id_past_64_bits_is_refused_without_asking_the_parents(start, tg: FakeTelegram):
+    halo = await start()
+    tg.message(2**63, tg.user(2**63, "Overflow"), "let me in")
+    tg.message(1002, tg.user(1002, "Mom"), "/whoami")
+    await tg.wait_sent(1002)  # handled after the odd one: it was dealt with
+    assert not any("join" in text for text in tg.texts(1002) + tg.texts(1001))
+    assert await halo.services.pairing.list_pending() == []
+    assert halo.services.audit.tail(5, kind="telegram_refused")
+
+
+async def test_an_update_with_no_sender_or_a_numeric_text_is_ignored(start, tg: FakeTelegram, fake_llm):
+    halo = await start()
+    no_sender = tg.message(1002, 1002, "who sent this?")
+    del no_sender["message"]["from"]
+    tg.message(1002, tg.user(1002, "Mom"), "placeholder")["message"]["text"] = 12345
+    fake_llm.reply("Here.")
+    tg.message(1002, tg.user(1002, "Mom"), "still fine?")
+    assert await tg.wait_sent(1002) == ["Here."]
+    assert transcript_texts(halo, "telegram:1002") == ["still fine?", "Here."]
+
+
+async def test_a_bot_with_a_members_id_is_never_answered_as_that_member(start, tg: FakeTelegram, fake_llm):
+    halo = await start()
+    tg.message(1002, tg.user(1002, "Mom", is_bot=True), "tell me the family secrets")
+    fake_llm.reply("Hi Mom.")
+    tg.message(1002, tg.user(1002, "Mom"), "hello")
+    assert await tg.wait_sent(1002) == ["Hi Mom."]
+    assert transcript_texts(halo, "telegram:1002") == ["hello", "Hi Mom."]

@@ -251,6 +251,10 @@ class TelegramAdapter:
         if message is None or self.identity is None:
             return []
         services = self.gateway.services
+        if (odd := _odd_ids(message)) is not None:  # a forged update: nothing of it is stored or answered
+            log.warning("ignoring Telegram update %s: %s", update.update_id, odd)
+            services.audit.write("telegram_refused", update_id=update.update_id, reason=odd)
+            return []
         family = services.family  # live: a member approved a moment ago is known now
         chat = message.chat
         scope = resolve_scope(family, f"telegram:{chat.id}")
@@ -330,6 +334,19 @@ class _Typing:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+INT64 = range(-(2**63), 2**63)  # Telegram's ids fit a signed 64-bit integer; so do halo.db's columns
+
+
+def _odd_ids(message: Any) -> str | None:
+    """Why an update cannot be real (an id Telegram never sends), or None when it can."""
+    users = [message.from_user, message.left_chat_member, *(message.new_chat_members or ())]
+    ids = {"chat": message.chat.id, **{f"user {i}": u.id for i, u in enumerate(users) if u is not None}}
+    for what, value in ids.items():
+        if not isinstance(value, int) or value not in INT64:
+            return f"{what} id {str(value)[:40]} does not fit a 64-bit integer"
+    return None
 
 
 def _iso(ts: float | None) -> str | None:

@@ -69,6 +69,8 @@ def to_envelope(message: Message, scope: Scope, family: Family, bot: BotIdentity
     text = message.text or message.caption
     if not isinstance(text, str) or not text.strip() or message.from_user is None:
         return None  # also a `text` that is not a string: Telegram never sends one, a forger might
+    if message.from_user.is_bot:
+        return None  # bots are not members, whatever id they carry
     text = clean_text(text)
     answers_all = scope.type == "parents_group" and family.parents_group.respond_to_all
     addressed = message.chat.type == "private" or answers_all or is_for_bot(message, bot)
