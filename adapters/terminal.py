@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from halo.port import Envelope, Inbound, Outbound, Speaker
+from halo.port import Envelope, Inbound, Outbound, Speaker, clean_text
 
 EXIT_WORDS = {"/quit", "/exit", ":q"}
 
@@ -50,7 +50,7 @@ class TerminalChat:
 
     async def say(self, text: str) -> str | None:
         """One message in, the reply streamed to `out` and returned."""
-        envelope = Envelope(platform="cli", scope=self.scope, speaker=self.speaker, text=text)
+        envelope = Envelope(platform="cli", scope=self.scope, speaker=self.speaker, text=clean_text(text))
         self.out.write("halo> ")
         self._streamed = False
         reply = await self.inbound.handle(envelope, self)

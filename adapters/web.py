@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from halo.port import BadBody, Envelope, Inbound, Outbound, read_json
+from halo.port import BadBody, Envelope, Inbound, Outbound, clean_text, read_json
 
 MAX_TEXT_CHARS = 8000
 
@@ -67,6 +67,7 @@ class WebChatAdapter:
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text.strip():
             return _error(400, '"text" must be a non-empty string')
+        text = clean_text(text)  # JSON can carry a lone surrogate, which no store can encode
         if len(text) > MAX_TEXT_CHARS:
             return _error(413, f"the message is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
 

@@ -34,6 +34,12 @@ class LLMSettings(BaseModel):
     max_output_tokens: int = Field(default=2048, ge=16, description="reply length cap sent to the model")
     max_retries: int = Field(default=2, ge=0, le=10)
     retry_backoff_seconds: float = Field(default=0.5, ge=0)
+    reply_deadline_seconds: float = Field(
+        default=45, gt=0, description="a turn (classifier, retries, model, tools) answers within this, or says why"
+    )
+    max_retry_after_seconds: float = Field(
+        default=10, ge=0, description="the longest a model's Retry-After is honoured before a retry"
+    )
     tracing: bool = False
 
     def resolved_api_key(self) -> str | None:

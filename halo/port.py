@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from halo.http_body import BadBody, read_json
 from halo.pipeline.envelope import Envelope, Platform, Scope, ScopeType, Speaker
+from transcripts.text import clean_text
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -59,6 +60,7 @@ __all__ = [
     "Speaker",
     "Tables",
     "TurnOutcome",
+    "clean_text",
     "read_json",
 ]
 

@@ -26,6 +26,7 @@ from filelock import FileLock
 from config.paths import scope_hash
 from transcripts._lines import complete_lines_reversed
 from transcripts.jsonl import append_line, fsync_dir
+from transcripts.text import clean_text, clean_value
 
 __all__ = ["TranscriptLine", "TranscriptReader", "TranscriptStore", "fsync_dir"]
 
@@ -64,6 +65,13 @@ class TranscriptLine:
             raise ValueError(f"TranscriptLine.role must be one of {sorted(ROLES)}, not {self.role!r}")
         if clash := CORE_KEYS & self.extra.keys():
             raise ValueError(f"TranscriptLine.extra must not shadow core keys: {sorted(clash)}")
+        # what cannot be encoded is repaired, on the way in and on reading an old line back
+        for name in ("id", "text", "speaker", "target", "platform"):
+            value = getattr(self, name)
+            if isinstance(value, str) and (cleaned := clean_text(value)) is not value:
+                object.__setattr__(self, name, cleaned)
+        if self.extra:
+            object.__setattr__(self, "extra", clean_value(self.extra))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,11 +119,7 @@ class TranscriptLine:
 
 
 def _encode(line: TranscriptLine) -> bytes:
-    try:
-        return line.to_json().encode("utf-8") + b"\n"
-    except UnicodeEncodeError:
-        # A lone surrogate cannot be UTF-8; escaped JSON keeps the message instead of losing it.
-        return json.dumps(line.to_dict(), separators=(",", ":")).encode("ascii") + b"\n"
+    return line.to_json().encode("utf-8") + b"\n"  # TranscriptLine repaired what UTF-8 cannot hold
 
 
 def _parse(path: Path, raw: bytes, offset: int | None = None) -> TranscriptLine | None:

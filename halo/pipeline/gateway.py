@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from agents import (
     InputGuardrailTripwireTriggered,
@@ -30,6 +30,7 @@ from halo.pipeline.turn_agents import TurnAgents
 from memory.redact import redact
 from policy import Decision
 from transcripts import TranscriptLine
+from transcripts.text import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,34 @@ class Gateway:
 
         # the child guardrails: only a child's turn, or the family group with children, pays for them
         safety = self.services.safety if self.services.safety.begin(turn) is not None else None
+        deadline = self.services.settings.llm.reply_deadline_seconds
+        try:  # everything in the turn (classifier, commands, retries, model, tools) shares one deadline
+            async with asyncio.timeout(deadline):
+                reply = await self._answer(turn, decision, safety, on_delta, on_model_start)
+        except TimeoutError:
+            log.warning("no reply for %s within %ss; the message is kept", env.scope.id, deadline)
+            self.services.audit.write("reply_deadline", scope_id=env.scope.id, seconds=deadline)
+            reply = Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
+        if safety is not None:
+            await safety.settle(turn)
+
+        if reply.kind == "provider_error":
+            await self._record(turn, "event", "model unavailable: the message was kept, no reply was made")
+        else:  # the reply line is what the model's history keeps of this turn (unless it is a command's)
+            await self._record(turn, "assistant", reply.text or "", reply=reply.kind)
+        await self.services.sessions.settle(env.scope.id)
+        self._after(turn, reply)
+        return reply
+
+    async def _answer(
+        self,
+        turn: Turn,
+        decision: Decision,
+        safety: Any,
+        on_delta: DeltaCallback | None,
+        on_model_start: ModelStartCallback | None,
+    ) -> Reply:
+        env = turn.envelope
         stopped = await safety.screen_input(turn) if safety is not None else None
         command_reply = None if stopped is not None else await self.services.commands.run(turn, env.text)
         if stopped is None and command_reply is None:
@@ -131,15 +160,6 @@ class Gateway:
                 await on_model_start()
             # a guarded reply is checked whole before anything of it is sent: no streaming
             reply = await self._run_agent(turn, None if safety is not None else on_delta, decision)
-        if safety is not None:
-            await safety.settle(turn)
-
-        if reply.kind == "provider_error":
-            await self._record(turn, "event", "model unavailable: the message was kept, no reply was made")
-        else:  # the reply line is what the model's history keeps of this turn (unless it is a command's)
-            await self._record(turn, "assistant", reply.text or "", reply=reply.kind)
-        await self.services.sessions.settle(env.scope.id)
-        self._after(turn, reply)
         return reply
 
     async def _answer_in_code(self, turn: Turn, on_model_start: ModelStartCallback | None) -> str | None:
@@ -200,9 +220,9 @@ class Gateway:
                 streamed = Runner.run_streamed(agent, text_in, context=turn, session=session, run_config=run_config)
                 async for event in streamed.stream_events():
                     if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
-                        await on_delta(event.data.delta)
+                        await on_delta(clean_text(event.data.delta))
                 output = streamed.final_output
-            text = str(output or "").strip()
+            text = clean_text(str(output or "")).strip()  # a model can send a lone surrogate
         except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as tripped:
             # the user's line is in the session, and nothing of a stopped reply: the reply line
             # halo writes next is what the model's history keeps
@@ -220,6 +240,10 @@ class Gateway:
                 provider=services.settings.llm.provider,
                 error=_describe_error(exc),
             )
+            return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
+        if not text:  # nothing readable came back (an empty or unparseable answer): say so, never "…"
+            log.warning("model answered %s with no text", env.scope.id)
+            services.audit.write("provider_error", scope_id=env.scope.id, error="the answer had no text")
             return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
         if safety is not None:
             text = safety.final_text(turn, text)

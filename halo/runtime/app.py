@@ -278,7 +278,9 @@ def build_safety(
                 built = build_model(llm, name)
                 if built is not None:
                     models[profile.model] = built
-    return SafetyGate(policy, notifier, audit, classifier=classifier, models=models)
+    # the classifier gets a third of the reply deadline (input and output each), the model the rest
+    classify_within = llm.reply_deadline_seconds / 3
+    return SafetyGate(policy, notifier, audit, classifier=classifier, models=models, classify_within=classify_within)
 
 
 def _extraction_model(settings: Settings, override: Model | None, main: Model | None) -> Model | None:

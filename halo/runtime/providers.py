@@ -11,6 +11,7 @@ Retries are the runner's (one place, bounded, with backoff); client-level retrie
 
 from __future__ import annotations
 
+import functools
 import weakref
 from functools import cached_property
 from typing import Any
@@ -23,6 +24,7 @@ from agents import (
     OpenAIResponsesModel,
     retry_policies,
 )
+from agents.retry import RetryDecision, RetryPolicy, RetryPolicyContext
 from openai import AsyncOpenAI
 
 from config.settings import LLMSettings
@@ -133,10 +135,33 @@ def model_settings(llm: LLMSettings) -> ModelSettings:
                 "multiplier": 2.0,
                 "jitter": True,
             },
-            policy=retry_policies.any(
-                retry_policies.network_error(),
-                retry_policies.retry_after(),
-                retry_policies.http_status(RETRYABLE_STATUS),
+            policy=capped_retry_after(
+                retry_policies.any(
+                    retry_policies.network_error(),
+                    retry_policies.retry_after(),
+                    retry_policies.http_status(RETRYABLE_STATUS),
+                ),
+                min(llm.max_retry_after_seconds, llm.reply_deadline_seconds),
             ),
         ),
     )
+
+
+def capped_retry_after(policy: RetryPolicy, longest: float) -> RetryPolicy:
+    """`policy`, with any server-advised wait (Retry-After: 600) cut to `longest` seconds: a
+    person is waiting, and the reply deadline would end the turn long before such a wait."""
+
+    @functools.wraps(policy)  # keeps the SDK's capability marks on the wrapper
+    async def capped(context: RetryPolicyContext) -> bool | RetryDecision:
+        decision = policy(context)
+        if not isinstance(decision, bool | RetryDecision):
+            decision = await decision
+        if isinstance(decision, bool):
+            decision = RetryDecision(retry=decision)
+        if decision.retry:
+            advised = decision.delay if decision.delay is not None else context.normalized.retry_after
+            if advised is not None:
+                decision.delay = min(advised, longest)  # in place: the SDK's replay flags stay
+        return decision
+
+    return capped
