@@ -27,7 +27,7 @@ from config.loader import load_settings
 from halo.port import Observation
 from halo.runtime.app import Halo, build_halo
 from tests.admin.threaded import ThreadedHalo
-from tests.conftest import low_risk_classifier, llm_yaml, write_home
+from tests.conftest import llm_yaml, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_telegram import COMMENTED_FAMILY, adapter_of, telegram_yaml
@@ -164,6 +164,12 @@ def test_any_bytes_under_any_content_type_get_a_clear_answer(
     _check_web_answer(web, status, raw, sent)
 
 
+def test_the_web_fuzz_got_past_the_checks(web: ThreadedHalo) -> None:
+    """Runs after the two above (same module halo): some generated messages were accepted and
+    kept, so the fuzz exercised the whole path and not only the error answers."""
+    assert _mom_said(web)
+
+
 # --- (b) Telegram -----------------------------------------------------------------------
 
 
@@ -209,7 +215,9 @@ ids = st.one_of(
     st.sampled_from([1003, 1004, 2001, -1001234, -100999, 0, 7777]),
     st.integers(-(2**70), 2**70),
 )
-anything = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), odd_text, st.lists(st.integers(), max_size=3))
+anything = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), odd_text, st.lists(st.integers(), max_size=3)
+)
 # Shaped as the Bot API promises (its required fields, their types), odd in every value: PTB
 # refuses a whole getUpdates batch that breaks the schema, which Telegram itself never sends.
 entities = st.lists(
