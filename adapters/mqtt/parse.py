@@ -71,10 +71,18 @@ def _text(payload: bytes) -> str:
     return text
 
 
+def _loads(text: str) -> Any:
+    """json.loads, with nesting deep enough to exhaust the parser a Malformed payload."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise Malformed("JSON nested too deeply") from None
+
+
 def _json_object(payload: bytes) -> dict[str, Any]:
     text = _text(payload)
     try:
-        value = json.loads(text)
+        value = _loads(text)
     except ValueError:
         raise Malformed(f"not JSON: {text[:40]!r}") from None
     if not isinstance(value, dict):
@@ -120,7 +128,9 @@ def homeassistant(topic: str, payload: bytes) -> Parsed | None:
     _, domain, entity, _ = topic.split("/")
     text = _text(payload).strip()
     try:
-        value = json.loads(text)
+        value = _loads(text)
+    except Malformed:
+        raise
     except ValueError:
         value = text
     if isinstance(value, dict | list):
@@ -142,7 +152,9 @@ def fallback(topic: str, payload: bytes) -> Parsed | None:
     they are, anything else as plain text in `state`."""
     text = _text(payload)
     try:
-        value = json.loads(text)
+        value = _loads(text)
+    except Malformed:
+        raise
     except ValueError:
         value = text.strip()
     body = value if isinstance(value, dict) else {"state": value}
