@@ -51,11 +51,6 @@ class HaloPaths:
         return self.home / "logs" / "events.jsonl"
 
     @property
-    def notifications(self) -> Path:
-        """The outbox of private notifications (safety alerts to parents), see halo/safety/notify.py."""
-        return self.home / "outbox" / "notifications.jsonl"
-
-    @property
     def members(self) -> Path:
         return self.home / "members"
 

@@ -33,7 +33,7 @@ from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
 from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
-from halo.safety.notify import Notifier, Outbox
+from halo.safety.notify import Notifier
 from halo.safety.profiles import model_name
 from halo.safety.tone import ProfileSource
 from halo.tools.guarded import default_tools
@@ -71,11 +71,11 @@ class Halo:
         the semantic index's sync schedule."""
         await self.services.memory.start()
         await self.services.semantic.start()
+        await self.services.delivery.start()  # what a previous run left in the outbox goes now
 
     async def start_adapters(self) -> None:
         for adapter in self.adapters:
             await adapter.start()
-        self.services.notifier.retry_soon()  # alerts a stopped adapter could not deliver
 
     async def close(self) -> None:
         for adapter in reversed(self.adapters):
@@ -84,6 +84,7 @@ class Halo:
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.platform)
         await self.gateway.drain()
+        await self.services.delivery.close()
         await self.services.memory.close()
         await self.services.semantic.close()
         await self.services.sessions.close()
@@ -104,15 +105,15 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
     transcripts = TranscriptStore(paths.transcripts)
     db = HaloDB(paths.halo_db)
-    delivery = Delivery(transcripts, lambda: policy.family)
+    delivery = Delivery(db, transcripts, lambda: policy.family, audit=audit)
     main_model = model if model is not None else build_model(settings.llm)
     extraction_model = _extraction_model(settings, model, main_model)
     memory = build_memory(settings, policy, transcripts, extraction_model)
     semantic = build_semantic(settings)
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
-    # safety alerts reach parents through whichever adapters register with `delivery`
-    notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit, delivery)
+    # safety alerts reach parents through the outbox: their web inbox and their other DMs
+    notifier = Notifier(lambda: policy.family, delivery, audit)
     safety = build_safety(settings, policy, notifier, audit, main_model)
     services = Services(
         settings=settings,
@@ -155,15 +156,14 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         semantic.mark_active(turn.scope.id)  # the next scheduled sync picks it up
 
     gateway.after_turn.append(index_later)
-    inbound = GatewayInbound(gateway, services.groups, services.commands, lambda: policy.family)
-    adapters: list[Adapter] = [WebChatAdapter(inbound)]
+    inbound = GatewayInbound(gateway, services.groups, services.commands, lambda: policy.family, delivery)
+    adapters: list[Adapter] = [WebChatAdapter(inbound, db)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
 
         adapters.append(TelegramAdapter(inbound, settings.telegram, db, audit))
     for adapter in adapters:
-        if adapter.platform != "web":  # the web chat's messages are its HTTP replies and the web inbox
-            delivery.register(adapter.platform, adapter)
+        delivery.register(adapter.platform, adapter)
         if isinstance(adapter, PresenceCheck):
             services.groups.register_presence(adapter.platform, adapter.still_in_chat)
     # close_model closes only clients build_model made, once: a model passed in stays the caller's

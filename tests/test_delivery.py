@@ -1,0 +1,130 @@
+"""halo's one outbox: durable before the first attempt, retried with backoff, in order per
+scope, a permanent refusal recorded, and what was pending delivered once after a restart.
+
+The adapter is the real Telegram adapter (python-telegram-bot) against the fake Bot API,
+which can be told to answer 429 or 403; the outbox is a real halo.db file."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from adapters.telegram import TelegramAdapter
+from config.loader import load_settings
+from halo.runtime.app import Halo, build_halo
+from tests.conftest import llm_yaml, write_home
+from tests.fakes.llm_server import FakeOpenAI
+from tests.fakes.telegram_server import FakeTelegram
+from tests.test_telegram import telegram_yaml
+from tests.waiting import eventually
+
+MOM = "telegram:1002"
+DAD = "telegram:1001"
+
+
+def tiny_backoff(halo: Halo) -> Halo:
+    """Retries in milliseconds (the platform's retry_after is capped too): no test waits on the clock."""
+    halo.services.delivery.base_delay = 0.01
+    halo.services.delivery.max_delay = 0.05
+    return halo
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def started(home: Path, fake_llm: FakeOpenAI, tg: FakeTelegram) -> AsyncIterator[list[Halo]]:
+    running: list[Halo] = []
+    yield running
+    for halo in running:
+        await halo.close()
+
+
+async def start(home: Path, fake_llm: FakeOpenAI, tg: FakeTelegram, running: list[Halo]) -> Halo:
+    write_home(home, llm_yaml(fake_llm) + telegram_yaml(tg.base_url))
+    halo = tiny_backoff(build_halo(load_settings(home)))
+    running.append(halo)
+    await halo.start()
+    adapter = next(a for a in halo.adapters if isinstance(a, TelegramAdapter))
+    await eventually(lambda: adapter.status()["connected"], what="Telegram connected")
+    return halo
+
+
+async def test_a_429_is_retried_and_the_message_arrives_once(home, fake_llm, tg, started):
+    halo = await start(home, fake_llm, tg, started)
+    tg.fail("sendMessage", 429, retry_after=30, times=2)
+
+    message_id = await halo.services.delivery.send(MOM, "Dinner at 7")
+
+    await eventually(lambda: tg.sent(1002), what="the message after two 429s")
+    assert [m["text"] for m in tg.sent(1002)] == ["Dinner at 7"]
+    [row] = await halo.services.delivery.store.rows(scope_id=MOM)
+    assert row.message.id == message_id and row.state == "sent" and row.attempts == 3
+    assert len(tg.calls_to("sendMessage")) == 3
+
+
+async def test_a_later_message_waits_while_an_earlier_one_is_retried(home, fake_llm, tg, started):
+    halo = await start(home, fake_llm, tg, started)
+    tg.fail("sendMessage", 429, retry_after=1, times=3)
+    delivery = halo.services.delivery
+
+    for text in ("first", "second", "third"):
+        await delivery.send(MOM, text)
+    await delivery.send(DAD, "to dad")  # another scope is not held up… (it takes the 3rd failure)
+
+    await eventually(lambda: len(tg.sent(1002)) == 3, what="all three to mom")
+    assert [m["text"] for m in tg.sent(1002)] == ["first", "second", "third"]
+    assert [m["text"] for m in tg.sent(1001)] == ["to dad"]
+
+
+async def test_a_blocked_bot_is_recorded_and_the_next_message_goes(home, fake_llm, tg, started):
+    halo = await start(home, fake_llm, tg, started)
+    tg.fail("sendMessage", 403, "Forbidden: bot was blocked by the user")
+    delivery = halo.services.delivery
+
+    await delivery.send(MOM, "lost")
+    await delivery.send(MOM, "next")
+
+    await eventually(lambda: tg.sent(1002), what="the next message")
+    assert [m["text"] for m in tg.sent(1002)] == ["next"]
+    rows = await delivery.store.rows(scope_id=MOM)
+    assert [(r.message.text, r.state) for r in rows] == [("lost", "failed"), ("next", "sent")]
+    assert "blocked" in (rows[0].last_error or "")
+    assert delivery.counts["failed"] == 1
+    assert halo.services.audit.tail(10, kind="delivery_failed")
+
+
+async def test_a_message_without_a_running_adapter_waits_and_survives_a_restart(home, fake_llm, tg, started):
+    tg.unreachable.add("sendMessage")  # Telegram drops every send: the message keeps being retried
+    first = await start(home, fake_llm, tg, started)
+    await first.services.delivery.send(MOM, "the pickup moved to 4pm")
+    assert (await first.services.delivery.store.rows(scope_id=MOM))[0].state == "pending"
+    await first.close()
+    started.remove(first)
+
+    tg.unreachable.clear()
+    second = await start(home, fake_llm, tg, started)  # same HALO_HOME, same halo.db
+
+    await eventually(lambda: tg.sent(1002), what="the pending message after the restart")
+    await second.services.delivery.drain()
+    assert [m["text"] for m in tg.sent(1002)] == ["the pickup moved to 4pm"]
+    [row] = await second.services.delivery.store.rows(scope_id=MOM)
+    assert row.state == "sent"
+
+
+async def test_a_reply_goes_through_the_outbox(home, fake_llm, tg, started):
+    halo = await start(home, fake_llm, tg, started)
+    fake_llm.reply("Practice is at 5pm.")
+    tg.fail("sendMessage", 429, retry_after=1)
+
+    tg.message(1002, tg.user(1002, "Mom"), "When is practice?")
+
+    await eventually(lambda: tg.sent(1002), what="the reply after a 429")
+    assert [m["text"] for m in tg.sent(1002)] == ["Practice is at 5pm."]
+    [row] = await halo.services.delivery.store.rows(scope_id=MOM)
+    assert row.message.kind == "reply" and row.state == "sent" and row.attempts == 2
