@@ -7,12 +7,14 @@ which can be told to answer 429 or 403; the outbox is a real halo.db file."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from adapters.telegram import TelegramAdapter
 from config.loader import load_settings
+from halo.family.outbox import Row
 from halo.runtime.app import Halo, build_halo
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
@@ -29,6 +31,12 @@ def tiny_backoff(halo: Halo) -> Halo:
     halo.services.delivery.base_delay = 0.01
     halo.services.delivery.max_delay = 0.05
     return halo
+
+
+async def sent_rows(halo: Halo, scope_id: str) -> list[Row]:
+    """The scope's outbox rows once none is pending any more (else an empty list)."""
+    rows = await halo.services.delivery.store.rows(scope_id=scope_id)
+    return [] if not rows or any(r.state == "pending" for r in rows) else rows
 
 
 @pytest.fixture
@@ -61,10 +69,9 @@ async def test_a_429_is_retried_and_the_message_arrives_once(home, fake_llm, tg,
 
     message_id = await halo.services.delivery.send(MOM, "Dinner at 7")
 
-    await eventually(lambda: tg.sent(1002), what="the message after two 429s")
+    [row] = await eventually(lambda: sent_rows(halo, MOM), what="the message after two 429s")
     assert [m["text"] for m in tg.sent(1002)] == ["Dinner at 7"]
-    [row] = await halo.services.delivery.store.rows(scope_id=MOM)
-    assert row.message.id == message_id and row.state == "sent" and row.attempts == 3
+    assert row.message.id == message_id and row.attempts == 3
     assert len(tg.calls_to("sendMessage")) == 3
 
 
@@ -75,9 +82,10 @@ async def test_a_later_message_waits_while_an_earlier_one_is_retried(home, fake_
 
     for text in ("first", "second", "third"):
         await delivery.send(MOM, text)
-    await delivery.send(DAD, "to dad")  # another scope is not held up… (it takes the 3rd failure)
+    await delivery.send(DAD, "to dad")  # another scope's message has its own turn (and its own 429)
 
-    await eventually(lambda: len(tg.sent(1002)) == 3, what="all three to mom")
+    await eventually(lambda: sent_rows(halo, MOM), what="all three to mom")
+    await eventually(lambda: sent_rows(halo, DAD), what="the one to dad")
     assert [m["text"] for m in tg.sent(1002)] == ["first", "second", "third"]
     assert [m["text"] for m in tg.sent(1001)] == ["to dad"]
 
@@ -90,7 +98,7 @@ async def test_a_blocked_bot_is_recorded_and_the_next_message_goes(home, fake_ll
     await delivery.send(MOM, "lost")
     await delivery.send(MOM, "next")
 
-    await eventually(lambda: tg.sent(1002), what="the next message")
+    await eventually(lambda: sent_rows(halo, MOM), what="the next message")
     assert [m["text"] for m in tg.sent(1002)] == ["next"]
     rows = await delivery.store.rows(scope_id=MOM)
     assert [(r.message.text, r.state) for r in rows] == [("lost", "failed"), ("next", "sent")]
@@ -110,11 +118,9 @@ async def test_a_message_without_a_running_adapter_waits_and_survives_a_restart(
     tg.unreachable.clear()
     second = await start(home, fake_llm, tg, started)  # same HALO_HOME, same halo.db
 
-    await eventually(lambda: tg.sent(1002), what="the pending message after the restart")
+    await eventually(lambda: sent_rows(second, MOM), what="the pending message after the restart")
     await second.services.delivery.drain()
     assert [m["text"] for m in tg.sent(1002)] == ["the pickup moved to 4pm"]
-    [row] = await second.services.delivery.store.rows(scope_id=MOM)
-    assert row.state == "sent"
 
 
 async def test_a_reply_goes_through_the_outbox(home, fake_llm, tg, started):
@@ -124,7 +130,40 @@ async def test_a_reply_goes_through_the_outbox(home, fake_llm, tg, started):
 
     tg.message(1002, tg.user(1002, "Mom"), "When is practice?")
 
-    await eventually(lambda: tg.sent(1002), what="the reply after a 429")
+    [row] = await eventually(lambda: sent_rows(halo, MOM), what="the reply after a 429")
     assert [m["text"] for m in tg.sent(1002)] == ["Practice is at 5pm."]
-    [row] = await halo.services.delivery.store.rows(scope_id=MOM)
-    assert row.message.kind == "reply" and row.state == "sent" and row.attempts == 2
+    assert row.message.kind == "reply" and row.attempts == 2
+
+
+class FrozenClock:
+    """The outbox's clock, moved by the test: a retry is due exactly when the test says."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_a_retry_waits_as_long_as_telegram_asks_capped(home, fake_llm, tg, started):
+    halo = await start(home, fake_llm, tg, started)
+    delivery = halo.services.delivery
+    delivery.clock = clock = FrozenClock()
+    delivery.max_delay = 300.0
+    tg.fail("sendMessage", 429, retry_after=40)
+
+    await delivery.send(MOM, "after the flood")
+    [row] = await delivery.store.rows(scope_id=MOM)
+    assert row.state == "pending" and row.next_attempt_at == clock.now + timedelta(seconds=40)
+    await delivery.drain()
+    assert tg.sent(1002) == []  # not due yet: nothing was tried again
+
+    clock.now += timedelta(seconds=40)
+    delivery.register("telegram", delivery._adapters["telegram"])  # wakes the worker, as a new adapter would
+    await eventually(lambda: tg.sent(1002), what="the retry once due")
+    assert [m["text"] for m in tg.sent(1002)] == ["after the flood"]
+
+    tg.fail("sendMessage", 429, retry_after=3600)
+    await delivery.send(MOM, "capped")
+    [_, capped] = await delivery.store.rows(scope_id=MOM)
+    assert capped.next_attempt_at == clock.now + timedelta(seconds=300)  # never more than max_delay
