@@ -162,6 +162,8 @@ class Delivery:
             return False
         await self.store.sent(message.id)
         await self._record(row)
+        if message.kind == "alert" and self.audit is not None:
+            self.audit.write("notification_delivered", notification_id=row.batch, scope_id=message.scope_id)
         return True
 
     def delay(self, attempts: int, retry_after: float | None) -> float:
@@ -243,12 +245,14 @@ class Delivery:
             await asyncio.gather(*list(self._flushing.values()), return_exceptions=True)
 
     async def close(self) -> None:
-        await self.drain()
+        """Stop retrying (what is pending stays in the outbox for the next start), then let the
+        attempts in flight finish."""
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
             self._worker = None
+        await self.drain()
 
     def status(self) -> dict[str, Any]:
         return dict(self.counts)
