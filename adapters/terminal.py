@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from halo.port import Envelope, Inbound, Outbound, Speaker
+from halo.port import Envelope, Inbound, Outbound, Speaker, clean_text
 
 EXIT_WORDS = {"/quit", "/exit", ":q"}
 
@@ -18,10 +18,10 @@ class TerminalChat:
 
     platform = "cli"
 
-    def __init__(self, inbound: Inbound, speaker: Speaker, out: TextIO = sys.stdout) -> None:
+    def __init__(self, inbound: Inbound, speaker: Speaker, out: TextIO | None = None) -> None:
         self.inbound = inbound
         self.speaker = speaker
-        self.out = out
+        self.out = out if out is not None else sys.stdout  # the stdout of now, not of import time
         self.scope = inbound.scope("cli", speaker.platform_user_id)
         self._streamed = False
         self._answering: str | None = None  # the envelope id whose reply `send` prints in place
@@ -60,7 +60,7 @@ class TerminalChat:
     async def say(self, text: str) -> str | None:
         """One message in, the reply streamed to `out` (it arrives whole through `send`) and
         returned."""
-        envelope = Envelope(platform="cli", scope=self.scope, speaker=self.speaker, text=text)
+        envelope = Envelope(platform="cli", scope=self.scope, speaker=self.speaker, text=clean_text(text))
         self.out.write("halo> ")
         self._streamed = False
         self._answering, self._reply = envelope.id, None

@@ -1,7 +1,7 @@
 """Web chat: a page at GET /chat and POST /api/chat (JSON, or SSE when asked).
 
-The member is the one whose `web_token` is sent as a Bearer token; from loopback with no
-token, the local owner. The scope is `web:<member id>`.
+The member is the one whose `web_token` is sent as a Bearer token; with the dashboard's
+session cookie, the local owner. No credential, no chat, from anywhere. The scope is `web:<member id>`.
 
 The reply comes back through halo's outbox like any other message: `send` completes the
 request waiting for it (matched on the envelope id). What halo says on its own (a notice, a
@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, select
 
-from halo.port import Envelope, Inbound, Outbound, Speaker, Tables, bearer_token, is_local_request
+from halo.port import BadBody, Envelope, Inbound, Outbound, Tables, clean_text, read_json
 
 MAX_TEXT_CHARS = 8000
 REPLY_WITHIN = 60.0  # the outbox hands a web reply over at its first attempt; this is a safety net
@@ -93,9 +93,9 @@ class WebChatAdapter:
 
     async def inbox(self, request: web.Request) -> web.Response:
         """The member's web inbox: what halo said on its own, oldest first."""
-        speaker = self._speaker(request)
+        speaker = self.inbound.http_speaker(request)
         if speaker is None:
-            return _error(401, "send Authorization: Bearer <your web_token> (or chat from this machine)")
+            return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
         scope_id = self.inbound.scope("web", speaker.platform_user_id).id
         async with self.tables.read(metadata) as conn:
             rows = (
@@ -126,21 +126,18 @@ class WebChatAdapter:
         html = resources.files("adapters").joinpath("web_chat.html").read_text(encoding="utf-8")
         return web.Response(text=html, content_type="text/html")
 
-    def _speaker(self, request: web.Request) -> Speaker | None:
-        token = bearer_token(request)
-        return self.inbound.member_speaker("web", token=token, local=not token and is_local_request(request))
-
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        speaker = self._speaker(request)
+        speaker = self.inbound.http_speaker(request)
         if speaker is None:
-            return _error(401, "send Authorization: Bearer <your web_token> (or chat from this machine)")
+            return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, 'the body must be JSON like {"text": "hello"}')
+            body = await read_json(request, '{"text": "hello"}')
+        except BadBody as exc:
+            return exc.response()
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text.strip():
             return _error(400, '"text" must be a non-empty string')
+        text = clean_text(text)  # JSON can carry a lone surrogate, which no store can encode
         if len(text) > MAX_TEXT_CHARS:
             return _error(413, f"the message is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
 
@@ -232,7 +229,7 @@ def openapi_paths() -> dict[str, Any]:
                             }
                         },
                     },
-                    "401": {"description": "no member: send a web_token, or chat from this machine", "content": error},
+                    "401": {"description": "no member: send a web_token, or sign in", "content": error},
                 },
             }
         },
@@ -253,11 +250,11 @@ def openapi_paths() -> dict[str, Any]:
         "/api/chat": {
             "post": {
                 "summary": "Send a message as a member; the reply comes whole (JSON) or streamed (SSE)",
-                "description": "The member is the one whose web_token is the Bearer token; from this machine with "
-                "no token, the local owner. `Accept: text/event-stream` streams `delta` events, "
-                "then `done`.",
+                "description": "The member is the one whose web_token is the Bearer token; with the dashboard's "
+                "session cookie, the local owner. No credential, no chat, from anywhere. `Accept: "
+                "text/event-stream` streams `delta` events, then `done`.",
                 "x-access": "member",
-                "security": [{}, {"memberToken": []}],
+                "security": [{"memberToken": []}, {"dashboardSession": []}],
                 "tags": ["web chat"],
                 "requestBody": {
                     "required": True,
@@ -296,7 +293,11 @@ def openapi_paths() -> dict[str, Any]:
                         },
                     },
                     "400": {"description": "not JSON, or no text", "content": error},
-                    "401": {"description": "no member: send a web_token, or chat from this machine", "content": error},
+                    "415": {"description": "the body is not declared application/json", "content": error},
+                    "401": {
+                        "description": "no member: send a web_token, or sign in to the dashboard",
+                        "content": error,
+                    },
                     "403": {"description": "the policy refuses this member here", "content": error},
                     "413": {"description": "the message is too long", "content": error},
                 },

@@ -8,11 +8,13 @@ into a plain 500 — the traceback goes to the server log, never to a client.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from halo.family.scope_admin import known_scope_ids, parse_scope_id
+from halo.http_body import BadBody
 from halo.pipeline.envelope import Scope
 from halo.pipeline.scopes import UnknownScopeError
 from halo.runtime.app import Halo
@@ -23,6 +25,7 @@ HALO = web.AppKey("halo", Halo)
 OPENAPI = web.AppKey("openapi", dict)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+_DIGITS = re.compile(r"[0-9]{1,7}")
 DEFAULT_LINES = 50
 MAX_LINES = 1000
 
@@ -51,6 +54,8 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         return await handler(request)
     except ApiError as exc:
         return json_error(exc.status, exc.message)
+    except BadBody as exc:
+        return exc.response()
     except web.HTTPException as exc:
         if exc.content_type == "application/json" or exc.status < 400:
             raise
@@ -79,10 +84,9 @@ def lines_param(request: web.Request, name: str = "lines") -> int:
     raw = request.query.get(name)
     if raw is None:
         return DEFAULT_LINES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"{name} must be a whole number from 1 to {MAX_LINES}") from None
+    if not _DIGITS.fullmatch(raw):  # int() would take " 5", "+5", "1_0" and non-ASCII digits
+        raise ApiError(400, f"{name} must be a whole number from 1 to {MAX_LINES}")
+    value = int(raw)
     if not 1 <= value <= MAX_LINES:
         raise ApiError(400, f"{name} must be a whole number from 1 to {MAX_LINES}")
     return value

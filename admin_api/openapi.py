@@ -57,10 +57,13 @@ def operation(
     op: Schema = {"summary": summary, "x-access": access, "responses": dict(responses)}
     who = {
         "anyone": "Anyone may call this.",
-        "token": "From this machine, or with `Authorization: Bearer <admin.token>`.",
-        "loopback": "Only from the machine halo runs on (socket peer 127.0.0.0/8 or ::1), token or not.",
-        "member": "As a family member: `Authorization: Bearer <web_token>`, or from this machine as the local "
-        "owner. The policy decides what that member may see.",
+        "token": "A parent's credential, from anywhere (this machine included): `Authorization: Bearer "
+        "<admin.token>` or a parent's own web_token, or the dashboard's session cookie (from the one-time "
+        "login link `halo serve` and `halo dashboard` print). A child's or colleague's token is 403.",
+        "loopback": "Only from the machine halo runs on (socket peer 127.0.0.0/8 or ::1), and with a parent's "
+        "credential as for the other admin routes.",
+        "member": "As a family member: `Authorization: Bearer <web_token>`, or the dashboard's session cookie "
+        "(as the local owner). The policy decides what that member may see.",
     }[access]
     op["description"] = f"{description}\n\n{who}".strip()
     if tags:
@@ -71,13 +74,15 @@ def operation(
         op["requestBody"] = request_body
     if access == "token":
         op["security"] = TOKEN_SECURITY
-        op["responses"].setdefault("401", error("Not from this machine and no valid admin token"))
+        op["responses"].setdefault("401", error("No parent's credential"))
+        op["responses"].setdefault("403", error("A child's or colleague's token"))
     elif access == "loopback":
-        op["security"] = []
-        op["responses"].setdefault("403", error("Not from this machine"))
+        op["security"] = TOKEN_SECURITY
+        op["responses"].setdefault("401", error("No parent's credential"))
+        op["responses"].setdefault("403", error("Not from this machine, or a child's or colleague's token"))
     elif access == "member":
-        op["security"] = [{}, {"memberToken": []}]
-        op["responses"].setdefault("401", error("No member: send a web_token, or ask from this machine"))
+        op["security"] = [{"memberToken": []}, {"dashboardSession": []}]
+        op["responses"].setdefault("401", error("No member: send a web_token, or sign in to the dashboard"))
     else:
         op["security"] = []
     return op
@@ -110,6 +115,16 @@ SCHEMAS: dict[str, Schema] = {
         "properties": {"error": {"type": "string"}},
     },
     "Health": {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean", "enum": [True]}}},
+    "Backup": {
+        "type": "object",
+        "required": ["file", "bytes", "createdAt"],
+        "properties": {"file": {"type": "string"}, "bytes": {"type": "integer"}, "createdAt": {"type": "string"}},
+    },
+    "BackupMade": {
+        "type": "object",
+        "required": ["file", "files", "bytes"],
+        "properties": {"file": {"type": "string"}, "files": {"type": "integer"}, "bytes": {"type": "integer"}},
+    },
     "Status": {
         "type": "object",
         "required": [
@@ -457,6 +472,39 @@ SCHEMAS: dict[str, Schema] = {
             "expiresAt": {"type": "string", "format": "date-time", "description": "an hour after requestedAt"},
         },
     },
+    "Task": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["number", "project", "title", "status", "owner", "scopeId", "createdAt", "updatedAt", "notes"],
+        "properties": {
+            "number": {"type": "integer", "minimum": 1, "description": "what /task start N and friends name"},
+            "project": {"type": "string", "example": "ContextForge"},
+            "title": {"type": "string"},
+            "status": {"type": "string", "enum": ["todo", "doing", "blocked", "done"]},
+            "owner": nullable({"type": "string", "description": "who added or started it"}),
+            "scopeId": {"type": "string", "description": "the work channel it belongs to", "example": "discord:3001"},
+            "createdAt": {"type": "string", "format": "date-time"},
+            "updatedAt": {"type": "string", "format": "date-time"},
+            "notes": {
+                "type": "array",
+                "description": "the task's log, oldest first",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["at", "event", "text", "by"],
+                    "properties": {
+                        "at": {"type": "string", "format": "date-time"},
+                        "event": {
+                            "type": "string",
+                            "enum": ["created", "started", "note", "blocked", "done", "reopened"],
+                        },
+                        "text": {"type": "string", "description": "a note, why it is blocked, or a done note"},
+                        "by": nullable({"type": "string"}),
+                    },
+                },
+            },
+        },
+    },
     "Member": {
         "type": "object",
         "required": ["id", "name", "role", "ageGroup"],
@@ -608,6 +656,51 @@ PATHS: dict[str, dict[str, Schema]] = {
             tags=["memory"],
         )
     },
+    "/memory/graph": {
+        "get": operation(
+            "token",
+            "The scope's graph memory: entities, and facts with when each held (audited)",
+            {
+                "200": json_body(
+                    {
+                        "type": "object",
+                        "required": ["scopeId", "enabled", "entities", "facts"],
+                        "properties": {
+                            "scopeId": {"type": "string"},
+                            "enabled": {"type": "boolean"},
+                            "reason": {"type": "string", "nullable": True, "description": "why graph memory is off"},
+                            "entities": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "properties": {"name": {"type": "string"}, "summary": {"type": "string"}},
+                                },
+                            },
+                            "facts": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "properties": {
+                                        "fact": {"type": "string"},
+                                        "source": {"type": "string"},
+                                        "target": {"type": "string"},
+                                        "validAt": {"type": "string", "nullable": True},
+                                        "invalidAt": {"type": "string", "nullable": True},
+                                        "current": {"type": "boolean"},
+                                    },
+                                },
+                            },
+                        },
+                    },
+                    "newest facts first; invalidAt set: superseded",
+                ),
+                "400": BAD_SCOPE,
+                "404": NO_SCOPE,
+            },
+            parameters=[{**SCOPE_QUERY, "required": True}],
+            tags=["memory"],
+        )
+    },
     "/policy/status": {
         "get": operation(
             "token",
@@ -663,7 +756,12 @@ PATHS: dict[str, dict[str, Schema]] = {
         "post": operation(
             "token",
             "Approve a newcomer as a member",
-            {"200": json_body(ref("Approved"), "approved"), "400": PAIRING_REFUSED, "404": NO_REQUEST},
+            {
+                "200": json_body(ref("Approved"), "approved"),
+                "400": PAIRING_REFUSED,
+                "404": NO_REQUEST,
+                "415": error("The body is not declared application/json"),
+            },
             description="Adds them to halo.yaml (the previous file is kept as halo.yaml.bak), welcomes them, "
             "and audits `pairing_approved` with who approved.",
             parameters=[CODE_PATH],
@@ -680,6 +778,32 @@ PATHS: dict[str, dict[str, Schema]] = {
             "denied. Audited as `pairing_denied`.",
             parameters=[CODE_PATH],
             tags=["pairing"],
+        )
+    },
+    "/tasks": {
+        "get": operation(
+            "token",
+            "The work task list, by number",
+            {
+                "200": json_body({"type": "array", "items": ref("Task")}, "tasks with their logs"),
+                "400": error("`status` is not a task status, or `project` is too long"),
+            },
+            parameters=[
+                {
+                    "name": "project",
+                    "in": "query",
+                    "required": False,
+                    "description": "only this project (any case)",
+                    "schema": {"type": "string", "maxLength": 80},
+                },
+                {
+                    "name": "status",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string", "enum": ["todo", "doing", "blocked", "done"]},
+                },
+            ],
+            tags=["tasks"],
         )
     },
     "/family/transcripts": {
@@ -765,6 +889,86 @@ PATHS: dict[str, dict[str, Schema]] = {
             tags=["dashboard"],
         )
     },
+    "/home/observations": {
+        "get": operation(
+            "token",
+            "What the house last reported: each entity's current state, and the newest observations",
+            {
+                "200": json_body(
+                    {
+                        "type": "object",
+                        "required": ["states", "observations"],
+                        "properties": {
+                            "states": {"type": "array", "items": {"type": "object"}},
+                            "observations": {"type": "array", "items": {"type": "object"}},
+                        },
+                    },
+                    "states by entity; observations newest first",
+                ),
+                "400": BAD_LINES,
+            },
+            parameters=[LINES],
+            tags=["home"],
+        )
+    },
+    "/home/rules": {
+        "get": operation(
+            "token",
+            "The home rules, each with when it last fired and what became of its last event",
+            {
+                "200": json_body(
+                    {
+                        "type": "object",
+                        "required": ["rules", "queued"],
+                        "properties": {
+                            "rules": {"type": "array", "items": {"type": "object"}},
+                            "queued": {"type": "integer", "description": "messages waiting out quiet hours"},
+                        },
+                    },
+                    "in halo.yaml order",
+                )
+            },
+            tags=["home"],
+        )
+    },
+    "/login": {
+        "get": operation(
+            "anyone",
+            "Sign in to the dashboard with a one-time login link",
+            {
+                "303": {"description": "signed in: the session cookie is set and the browser goes to /"},
+                "401": error("The link was used already, has expired, or was never made"),
+            },
+            description="`halo serve` prints the link at start and `halo dashboard` prints a fresh one. The token "
+            "works once, for 15 minutes; the cookie (HttpOnly, SameSite=Strict) lasts 12 hours or until halo "
+            "restarts.",
+            parameters=[{"name": "token", "in": "query", "required": True, "schema": {"type": "string"}}],
+            tags=["dashboard"],
+        )
+    },
+    "/logout": {
+        "post": operation(
+            "anyone",
+            "End this browser's dashboard session",
+            {"200": json_body({"type": "object", "properties": {"signedOut": {"type": "boolean"}}}, "signed out")},
+            tags=["dashboard"],
+        )
+    },
+    "/backups": {
+        "get": operation(
+            "loopback",
+            "The workspace archives kept in HALO_HOME/backups",
+            {"200": json_body({"type": "array", "items": ref("Backup")}, "oldest first")},
+            tags=["backups"],
+        ),
+        "post": operation(
+            "loopback",
+            "Archive the whole workspace into HALO_HOME/backups now",
+            {"201": json_body(ref("BackupMade"), "the archive made")},
+            description="The same archive as `halo export`; the oldest beyond `backups.keep` are deleted.",
+            tags=["backups"],
+        ),
+    },
     "/openapi.json": {
         "get": operation(
             "anyone",
@@ -798,6 +1002,12 @@ def build_spec(extra_paths: Mapping[str, Mapping[str, Schema]] | None = None) ->
             "securitySchemes": {
                 "adminToken": {"type": "http", "scheme": "bearer", "description": "admin.token from halo.yaml"},
                 "memberToken": {"type": "http", "scheme": "bearer", "description": "a member's web_token"},
+                "dashboardSession": {
+                    "type": "apiKey",
+                    "in": "cookie",
+                    "name": "halo_session",
+                    "description": "from the one-time login link (GET /login?token=…)",
+                },
             },
         },
     }

@@ -11,12 +11,14 @@ import signal
 from aiohttp import web
 
 from admin_api.base import HALO, OPENAPI, errors_as_json, json_error, no_store
+from admin_api.connections import ConnectionLimits, GuardedSite
 from admin_api.guards import guard, is_admin, token_required
 from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
 from config.settings import Settings
 from halo.port import AdminRoutes
 from halo.runtime.app import Halo, build_halo
+from halo.web_auth import WEB_AUTH, DashboardLogin, dashboard_link
 
 __all__ = ["HALO", "create_app", "is_admin", "json_error", "serve", "token_required"]
 
@@ -24,6 +26,7 @@ __all__ = ["HALO", "create_app", "is_admin", "json_error", "serve", "token_requi
 def create_app(halo: Halo) -> web.Application:
     app = web.Application(middlewares=[no_store, errors_as_json], client_max_size=1024**2)
     app[HALO] = halo
+    app[WEB_AUTH] = DashboardLogin(halo.services.paths.logins)
     for route in admin_routes():
         app.router.add_route(route.method, route.path, guard(route.access, route.handler, route.on_unauthorized))
     extra_paths: dict[str, dict] = {}
@@ -41,7 +44,8 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     app = create_app(halo)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, settings.admin.host, settings.admin.port)
+    limits = ConnectionLimits(settings.admin.max_connections, settings.admin.read_timeout_seconds)
+    site = GuardedSite(runner, settings.admin.host, settings.admin.port, limits=limits)
     await site.start()
     await halo.start()
     stop = asyncio.Event()
@@ -50,6 +54,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         loop.add_signal_handler(sig, stop.set)
     bound = runner.addresses[0] if runner.addresses else (settings.admin.host, settings.admin.port)
     print(f"halo is running: http://{bound[0]}:{bound[1]}/  (chat: /chat)  HALO_HOME={settings.home}", flush=True)
+    print(f"halo: open the dashboard (this link works once): {dashboard_link(settings, bound)}", flush=True)
     if ready is not None:
         ready.set()
     await stop.wait()

@@ -51,7 +51,6 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
             "members": str(paths.members),
             "policies": str(paths.policies),
             "transcripts": str(paths.transcripts),
-            "sessions_db": str(paths.sessions_db),
             "memory": str(paths.scopes),
             "halo_db": str(paths.halo_db),
             "events_log": str(paths.events_log),
@@ -67,6 +66,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
         "adapters": mask_secrets(halo.adapter_status()),
         "semantic": mask_secrets(services.semantic.status()),
         "distillation": mask_secrets(services.memory.status()),
+        "graph_memory": mask_secrets(services.graph.status()) if services.graph else {"enabled": False},
         "pairing": {"pending": pending},
         "queues": {
             "gateway_background_tasks": halo.gateway.background_tasks,
@@ -103,4 +103,9 @@ def _problems(snapshot: Mapping[str, Any]) -> list[str]:
         problems.append(f"semantic sync: {semantic['last_error']}")
     if semantic["problem"]:
         problems.append(f"semantic recall: {semantic['problem']}")
+    graph = snapshot["graph_memory"]
+    if not graph["enabled"] and graph.get("reason") and not graph["reason"].startswith("disabled"):
+        problems.append(f"graph memory is off: {graph['reason']}")
+    for scope_id in graph.get("failing", []):
+        problems.append(f"graph memory of {scope_id} is not being updated ({graph['scopes'][scope_id]['last_error']}).")
     return problems

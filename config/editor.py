@@ -108,7 +108,7 @@ def append_member(entry: dict[str, Any]) -> Callable[[CommentedMap], None]:
 
 def _replace_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600  # halo.yaml may hold tokens
+    mode = 0o600  # halo.yaml holds tokens: never wider, whatever the file had
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from config.safety import AgeGroup, AgeProfile, SafetyConfig
+from config.schedule import parse_schedule
 
 Role = Literal["parent", "child", "colleague"]
 
@@ -43,6 +45,17 @@ class Member(BaseModel):
 class FamilyInfo(BaseModel):
     model_config = _STRICT
     name: str = "Family"
+    timezone: str = Field(default="UTC", description="an IANA zone; quiet hours are read in it")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, zone: str) -> str:
+
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{zone!r} is not a time zone name like Europe/London") from None
+        return zone
 
 
 class ParentsGroup(BaseModel):
@@ -59,6 +72,17 @@ class FamilyGroup(BaseModel):
 class Work(BaseModel):
     model_config = _STRICT
     discord_channel_ids: list[int] = Field(default_factory=list)
+    digest: str | None = Field(
+        default=None,
+        description='e.g. "mon-fri 17:00" (family timezone): the day\'s task changes, posted to the work channels',
+    )
+
+    @field_validator("digest")
+    @classmethod
+    def _digest_schedule(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_schedule(value)  # raises ValueError with a hint
+        return value
 
 
 class Family(BaseModel):

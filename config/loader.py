@@ -12,6 +12,8 @@ from ruamel.yaml.error import YAMLError
 from config.paths import HaloPaths, default_home
 from config.settings import Settings
 
+HOME_SECTION_FIELD = "home_events"  # where halo.yaml's `home:` section lives in Settings
+
 
 class ConfigError(Exception):
     """A config problem explained for a person: file, key, what is wrong."""
@@ -39,6 +41,8 @@ def _describe(path: Path, data: Any, err: ValidationError) -> str:
     lines = [f"{path}: invalid configuration"]
     for e in err.errors():
         loc = tuple(e["loc"])
+        if loc[:1] == (HOME_SECTION_FIELD,):
+            loc = ("home", *loc[1:])
         key = ".".join(str(p) for p in loc) or "(top level)"
         line = _line_of(data, loc)
         where = f" (line {line})" if line else ""
@@ -79,6 +83,8 @@ def settings_from(paths: HaloPaths, data: Any, **overrides: Any) -> Settings:
     """Validate a parsed halo.yaml (plus HALO_* environment overrides) as `load_settings` does,
     so an edit can be checked before it is written."""
     plain = _plain(data)
+    if isinstance(plain.get("home"), dict):  # the `home:` section (rules); HALO_HOME is the path
+        plain[HOME_SECTION_FIELD] = plain.pop("home")
     plain.setdefault("home", paths.home)
     plain.update(overrides)
     try:

@@ -39,16 +39,21 @@ class HaloPaths:
         return self.home / "transcripts"
 
     @property
-    def sessions_db(self) -> Path:
-        return self.home / "sessions" / "sessions.db"
-
-    @property
     def halo_db(self) -> Path:
         return self.home / "halo.db"
 
     @property
     def events_log(self) -> Path:
         return self.home / "logs" / "events.jsonl"
+
+    @property
+    def logins(self) -> Path:
+        """One-time dashboard login links (halo/web_auth.py)."""
+        return self.home / "logins"
+
+    @property
+    def backups(self) -> Path:
+        return self.home / "backups"
 
     @property
     def members(self) -> Path:
@@ -81,14 +86,13 @@ class HaloPaths:
         return self.transcripts / f"{scope_hash(scope_id)}.jsonl"
 
     def ensure(self) -> None:
-        """Create the folders halo writes into (first start, idempotent)."""
+        """Create the folders halo writes into (first start, idempotent), 0700."""
         for folder in (
             self.home,
             self.transcripts,
-            self.sessions_db.parent,
             self.events_log.parent,
             self.members,
             self.scopes,
             self.policies,
         ):
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from config.family import Family
+from config.home import HomeSettings
 from config.paths import HaloPaths, default_home
+
+log = logging.getLogger(__name__)
 
 _STRICT = ConfigDict(extra="forbid")
 
@@ -30,6 +34,12 @@ class LLMSettings(BaseModel):
     max_output_tokens: int = Field(default=2048, ge=16, description="reply length cap sent to the model")
     max_retries: int = Field(default=2, ge=0, le=10)
     retry_backoff_seconds: float = Field(default=0.5, ge=0)
+    reply_deadline_seconds: float = Field(
+        default=45, gt=0, description="a turn (classifier, retries, model, tools) answers within this, or says why"
+    )
+    max_retry_after_seconds: float = Field(
+        default=10, ge=0, description="the longest a model's Retry-After is honoured before a retry"
+    )
     tracing: bool = False
 
     def resolved_api_key(self) -> str | None:
@@ -56,13 +66,38 @@ class TelegramSettings(BaseModel):
 class DiscordSettings(BaseModel):
     model_config = _STRICT
     token: SecretStr | None = None
+    api_base_url: str | None = Field(
+        default=None, description="a stand-in Discord REST API (tests only), e.g. http://127.0.0.1:9000/api/v10"
+    )
+    gateway_url: str | None = Field(default=None, description="a stand-in Discord gateway (tests only), ws://…")
+
+
+DEFAULT_MQTT_TOPICS = [
+    "zigbee2mqtt/#",
+    "frigate/events",
+    "owntracks/+/+/event",
+    "homeassistant/+/+/state",
+    "halo/events/#",
+]
 
 
 class MQTTSettings(BaseModel):
+    """The family's broker (home events). No host: no MQTT, and no error."""
+
     model_config = _STRICT
     host: str | None = None
-    port: int = 1883
-    topics: list[str] = Field(default_factory=lambda: ["homeassistant/#", "frigate/events", "zigbee2mqtt/+"])
+    port: int = Field(default=1883, ge=1, le=65535)
+    username: str | None = None
+    password: SecretStr | None = None
+    tls: bool = Field(default=False, description="TLS with the system's CA certificates (or ca_certs)")
+    ca_certs: Path | None = None
+    client_id: str = Field(default="halo", min_length=1, description="fixed: the broker keeps our session")
+    topics: list[str] = Field(default_factory=lambda: list(DEFAULT_MQTT_TOPICS))
+    topic_prefix: str = Field(
+        default="", description="a shared or bridged broker: subscribe under it, rules see topics without it"
+    )
+    keepalive_seconds: int = Field(default=30, ge=5, le=3600)
+    reconnect_max_seconds: float = Field(default=60, gt=0, description="longest pause between reconnects")
 
 
 class AdminSettings(BaseModel):
@@ -70,6 +105,8 @@ class AdminSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=0, le=65535)
     token: SecretStr | None = None
+    max_connections: int = Field(default=256, ge=1, description="open at once; past it new ones are closed")
+    read_timeout_seconds: float = Field(default=30, gt=0, description="a client silent mid-request this long is cut")
 
 
 EmbedderName = Literal["model2vec", "openai", "sentence-transformers", "none"]
@@ -110,6 +147,19 @@ class SemanticSettings(BaseModel):
         return self.model or DEFAULT_EMBEDDING_MODELS.get(self.embedder)
 
 
+class GraphSettings(BaseModel):
+    """Graph memory (Graphiti on FalkorDB): who, what and since when, per scope. Needs the
+    optional extra (`uv sync --extra graph`) and an OpenAI-compatible `llm` provider."""
+
+    model_config = _STRICT
+    enabled: bool = False
+    url: str | None = Field(default=None, description="redis://host:port of a FalkorDB; null: halo runs its own")
+    daily_token_budget: int = Field(default=200_000, ge=0, description="model tokens graph ingestion may spend a day")
+    max_output_tokens: int = Field(default=2048, ge=256, description="output cap of each ingestion call")
+    context_facts: int = Field(default=6, ge=0, le=30, description="graph facts recalled into each turn")
+    search_limit: int = Field(default=10, ge=1, le=50, description="facts searched per readable scope")
+
+
 class MemorySettings(BaseModel):
     model_config = _STRICT
     distillation_enabled: bool = True
@@ -123,12 +173,33 @@ class MemorySettings(BaseModel):
     extraction_overlap_turns: int = Field(default=2, ge=0, description="turns repeated as context between chunks")
     daily_transcript: bool = Field(default=True, description="[user]/[halo] lines in each scope's daily file")
     semantic: SemanticSettings = Field(default_factory=SemanticSettings)
+    graph: GraphSettings = Field(default_factory=GraphSettings)
+
+
+class BackupSettings(BaseModel):
+    """`halo export` archives made on a schedule into HALO_HOME/backups (halo/runtime/backups.py)."""
+
+    model_config = _STRICT
+    schedule: str | None = Field(
+        default=None, pattern=r"^daily ([01]\d|2[0-3]):[0-5]\d$", description='e.g. "daily 03:30" (family timezone)'
+    )
+    keep: int = Field(default=7, ge=1, description="the newest this many archives are kept")
 
 
 class SessionSettings(BaseModel):
     model_config = _STRICT
-    url: str | None = Field(default=None, description="SQLAlchemy async URL; default sqlite under HALO_HOME")
-    history_token_budget: int = Field(default=4000, ge=200)
+    url: str | None = Field(
+        default=None,
+        description="deprecated and ignored: the model's session is read from the transcript (no sessions.db)",
+    )
+    history_token_budget: int = Field(default=4000, ge=200, description="tokens of history the model is sent")
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_ignored(cls, value: str | None) -> str | None:
+        if value is not None:
+            log.warning("sessions.url is deprecated and ignored: the session is read from the transcript")
+        return value
 
 
 class Settings(BaseSettings, Family):
@@ -141,9 +212,24 @@ class Settings(BaseSettings, Family):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     mqtt: MQTTSettings = Field(default_factory=MQTTSettings)
+    # halo.yaml's `home:` section; `home` itself is HALO_HOME (the loader moves the section here)
+    home_events: HomeSettings = Field(default_factory=HomeSettings)
     admin: AdminSettings = Field(default_factory=AdminSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     sessions: SessionSettings = Field(default_factory=SessionSettings)
+    backups: BackupSettings = Field(default_factory=BackupSettings)
+
+    @model_validator(mode="after")
+    def _home_names_members(self) -> Settings:
+        """A rule or quiet hours naming someone who is not in the family stops start-up."""
+        for i, rule in enumerate(self.home_events.rules):
+            for target in rule.member_targets():
+                if self.member(target) is None:
+                    raise ValueError(f"home.rules.{i}.to: {target!r} ({rule.id}) is not a member id")
+        for member_id in self.home_events.member_quiet_hours:
+            if self.member(member_id) is None:
+                raise ValueError(f"home.member_quiet_hours: {member_id!r} is not a member id")
+        return self
 
     @classmethod
     def settings_customise_sources(

@@ -1,11 +1,11 @@
 """The adapter port: the whole contract between halo and a platform adapter.
 
 An adapter imports this module, its platform library and its own config section — nothing
-else of halo. (An adapter serving HTTP on the admin server also finds here who is calling:
-`bearer_token`, `is_local_request`, from halo/access.py.) The composition root hands each
-adapter what it needs (an `Inbound` for a chat platform, an `Observations` sink for home
-events) and registers it with halo's one `Delivery`. Written in the style of the Agents SDK's `Session`: small protocols
-whose docstrings are the contract.
+else of halo. (An adapter serving HTTP on the admin server also finds here the one JSON
+body reader, `read_json` / `BadBody`, from halo/http_body.py.) The composition root hands
+each adapter what it needs (an `Inbound` for a chat platform, an `Observations` sink for
+home events) and registers it with halo's one `Delivery`. Written in the style of the
+Agents SDK's `Session`: small protocols whose docstrings are the contract.
 
 Inbound (adapter → halo):
 - a chat message becomes an `Envelope` (speaker and scope resolved by `Inbound`) and is
@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from halo.access import bearer_token, is_local_request
+from halo.http_body import BadBody, read_json
 from halo.pipeline.envelope import Envelope, Platform, Scope, ScopeType, Speaker
+from transcripts.text import clean_text
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -43,6 +44,7 @@ __all__ = [
     "Adapter",
     "AdminRoutes",
     "Audit",
+    "BadBody",
     "Envelope",
     "Inbound",
     "Observation",
@@ -58,8 +60,8 @@ __all__ = [
     "Speaker",
     "Tables",
     "TurnOutcome",
-    "bearer_token",
-    "is_local_request",
+    "clean_text",
+    "read_json",
 ]
 
 OutboundKind = Literal["reply", "notice", "proactive", "alert", "digest"]
@@ -167,10 +169,10 @@ class Inbound(Protocol):
         """Someone left a group chat."""
         ...
 
-    def member_speaker(self, platform: Platform, *, token: str | None = None, local: bool = False) -> Speaker | None:
-        """For platforms where a person is a member or nobody (web, terminal): the member whose
-        `web_token` is `token`, else the local owner when the caller is on this machine
-        (`local`), else None."""
+    def http_speaker(self, request: web.BaseRequest) -> Speaker | None:
+        """Whom an HTTP request (the web chat) speaks for: the member whose `web_token` it
+        carries, or the local owner for a parent signed in to the dashboard (its cookie), else
+        None. Being on this machine is no credential: a family computer is shared."""
         ...
 
     def commands(self) -> Sequence[tuple[str, str, str]]:

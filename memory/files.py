@@ -24,6 +24,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from transcripts.store import fsync_dir
+from transcripts.text import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
+            fh.write(clean_text(text).encode("utf-8"))
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -73,7 +74,7 @@ def append_line_block(path: Path, text: str) -> None:
     fsync'd transcript (the daily log), where losing the last lines to a power cut is harmless."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
     try:
-        view = memoryview(text.encode("utf-8"))
+        view = memoryview(clean_text(text).encode("utf-8"))
         while view:
             view = view[os.write(fd, view) :]
     finally:

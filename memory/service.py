@@ -92,6 +92,7 @@ class MemoryService:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.on_change: list[Callable[[str], None]] = []  # told a scope's memory files changed (index sync)
+        self.on_quiet: list[Callable[[str], None]] = []  # told a scope went quiet (graph ingestion)
 
     # --- reading --------------------------------------------------------------------
 
@@ -248,7 +249,7 @@ class MemoryService:
             self._counted[scope_id] = (upto, pending)
             if pending >= self.settings.distillation_every_n_items or _has_memory_cue(user_text):
                 await self._auto(scope_id, "distill")
-        if self._extraction_on():
+        if self._extraction_on() or self.on_quiet:
             self._restart_quiet_timer(scope_id)
 
     async def _auto(self, scope_id: str, job: Literal["distill", "extract"]) -> None:
@@ -313,6 +314,10 @@ class MemoryService:
 
     def _quiet(self, scope_id: str) -> None:
         self._timers.pop(scope_id, None)
+        for listener in self.on_quiet:
+            listener(scope_id)
+        if not self._extraction_on():
+            return
         task = asyncio.get_running_loop().create_task(self._auto(scope_id, "extract"))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -345,6 +350,8 @@ class MemoryService:
         byte offset; `pending_items` is known once the scope has had a turn since start-up."""
         scopes: dict[str, dict[str, Any]] = {}
         for state in self.state.all():
+            if state.job == "graph":
+                continue  # graph memory reports its own (GraphMemory.status)
             entry = scopes.setdefault(state.scope_id, {})
             entry[state.job] = state.as_status()
             if state.job == "distill" and state.scope_id in self._counted:

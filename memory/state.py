@@ -2,7 +2,7 @@
 
 A watermark is a byte offset into the scope's transcript (see transcripts.store): a job
 resumes exactly where the last successful run stopped, across restarts. One row per
-(scope, job); jobs are "distill" (deterministic rules) and "extract" (the model).
+(scope, job); jobs are "distill" (deterministic rules), "extract" (the model) and "graph" (graph memory).
 Blocking calls: run them off the event loop.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, Literal
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, create_engine, event, select
 from sqlalchemy.engine import Engine
 
-Job = Literal["distill", "extract"]
+Job = Literal["distill", "extract", "graph"]
 
 BACKOFF_BASE_SECONDS = 30.0
 BACKOFF_CAP_SECONDS = 600.0
@@ -170,6 +170,12 @@ class JobStateStore:
         self._ensure()
         with self.engine.begin() as conn:
             conn.execute(memory_jobs.delete().where(memory_jobs.c.scope_id == scope_id))
+
+    def delete_job(self, scope_id: str, job: Job) -> None:
+        """One job's progress (a purged graph starts again from the beginning)."""
+        self._ensure()
+        with self.engine.begin() as conn:
+            conn.execute(memory_jobs.delete().where(memory_jobs.c.scope_id == scope_id, memory_jobs.c.job == job))
 
     def close(self) -> None:
         self.engine.dispose()

@@ -35,7 +35,7 @@ def absolute_dates(text: str, day: date) -> str:
             offset = {"today": 0, "tonight": 0, "tomorrow": 1, "yesterday": -1}[word]
             when = (day + timedelta(days=offset)).isoformat()
             return f"the night of {when}" if word == "tonight" else when
-        when = day if which.lower() == "this" else day - timedelta(days=1)
-        return f"the {part.lower()} of {when.isoformat()}"
+        morning_of = day if which.lower() == "this" else day - timedelta(days=1)
+        return f"the {part.lower()} of {morning_of.isoformat()}"
 
     return _RELATIVE.sub(repl, text)

@@ -122,6 +122,7 @@ class PolicyEngine:
         self._rules = _Rules.load(files)
         self._audit = audit
         self._snapshot = _Snapshot(self._rules, family)
+        self.generation = 0  # counts rebuilds: what was decided before one may not hold after it
 
     @property
     def policies(self) -> tuple[PolicyInfo, ...]:
@@ -131,6 +132,7 @@ class PolicyEngine:
     def rebuild(self, family: Family) -> None:
         """Take new members and groups into account without a restart; forgets memoised decisions."""
         self._snapshot = _Snapshot(self._rules, family)
+        self.generation += 1
 
     def decide(
         self,

@@ -34,6 +34,10 @@ work: {discord_channel_ids: [3001]}
 """
 
 
+OWNER_TOKEN = "wags-token"  # the owner's own web_token: the web chat needs a credential, even on loopback
+OWNER_AUTH = {"Authorization": f"Bearer {OWNER_TOKEN}"}  # a parent's credential for the admin routes
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -100,7 +104,8 @@ class RunningHalo:
     def url(self, path: str) -> str:
         return str(self.server.make_url(path))
 
-    async def chat(self, text: str, token: str | None = None, **kwargs: Any) -> tuple[int, Any]:
+    async def chat(self, text: str, token: str | None = OWNER_TOKEN, **kwargs: Any) -> tuple[int, Any]:
+        """Send `text` as the member whose web_token is `token` (the owner's unless said; None: none)."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with self.http.post(self.url("/api/chat"), json={"text": text}, headers=headers, **kwargs) as r:
             return r.status, await r.json()

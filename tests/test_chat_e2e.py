@@ -52,9 +52,24 @@ async def test_sse_chat_streams_deltas_then_done(fake_llm: FakeOpenAI, settings_
     assert fake_llm.chat_requests[-1].json["stream"] is True
 
 
-async def test_loopback_without_token_is_the_local_owner(fake_llm, settings_for, serve_halo):
+async def test_loopback_without_a_credential_is_nobody(fake_llm, settings_for, serve_halo):
+    """The family computer is shared: on it without a web_token (or the dashboard's cookie), no chat."""
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
-    status, body = await running.chat("/whoami")
+    status, body = await running.chat("/whoami", token=None)
+    assert status == 401 and "web_token" in body["error"]
+    assert transcript(running.halo, "web:wags") == []
+
+
+async def test_the_dashboard_session_chats_as_the_local_owner(fake_llm, settings_for, serve_halo):
+    from halo.web_auth import SESSION_COOKIE, DashboardLogin
+
+    running = await serve_halo(settings_for(llm_yaml(fake_llm)))
+    link = DashboardLogin(running.halo.services.paths.logins).issue_link_token()
+    async with running.http.get(running.url(f"/login?token={link}"), allow_redirects=False) as resp:
+        session = resp.cookies[SESSION_COOKIE].value
+    cookie = {"Cookie": f"{SESSION_COOKIE}={session}"}
+    async with running.http.post(running.url("/api/chat"), json={"text": "/whoami"}, headers=cookie) as resp:
+        status, body = resp.status, await resp.json()
     assert status == 200
     assert body["scope_id"] == "web:wags"
     assert "You are Wags" in body["reply"]
@@ -77,10 +92,11 @@ async def test_denied_member_gets_403_and_nothing_reaches_the_model(fake_llm, se
 async def test_wrong_token_and_bad_bodies(fake_llm, settings_for, serve_halo):
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
     assert (await running.chat("hi", token="nope"))[0] == 401
-    async with running.http.post(running.url("/api/chat"), data=b"not json") as resp:
-        assert resp.status == 400
+    owner = {"Authorization": "Bearer wags-token"}
+    async with running.http.post(running.url("/api/chat"), data=b"not json", headers=owner) as resp:
+        assert resp.status in (400, 415)
         assert "error" in await resp.json()
-    async with running.http.post(running.url("/api/chat"), json={"text": "  "}) as resp:
+    async with running.http.post(running.url("/api/chat"), json={"text": "  "}, headers=owner) as resp:
         assert resp.status == 400
     status, body = await running.chat("x" * 9000)
     assert status == 413
@@ -107,6 +123,20 @@ async def test_scopes_do_not_share_history(fake_llm, settings_for, serve_halo):
     aarav_prompts = [fake_llm.prompt_text(r) for r in fake_llm.model_requests[before:]]
     assert any("What are we doing this weekend?" in p for p in aarav_prompts)
     assert not any("lake house" in p for p in aarav_prompts)
+
+
+async def test_the_model_sees_the_conversation_once_and_no_commands(fake_llm, settings_for, serve_halo):
+    running = await serve_halo(settings_for(llm_yaml(fake_llm)))
+    await running.chat("I parked the blue car outside.", token="mom-token")
+    await running.chat("/whoami", token="mom-token")
+    await running.chat("Where is the car?", token="mom-token")
+    sent = fake_llm.model_requests[-1].json["messages"]
+    said = [(m["role"], m["content"]) for m in sent if m["role"] in ("user", "assistant")]
+    assert said == [
+        ("user", "I parked the blue car outside."),
+        ("assistant", "Hello from the fake model"),
+        ("user", "Where is the car?"),
+    ]
 
 
 async def test_new_clears_session_but_keeps_transcript(fake_llm, settings_for, serve_halo):

@@ -18,6 +18,7 @@ from memory.semantic.embedders import EmbedderUnavailable, Model2VecEmbedder, Op
 from memory.semantic.sqlite import SqliteSupport, probe
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
+from tests.waiting import DEFAULT_WITHIN, eventually
 
 
 def test_local_is_an_alias_of_model2vec() -> None:
@@ -183,7 +184,6 @@ async def test_doctor_says_what_recall_can_do(tmp_path: Path, settings_for) -> N
 
 async def test_a_turn_never_waits_for_the_model_to_load(tmp_path: Path) -> None:
     import asyncio
-    import time
 
     from memory.semantic.embedders import Model2VecEmbedder
     from tests.semantic_helpers import concept_model
@@ -205,13 +205,14 @@ async def test_a_turn_never_waits_for_the_model_to_load(tmp_path: Path) -> None:
     index.ensure_chunking()
     sync_markdown(index, paths.scope_dir("web:mom"), SyncReport("web:mom"))
     index.close()
-    started = time.perf_counter()
-    hits = await semantic.search(["web:mom"], "dentist")
-    assert time.perf_counter() - started < 0.5 and hits and hits[0].vector_score is None
+    # the loader is blocked on `release`, which only this test sets: a search that waited for
+    # the model would never return (the timeout turns that hang into a failure)
+    hits = await asyncio.wait_for(semantic.search(["web:mom"], "dentist"), timeout=DEFAULT_WITHIN)
+    assert not release.is_set()
+    assert hits and hits[0].vector_score is None
     assert semantic.status()["mode"] == "starting" and semantic.embedder_state == "loading"
     release.set()
-    await asyncio.sleep(0.05)
-    assert semantic.embedder_state == "ready"
+    await eventually(lambda: semantic.embedder_state == "ready", what="the embedder to finish loading")
     await semantic.sync_scope("web:mom")
     assert (await semantic.search(["web:mom"], "dentist"))[0].vector_score is not None
     await semantic.close()

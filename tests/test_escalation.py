@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from halo.runtime.app import build_halo
-from tests.conftest import llm_yaml
+from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.safety_support import (
@@ -113,13 +113,13 @@ async def test_escalation_without_any_adapter_is_kept_and_delivered_later(provid
         await running.halo.gateway.drain()
         assert fake.model_requests == []  # the floor decided: no model, not even the classifier
         assert len(await alerts(running.halo, "wags")) == 1  # in the web inbox already
-        async with running.http.get(running.url("/status")) as resp:
+        async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
             assert (await resp.json())["queues"]["outbox_pending"] == 2  # the Telegram DMs wait
 
         await with_telegram(running, tg)  # the adapter connects later: what waited goes now
         sent = {parent_id: await tg.wait_sent(parent_id) for parent_id in (1001, 1002)}
         await running.halo.services.delivery.drain()
-        async with running.http.get(running.url("/status")) as resp:
+        async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
             assert (await resp.json())["queues"]["outbox_pending"] == 0
         # a young child: the words are in each parent's web inbox, never in what a chat app carries
         assert all(len(texts) == 1 and "hurt myself" not in texts[0] and "inbox" in texts[0] for texts in sent.values())

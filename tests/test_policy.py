@@ -190,6 +190,7 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
     # receive_proactive (principal: halo itself)
     ("system", "receive_proactive", "pg", None, None, True, "proactive-parents-group"),
     ("system", "receive_proactive", "dm:mom", None, None, True, "proactive-parent-dm"),
+    ("system", "receive_proactive", "fg", None, None, True, "proactive-family-group"),
     ("system", "receive_proactive", "dm:tara", None, None, False, "proactive-not-to-children"),
     (
         "system",
@@ -218,6 +219,16 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
     ("aarav", "use_tool", "dm:aarav", None, {"tool": "web_search", "tool_class": "outward"}, True, "tool-in-scope"),
     ("mom", "use_tool", "fg", "fg", {"tool": "weather"}, True, "tool-in-scope"),
     ("priya", "use_tool", "work", None, {"tool": "tasks"}, True, "tool-in-scope"),
+    ("wags", "use_tool", "work", None, {"tool": "update_task", "tool_class": "work"}, True, "tool-in-scope"),
+    (
+        "wags",
+        "use_tool",
+        "dm:wags",
+        None,
+        {"tool": "update_task", "tool_class": "work"},
+        False,
+        "work-tools-in-work-channels",
+    ),
     ("unknown", "use_tool", "dm:wags", None, {"tool": "weather"}, False, "unknown-sender"),
     (
         "tara",

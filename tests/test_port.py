@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import make_mocked_request
 
 from adapters.terminal import TerminalChat
 from adapters.web import WebChatAdapter
@@ -25,12 +26,13 @@ def test_speakers_and_scopes_come_from_the_live_family(halo: Any):
     assert inbound.scope("telegram", "1003").type == "dm"
 
 
-def test_web_callers_are_a_member_by_token_or_the_local_owner(halo: Any):
-    inbound = halo.inbound
-    assert inbound.member_speaker("web", token="aarav-token").member.id == "aarav"
-    assert inbound.member_speaker("web", token="wrong") is None
-    assert inbound.member_speaker("web", local=True).member.id == "wags"  # owner: wags
-    assert inbound.member_speaker("web") is None
+def test_web_callers_are_a_member_by_their_own_token_never_by_being_local(halo: Any):
+    def caller(headers: dict[str, str]) -> Any:
+        return halo.inbound.http_speaker(make_mocked_request("POST", "/api/chat", headers=headers))
+
+    assert caller({"Authorization": "Bearer aarav-token"}).member.id == "aarav"
+    assert caller({"Authorization": "Bearer wrong"}) is None
+    assert caller({}) is None  # a family computer is shared: no credential, nobody
 
 
 def test_the_command_menu_is_the_composed_set_in_order(halo: Any):
@@ -43,7 +45,7 @@ def test_the_command_menu_is_the_composed_set_in_order(halo: Any):
 
 async def test_handle_returns_the_reply_and_refusals_say_why(halo: Any):
     inbound = halo.inbound
-    speaker = inbound.member_speaker("web", token="mom-token")
+    speaker = inbound.speaker("web", "mom")
     outcome = await inbound.handle(Envelope("web", inbound.scope("web", "mom"), speaker, "/whoami"))
     assert outcome.kind == "command" and "You are Mom" in (outcome.text or "")
     stranger = inbound.speaker("telegram", "4242")

@@ -3,7 +3,6 @@ each searching only the scopes the policy lets this conversation read."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,10 +11,12 @@ import pytest
 from config.settings import Settings
 from halo.pipeline.envelope import Envelope, Speaker
 from halo.pipeline.scopes import resolve_scope
-from tests.conftest import llm_yaml
+from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
+from tests.waiting import eventually
 from transcripts import TranscriptLine, TranscriptStore
+from transcripts.session import TranscriptSessions
 
 DM = "web:mom"
 PARENTS = "telegram:-1001234"
@@ -42,6 +43,7 @@ async def seed_dm_month_ago(settings: Settings) -> None:
             "a1", then + timedelta(seconds=3), DM, "assistant", "Noted: the dentist.", speaker="halo", platform="web"
         )
     )
+    await TranscriptSessions(store, 4000).clear(DM)  # /new since: the words are in the transcript, not the session
     parents_dir = settings.paths.scope_dir(PARENTS)
     parents_dir.mkdir(parents=True, exist_ok=True)
     (parents_dir / "MEMORY.md").write_text("# Parents\nGrandma visits in December.\n")
@@ -70,7 +72,7 @@ async def test_a_dm_recalls_its_own_words_and_the_parents_group_does_not(
     assert "Dr. Patel has a slot on the 14th" in prompt, "the DM's own words are recalled through the index"
     assert "[this chat · transcript lines 1–2" in prompt, "labelled with their source"
     history = await running.halo.services.sessions.get(DM).get_items()
-    assert not any("Dr. Patel" in str(item) for item in history), "seeded in the transcript only, not the session"
+    assert not any("Dr. Patel" in str(item) for item in history), "before the last /new: in the transcript only"
 
     fake_llm.reply("I don't know.")
     reply = await running.halo.gateway.handle(in_parents_group(running, QUESTION))
@@ -129,7 +131,7 @@ async def test_status_reports_semantic_health(fake_llm, settings_for, serve_halo
     await seed_dm_month_ago(settings)
     running = await serve_halo(settings)
     await running.halo.services.semantic.sync_all([DM])
-    async with running.http.get(running.url("/status")) as resp:
+    async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
         body = await resp.json()
     semantic = body["semantic"]
     assert semantic["mode"] == "hybrid"
@@ -151,11 +153,12 @@ async def test_scheduler_syncs_active_scopes_and_request_sync(fake_llm, settings
     await running.chat("The orthodontist wants to see Aarav about braces", token="mom-token")
     await running.halo.gateway.drain()
     assert DM in semantic.active_scopes()
-    for _ in range(200):  # the interval is 0.6 s
+
+    def synced() -> bool:  # the interval is 0.6 s
         scope = semantic.sync_health.scopes.get(DM)
-        if scope is not None and scope.last_sync and not semantic.active_scopes():
-            break
-        await asyncio.sleep(0.05)
+        return scope is not None and bool(scope.last_sync) and not semantic.active_scopes()
+
+    await eventually(synced, what="a scheduled sync of the DM")
     assert semantic.status()["running"]
     hits = await semantic.search([DM], "orthodontist braces")
     assert hits and "orthodontist" in hits[0].text
@@ -164,10 +167,7 @@ async def test_scheduler_syncs_active_scopes_and_request_sync(fake_llm, settings
     (settings.paths.scope_dir(DM) / "MEMORY.md").write_text("# Facts\nThe puppy's vet is on Oak Road.\n")
     semantic.request_sync(DM)
     semantic.request_sync(DM)  # folded into the queued one
-    for _ in range(100):
-        if await semantic.search([DM], "vet puppy"):
-            break
-        await asyncio.sleep(0.02)
+    await eventually(lambda: semantic.search([DM], "vet puppy"), what="the requested sync to index MEMORY.md")
     assert (await semantic.search([DM], "vet puppy"))[0].source == "MEMORY.md"
 
 
@@ -175,7 +175,7 @@ async def test_recall_is_off_when_disabled(fake_llm, settings_for, serve_halo) -
     running = await serve_halo(settings_for(llm_yaml(fake_llm) + "memory:\n  semantic: {enabled: false}\n"))
     _, body = await running.chat("/recall dentist", token="mom-token")
     assert "Recall is off" in body["reply"]
-    async with running.http.get(running.url("/status")) as resp:
+    async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
         semantic = (await resp.json())["semantic"]
     assert semantic["enabled"] is False and semantic["mode"] == "off"
 
@@ -186,7 +186,7 @@ async def test_status_names_a_degraded_recall(fake_llm, settings_for, serve_halo
     await seed_dm_month_ago(settings)
     running = await serve_halo(settings)
     await running.halo.services.semantic.sync_all([DM])
-    async with running.http.get(running.url("/status")) as resp:
+    async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
         body = await resp.json()
     assert body["semantic"]["mode"] == "full-text only"
     assert "could not be loaded" in body["semantic"]["problem"]
@@ -222,17 +222,15 @@ async def test_a_remembered_fact_is_indexed_without_waiting_for_the_schedule(
     running = await serve_halo(settings)
     semantic = running.halo.services.semantic
     await running.halo.start_background()
-    for _ in range(100):  # the start-up catch-up run finishes first
-        if semantic.status()["runs"] >= 1:
-            break
-        await asyncio.sleep(0.02)
+    # the start-up catch-up run finishes first
+    await eventually(lambda: semantic.status()["runs"] >= 1, what="the start-up catch-up sync")
     runs_at_start = semantic.status()["runs"]
     await running.chat("remember the puppy's vet is Dr. Okafor on Oak Road", token="mom-token")
     await running.halo.gateway.drain()
-    for _ in range(100):
+
+    async def indexed_fact() -> bool:
         hits = await semantic.search([DM], "vet puppy Okafor")
-        if any(h.source == "MEMORY.md" for h in hits):
-            break
-        await asyncio.sleep(0.02)
-    assert any(h.source == "MEMORY.md" and "Okafor" in h.text for h in hits)
+        return any(h.source == "MEMORY.md" and "Okafor" in h.text for h in hits)
+
+    await eventually(indexed_fact, what="the remembered fact in the index, without a scheduled run")
     assert semantic.status()["runs"] == runs_at_start  # no scheduled run since: the request did it

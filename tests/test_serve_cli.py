@@ -1,23 +1,34 @@
-"""`halo serve` and friends as a user runs them: a real process, a real port, real signals."""
+"""`halo serve` and friends as a user runs them.
+
+One test runs `halo serve` as a real process on a real port and stops it with a real
+signal, with a message in flight. Everything else (start-up refusals, `policy explain`,
+`halo chat`, the first start) runs `halo.cli.main` in this process: the same code path, without
+paying for a fresh interpreter and the Agents SDK import on every test.
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from halo.runtime.cli import main
 from tests.conftest import FAMILY_YAML, free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent
+STARTUP = 120.0  # generous: a loaded 2-core machine; a healthy server answers at once
 
 
 def halo_cmd(*args: str, home: Path, port: int | None = None, **popen) -> subprocess.Popen[str]:
@@ -35,20 +46,7 @@ def halo_cmd(*args: str, home: Path, port: int | None = None, **popen) -> subpro
     )
 
 
-def run_halo(*args: str, home: Path, timeout: float = 30, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HALO_HOME": str(home)}
-    return subprocess.run(
-        [sys.executable, "-m", "halo.runtime.cli", *args],
-        cwd=ROOT,
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=timeout,
-        input=stdin,
-    )
-
-
-def wait_healthy(port: int, proc: subprocess.Popen[str], timeout: float = 30) -> None:
+def wait_healthy(port: int, proc: subprocess.Popen[str], timeout: float = STARTUP) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -58,14 +56,30 @@ def wait_healthy(port: int, proc: subprocess.Popen[str], timeout: float = 30) ->
                 if json.load(resp) == {"ok": True}:
                     return
         except OSError:
-            time.sleep(0.1)
-    raise AssertionError("halo did not become healthy")
+            time.sleep(0.1)  # polling a port that is not open yet; there is no event to wait on
+    raise AssertionError(f"halo did not become healthy within {timeout}s")
+
+
+OWNER = {"Authorization": "Bearer wags-token"}  # the owner's web_token in FAMILY_YAML: no credential, no chat
 
 
 def post_json(url: str, payload: dict) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=20) as resp:
+    headers = {"Content-Type": "application/json", **OWNER}
+    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers)
+    with urllib.request.urlopen(req, timeout=60) as resp:
         return json.load(resp)
+
+
+def halo(
+    *argv: str, home: Path, capsys: pytest.CaptureFixture[str], stdin: str = "", monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, str, str]:
+    """`halo <argv>` in this process: exit code, stdout, stderr."""
+    monkeypatch.setenv("HALO_HOME", str(home))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 @pytest.fixture
@@ -75,118 +89,11 @@ def threaded_llm() -> Iterator[FakeOpenAI]:
     fake.stop()
 
 
-def test_serve_chats_then_stops_cleanly_on_sigterm(tmp_path: Path, threaded_llm: FakeOpenAI):
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "halo.yaml").write_text(FAMILY_YAML + llm_yaml(threaded_llm))
-    port = free_port()
-    proc = halo_cmd("serve", home=home, port=port)
-    try:
-        wait_healthy(port, proc)
-        body = post_json(f"http://127.0.0.1:{port}/api/chat", {"text": "hello halo"})
-        assert body == {"reply": "Hi from the model", "scope_id": "web:wags"}
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as resp:
-            status = json.load(resp)
-        assert status["provider"]["name"] == "openai-compatible"
-        assert status["halo_home"]["home"] == str(home)
-        assert "web" in status["adapters"]
-        assert "test-key" not in json.dumps(status)  # secrets masked
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
-    assert "stopped" in out
-    lines = [json.loads(line) for line in next((home / "transcripts").glob("*.jsonl")).read_text().splitlines()]
-    pairs = [(line["role"], line["text"]) for line in lines]
-    assert pairs == [("user", "hello halo"), ("assistant", "Hi from the model")]
+def transcript_lines(home: Path) -> list[dict]:
+    return [json.loads(line) for f in (home / "transcripts").glob("*.jsonl") for line in f.read_text().splitlines()]
 
 
-def test_first_start_writes_a_starter_config_and_serves(tmp_path: Path):
-    home = tmp_path / "fresh"
-    port = free_port()
-    proc = halo_cmd("serve", home=home, port=port)
-    try:
-        wait_healthy(port, proc)
-        assert (home / "halo.yaml").exists()
-        assert (home / "SOUL.md").exists()
-        body = post_json(f"http://127.0.0.1:{port}/api/chat", {"text": "hi"})
-        assert "No language model is configured" in body["reply"]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=20)
-    assert "starter config" in out and str(home / "halo.yaml") in out
-
-
-def test_bad_yaml_stops_start_up_with_a_readable_message(tmp_path: Path):
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "halo.yaml").write_text(FAMILY_YAML + "llm:\n  provider: gpt-magic\n  colour: blue\n")
-    result = run_halo("serve", home=home)
-    assert result.returncode == 2
-    assert str(home / "halo.yaml") in result.stderr
-    assert "llm.provider" in result.stderr and "llm.colour" in result.stderr and "unknown key" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
-def test_broken_yaml_syntax_names_the_line(tmp_path: Path):
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "halo.yaml").write_text("members:\n  - {id: mom, name: Mom\n")
-    result = run_halo("serve", home=home)
-    assert result.returncode == 2
-    assert "not valid YAML" in result.stderr and "line" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
-def test_bad_cedar_policy_stops_start_up_naming_the_file(tmp_path: Path):
-    home = tmp_path / "home"
-    (home / "policies").mkdir(parents=True)
-    (home / "halo.yaml").write_text(FAMILY_YAML)
-    bad_rule = "permit(principal, action, resource)\nwhen { principal.shoe_size > 3 };\n"
-    (home / "policies" / "ours.cedar").write_text(bad_rule)
-    result = run_halo("serve", home=home)
-    assert result.returncode == 2
-    assert "ours.cedar" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
-def test_non_loopback_admin_without_token_refuses_to_start(tmp_path: Path):
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "halo.yaml").write_text(FAMILY_YAML + "admin: {host: 0.0.0.0}\n")
-    result = run_halo("serve", home=home)
-    assert result.returncode == 2
-    assert "admin.token" in result.stderr
-
-
-def test_policy_explain_prints_decision_and_policy_ids(tmp_path: Path):
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "halo.yaml").write_text(FAMILY_YAML)
-    allowed = run_halo("policy", "explain", "--member", "mom", "--scope", "telegram:-1001234", home=home)
-    assert allowed.returncode == 0, allowed.stderr
-    assert "ALLOW" in allowed.stdout.upper()
-    denied = run_halo("policy", "explain", "--member", "aarav", "--scope", "telegram:-1001234", home=home)
-    assert denied.returncode == 1
-    assert "DENY" in denied.stdout.upper() and "parents-group-parents-only" in denied.stdout
-
-
-def test_terminal_chat_goes_through_the_same_pipeline(tmp_path: Path, threaded_llm: FakeOpenAI):
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "halo.yaml").write_text(FAMILY_YAML + llm_yaml(threaded_llm))
-    threaded_llm.reply("Pasta tonight.")
-    result = run_halo("chat", "--member", "mom", home=home, stdin="what's for dinner?\n/whoami\n/quit\n")
-    assert result.returncode == 0, result.stderr
-    assert "Pasta tonight." in result.stdout
-    assert "You are Mom" in result.stdout
-    lines = [json.loads(line) for f in (home / "transcripts").glob("*.jsonl") for line in f.read_text().splitlines()]
-    assert {line["scope_id"] for line in lines} == {"cli:mom"}
-
-
-def test_sigterm_with_a_message_in_flight_loses_nothing(tmp_path: Path, threaded_llm: FakeOpenAI):
-    import threading
-
+def test_serve_chats_and_a_sigterm_with_a_message_in_flight_loses_nothing(tmp_path: Path, threaded_llm: FakeOpenAI):
     home = tmp_path / "home"
     home.mkdir()
     (home / "halo.yaml").write_text(FAMILY_YAML + llm_yaml(threaded_llm))
@@ -195,19 +102,144 @@ def test_sigterm_with_a_message_in_flight_loses_nothing(tmp_path: Path, threaded
     result: dict = {}
     try:
         wait_healthy(port, proc)
+        body = post_json(f"http://127.0.0.1:{port}/api/chat", {"text": "hello halo"})
+        assert body == {"reply": "Hi from the model", "scope_id": "web:wags"}
+        status_request = urllib.request.Request(f"http://127.0.0.1:{port}/status", headers=OWNER)
+        with urllib.request.urlopen(status_request, timeout=30) as resp:
+            status = json.load(resp)
+        assert status["provider"]["name"] == "openai-compatible"
+        assert status["halo_home"]["home"] == str(home)
+        assert "web" in status["adapters"]
+        assert "test-key" not in json.dumps(status)  # secrets masked
+
         threaded_llm.reply("Worth the wait.", delay=1.5)
+        asked = len(threaded_llm.model_requests)
         sender = threading.Thread(
             target=lambda: result.update(post_json(f"http://127.0.0.1:{port}/api/chat", {"text": "slow one"}))
         )
         sender.start()
-        deadline = time.monotonic() + 10
-        while not threaded_llm.model_requests and time.monotonic() < deadline:
-            time.sleep(0.02)  # the model call has started
+        deadline = time.monotonic() + STARTUP
+        while len(threaded_llm.model_requests) == asked and time.monotonic() < deadline:
+            time.sleep(0.02)  # the fake server runs in another thread: poll until the model call has started
+        assert len(threaded_llm.model_requests) > asked, "the slow message never reached the model"
         proc.send_signal(signal.SIGTERM)
-        sender.join(timeout=20)
+        sender.join(timeout=STARTUP)
     finally:
-        _, err = proc.communicate(timeout=20)
+        if proc.poll() is None and not result:
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=STARTUP)
     assert result == {"reply": "Worth the wait.", "scope_id": "web:wags"}, err
-    assert proc.returncode == 0
-    lines = [json.loads(line) for line in next((home / "transcripts").glob("*.jsonl")).read_text().splitlines()]
-    assert [line["role"] for line in lines] == ["user", "assistant"]
+    assert proc.returncode == 0, err
+    assert "stopped" in out
+    pairs = [(line["role"], line["text"]) for line in transcript_lines(home)]
+    assert pairs == [
+        ("user", "hello halo"),
+        ("assistant", "Hi from the model"),
+        ("user", "slow one"),
+        ("assistant", "Worth the wait."),
+    ]
+
+
+def test_first_start_writes_a_starter_config_and_answers(tmp_path: Path, capsys, monkeypatch):
+    home = tmp_path / "fresh"
+    code, out, err = halo("chat", home=home, stdin="hi\n/quit\n", capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert (home / "halo.yaml").exists()
+    assert (home / "SOUL.md").exists()
+    assert "starter config" in out and str(home / "halo.yaml") in out
+    assert "No language model is configured" in out
+
+
+def test_bad_yaml_stops_start_up_with_a_readable_message(tmp_path: Path, capsys, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text(FAMILY_YAML + "llm:\n  provider: gpt-magic\n  colour: blue\n")
+    code, _, err = halo("serve", home=home, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2
+    assert str(home / "halo.yaml") in err
+    assert "llm.provider" in err and "llm.colour" in err and "unknown key" in err
+    assert "Traceback" not in err
+
+
+def test_broken_yaml_syntax_names_the_line(tmp_path: Path, capsys, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text("members:\n  - {id: mom, name: Mom\n")
+    code, _, err = halo("serve", home=home, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2
+    assert "not valid YAML" in err and "line" in err
+    assert "Traceback" not in err
+
+
+def test_bad_cedar_policy_stops_start_up_naming_the_file(tmp_path: Path, capsys, monkeypatch):
+    home = tmp_path / "home"
+    (home / "policies").mkdir(parents=True)
+    (home / "halo.yaml").write_text(FAMILY_YAML)
+    bad_rule = "permit(principal, action, resource)\nwhen { principal.shoe_size > 3 };\n"
+    (home / "policies" / "ours.cedar").write_text(bad_rule)
+    # the policy is checked while halo is built, before anything listens: `chat` and `serve` share it
+    code, _, err = halo("chat", home=home, stdin="/quit\n", capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2
+    assert "ours.cedar" in err
+    assert "Traceback" not in err
+
+
+def test_non_loopback_admin_without_token_refuses_to_start(tmp_path: Path, capsys, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text(FAMILY_YAML + "admin: {host: 0.0.0.0}\n")
+    code, _, err = halo("serve", home=home, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2
+    assert "admin.token" in err
+
+
+def test_policy_explain_prints_decision_and_policy_ids(tmp_path: Path, capsys, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text(FAMILY_YAML)
+    code, out, err = halo(
+        "policy",
+        "explain",
+        "--member",
+        "mom",
+        "--scope",
+        "telegram:-1001234",
+        home=home,
+        capsys=capsys,
+        monkeypatch=monkeypatch,
+    )
+    assert code == 0, err
+    assert "ALLOW" in out.upper()
+    code, out, _ = halo(
+        "policy",
+        "explain",
+        "--member",
+        "aarav",
+        "--scope",
+        "telegram:-1001234",
+        home=home,
+        capsys=capsys,
+        monkeypatch=monkeypatch,
+    )
+    assert code == 1
+    assert "DENY" in out.upper() and "parents-group-parents-only" in out
+
+
+def test_terminal_chat_goes_through_the_same_pipeline(tmp_path: Path, threaded_llm: FakeOpenAI, capsys, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text(FAMILY_YAML + llm_yaml(threaded_llm))
+    threaded_llm.reply("Pasta tonight.")
+    code, out, err = halo(
+        "chat",
+        "--member",
+        "mom",
+        home=home,
+        stdin="what's for dinner?\n/whoami\n/quit\n",
+        capsys=capsys,
+        monkeypatch=monkeypatch,
+    )
+    assert code == 0, err
+    assert "Pasta tonight." in out
+    assert "You are Mom" in out
+    assert {line["scope_id"] for line in transcript_lines(home)} == {"cli:mom"}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,10 @@ from adapters.telegram import TelegramAdapter
 from config.loader import load_settings
 from halo.family.pairing import CODE_ALPHABET, CODE_LENGTH
 from halo.runtime.app import Halo, build_halo
-from tests.conftest import FAMILY_YAML, free_port, llm_yaml, write_home
+from tests.conftest import FAMILY_YAML, OWNER_AUTH, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
+from tests.waiting import eventually
 from transcripts import TranscriptStore
 
 GROUP = -1001234
@@ -56,15 +56,6 @@ def outbox(halo: Halo) -> dict[str, int]:
 
 def adapter_of(halo: Halo) -> TelegramAdapter:
     return next(a for a in halo.adapters if isinstance(a, TelegramAdapter))
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], within: float = 5.0) -> Any:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if result := await check():
-            return result
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met in time")
 
 
 async def handled(halo: Halo, update: dict[str, Any]) -> None:
@@ -342,18 +333,22 @@ async def test_formatting_telegram_refuses_is_sent_as_plain_text(start, tg, fake
 async def test_each_chat_in_order_and_chats_concurrently(start, tg, fake_llm):
     await start()
 
+    slow_one_may_answer = asyncio.Event()
+
     def answer(body: dict[str, Any]) -> Reply:
         last = body["messages"][-1]["content"]
-        return Reply(text=f"re: {last}", delay=0.4 if last == "slow one" else 0.0)
+        return Reply(text=f"re: {last}", hold=slow_one_may_answer if last == "slow one" else None)
 
     fake_llm.responder = answer
     tg.message(1001, 1001, "slow one")
     tg.message(1001, 1001, "quick follow-up")
     tg.message(1002, 1002, "meanwhile")
+    # the other chat did not wait: its answer arrives while the slow one is still held
+    assert await tg.wait_sent(1002) == ["re: meanwhile"]
+    assert tg.texts(1001) == []
+    slow_one_may_answer.set()
     await tg.wait_sent(1001, 2)
     assert tg.texts(1001) == ["re: slow one", "re: quick follow-up"]
-    sends = {c.params["text"]: c.at for c in tg.calls_to("sendMessage")}
-    assert sends["re: meanwhile"] < sends["re: slow one"]  # the other chat did not wait
 
 
 async def test_unreachable_telegram_keeps_halo_running_and_status_says_so(
@@ -369,7 +364,7 @@ async def test_unreachable_telegram_keeps_halo_running_and_status_says_so(
     adapter = adapter_of(running.halo)
     await eventually(lambda: _async(adapter.health.last_error is not None))
 
-    async with running.http.get(running.url("/status")) as resp:
+    async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
         telegram = (await resp.json())["adapters"]["telegram"]
     assert telegram["connected"] is False and "NetworkError" in telegram["last_error"]
     assert TOKEN not in str(telegram)

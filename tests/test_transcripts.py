@@ -88,9 +88,11 @@ async def test_append_returns_increasing_offsets_of_the_line_bytes(store: Transc
     assert [line for _, line in store.read_from(SCOPE)] == lines
 
 
-async def test_append_keeps_a_lone_surrogate_instead_of_failing(store: TranscriptStore) -> None:
+async def test_append_keeps_a_lone_surrogate_repaired_instead_of_failing(store: TranscriptStore) -> None:
+    # kept as readable UTF-8 with U+FFFD: a surrogate read back would break every reader of the scope
     await store.append(make_line("broken \ud800 emoji"))
-    assert [line.text for _, line in store.read_from(SCOPE)] == ["broken \ud800 emoji"]
+    assert [line.text for _, line in store.read_from(SCOPE)] == ["broken \ufffd emoji"]
+    assert "\ufffd" in store.path(SCOPE).read_text(encoding="utf-8")
 
 
 async def test_concurrent_appends_in_one_process_never_interleave(store: TranscriptStore) -> None:

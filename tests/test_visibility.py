@@ -9,6 +9,7 @@ import pytest
 
 from halo.pipeline.envelope import Envelope, Speaker
 from halo.pipeline.scopes import resolve_scope
+from tests.conftest import OWNER_AUTH
 from tests.safety_support import SAFETY_FAMILY, family_settings
 
 VISIBLE = SAFETY_FAMILY.replace("age_group: adolescent,", "age_group: adolescent, parental_visibility: true,")
@@ -104,7 +105,7 @@ async def test_a_parent_lists_what_they_may_read(home, serve_halo) -> None:
 
 async def test_policy_status_shows_each_members_safety_profile(home, serve_halo) -> None:
     running = await serve_halo(family_settings(home, "llm: {provider: none}\n"))
-    async with running.http.get(running.url("/policy/status")) as r:  # this machine: the admin
+    async with running.http.get(running.url("/policy/status"), headers=OWNER_AUTH) as r:  # a parent
         assert r.status == 200
         profiles = {m["id"]: m["safety"] for m in (await r.json())["members"]}
     assert profiles["tara"]["guarded"] and profiles["tara"]["parents_who_may_read_transcript"] == ["wags", "mom"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from transcripts._lines import complete_lines_reversed
 from transcripts.jsonl import append_line
+from transcripts.text import clean_text, clean_value
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class AuditLog:
         for key, value in drop_secrets(fields).items():
             record.setdefault(key, value)
         text = json.dumps(record, ensure_ascii=False, default=_json_default) + "\n"
-        data = text.encode("utf-8", "replace")  # a lone surrogate must not cost the event
+        data = clean_text(text).encode("utf-8")  # a lone surrogate must not cost the event
         try:
             with self._lock:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,6 +91,7 @@ class AuditLog:
                 continue
             if not isinstance(event, dict):
                 continue
+            event = clean_value(event)  # a line an older halo wrote may hold what JSON responses cannot encode
             if scope_id is not None and event.get("scope_id") != scope_id:
                 continue
             if kind is not None and event.get("kind") != kind:

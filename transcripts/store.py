@@ -14,17 +14,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from filelock import FileLock
 
 from config.paths import scope_hash
 from transcripts._lines import complete_lines_reversed
 from transcripts.jsonl import append_line, fsync_dir
+from transcripts.text import clean_text, clean_value
 
 __all__ = ["TranscriptLine", "TranscriptReader", "TranscriptStore", "fsync_dir"]
 
@@ -33,6 +35,11 @@ logger = logging.getLogger(__name__)
 Role = Literal["user", "assistant", "system", "event"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
 CORE_KEYS: frozenset[str] = frozenset({"id", "ts", "scope_id", "role", "speaker", "target", "platform", "text"})
+
+# Appends wait on the disk, not the CPU: threads of their own, so scopes fsync side by side (the
+# filesystem journal commits concurrent fsyncs together: group commit) and never queue behind other
+# to_thread work. Threads start only as appends need them; one pool for every store in the process.
+_APPENDERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="transcript-append")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +65,13 @@ class TranscriptLine:
             raise ValueError(f"TranscriptLine.role must be one of {sorted(ROLES)}, not {self.role!r}")
         if clash := CORE_KEYS & self.extra.keys():
             raise ValueError(f"TranscriptLine.extra must not shadow core keys: {sorted(clash)}")
+        # what cannot be encoded is repaired, on the way in and on reading an old line back
+        for name in ("id", "text", "speaker", "target", "platform"):
+            value = getattr(self, name)
+            if isinstance(value, str) and (cleaned := clean_text(value)) is not value:
+                object.__setattr__(self, name, cleaned)
+        if self.extra:
+            object.__setattr__(self, "extra", clean_value(self.extra))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,11 +119,7 @@ class TranscriptLine:
 
 
 def _encode(line: TranscriptLine) -> bytes:
-    try:
-        return line.to_json().encode("utf-8") + b"\n"
-    except UnicodeEncodeError:
-        # A lone surrogate cannot be UTF-8; escaped JSON keeps the message instead of losing it.
-        return json.dumps(line.to_dict(), separators=(",", ":")).encode("ascii") + b"\n"
+    return line.to_json().encode("utf-8") + b"\n"  # TranscriptLine repaired what UTF-8 cannot hold
 
 
 def _parse(path: Path, raw: bytes, offset: int | None = None) -> TranscriptLine | None:
@@ -149,7 +159,7 @@ class TranscriptReader(Iterator[tuple[int, TranscriptLine]]):
         """Release the file now rather than when the reader is garbage-collected."""
         self._lines.close()
 
-    def _read(self) -> Iterator[tuple[int, TranscriptLine]]:
+    def _read(self) -> Generator[tuple[int, TranscriptLine]]:
         try:
             f = self.path.open("rb")
         except FileNotFoundError:
@@ -168,6 +178,14 @@ class TranscriptReader(Iterator[tuple[int, TranscriptLine]]):
                     yield offset, line
 
 
+class TranscriptObserver(Protocol):
+    """Told of every append and purge, in file order, while the scope's lock is held: keep it quick."""
+
+    def appended(self, scope_id: str, lines: list[tuple[int, TranscriptLine]], end_before: int, end: int) -> None: ...
+
+    def purged(self, scope_id: str) -> None: ...
+
+
 class TranscriptStore:
     """Appends are fsync'd and serialised per scope; a torn last line is skipped on read.
 
@@ -182,6 +200,7 @@ class TranscriptStore:
         self._file_locks: dict[str, FileLock] = {}
         self._counts: dict[str, tuple[int, int]] = {}  # scope_id -> (valid lines, offset counted up to)
         self._root_ready = False
+        self.observers: list[TranscriptObserver] = []  # derived views kept current on append (the session)
 
     def path(self, scope_id: str) -> Path:
         return self.root / f"{scope_hash(scope_id)}.jsonl"
@@ -208,16 +227,37 @@ class TranscriptStore:
 
         Returns only once the bytes are fsync'd: the message counts as accepted from then on.
         """
-        data = _encode(line)
-        scope_id = line.scope_id
+        return (await self.append_many([line]))[0]
+
+    async def append_many(self, lines: list[TranscriptLine]) -> list[int]:
+        """Append lines of one scope with one write and one fsync; their offsets, in order.
+
+        Observers hear of the lines under the scope's lock, so they see appends in file order.
+        """
+        if not lines:
+            return []
+        scope_id = lines[0].scope_id
+        if any(line.scope_id != scope_id for line in lines):
+            raise ValueError("append_many takes the lines of one scope")
+        encoded = [_encode(line) for line in lines]
         async with self._lock(scope_id):
-            end_before, offset = await asyncio.to_thread(
-                self._append_blocking, self.path(scope_id), self._file_lock(scope_id), data
+            end_before, first = await asyncio.get_running_loop().run_in_executor(
+                _APPENDERS,
+                self._append_blocking,
+                self.path(scope_id),
+                self._file_lock(scope_id),
+                b"".join(encoded),
             )
+            offsets, at = [], first
+            for data in encoded:
+                offsets.append(at)
+                at += len(data)
             counted = self._counts.get(scope_id)
             if counted is not None and counted[1] == end_before:  # nothing unseen in between: keep it cheap
-                self._counts[scope_id] = (counted[0] + 1, offset + len(data))
-        return offset
+                self._counts[scope_id] = (counted[0] + len(lines), at)
+            for observer in self.observers:
+                observer.appended(scope_id, list(zip(offsets, lines, strict=True)), end_before, at)
+        return offsets
 
     def _append_blocking(self, path: Path, file_lock: FileLock, data: bytes) -> tuple[int, int]:
         """All the blocking work of one append, in one worker-thread hop. Returns (old size, line offset)."""
@@ -292,6 +332,8 @@ class TranscriptStore:
             existed = await asyncio.to_thread(self._purge_blocking, scope_id)
             self._counts.pop(scope_id, None)
             self._file_locks.pop(scope_id, None)
+            for observer in self.observers:
+                observer.purged(scope_id)
         return existed
 
     def _purge_blocking(self, scope_id: str) -> bool:

@@ -71,6 +71,7 @@ class TelegramAdapter:
             raise ValueError("telegram.token is not set")
         self.inbound = inbound
         self.settings = settings
+        self.audit = audit
         token = settings.token.get_secret_value()
         hide_token_in_logs(token)
         self.describe = describer(token)
@@ -275,6 +276,10 @@ class TelegramAdapter:
         if message is None or self.identity is None:
             return
         inbound = self.inbound
+        if (odd := _odd_ids(message)) is not None:  # a forged update: nothing of it is stored or answered
+            log.warning("ignoring Telegram update %s: %s", update.update_id, odd)
+            self.audit.write("telegram_refused", update_id=update.update_id, reason=odd)
+            return
         chat = message.chat
         scope = inbound.scope("telegram", str(chat.id))  # live: a member approved a moment ago is known now
         if chat.type != "private" and not scope.configured and await self.store.first_notice(chat.id):
@@ -368,6 +373,19 @@ def _retry_after(exc: RetryAfter) -> float:
         warnings.simplefilter("ignore", PTBDeprecationWarning)  # the int form is deprecated, not wrong
         value = exc.retry_after
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+INT64 = range(-(2**63), 2**63)  # Telegram's ids fit a signed 64-bit integer; so do halo.db's columns
+
+
+def _odd_ids(message: Any) -> str | None:
+    """Why an update cannot be real (an id Telegram never sends), or None when it can."""
+    users = [message.from_user, message.left_chat_member, *(message.new_chat_members or ())]
+    ids = {"chat": message.chat.id, **{f"user {i}": u.id for i, u in enumerate(users) if u is not None}}
+    for what, value in ids.items():
+        if not isinstance(value, int) or value not in INT64:
+            return f"{what} id {str(value)[:40]} does not fit a 64-bit integer"
+    return None
 
 
 def _iso(ts: float | None) -> str | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from telegram import Message, MessageEntity, User
 
-from halo.port import Envelope, Inbound, Scope, Speaker
+from halo.port import Envelope, Inbound, Scope, Speaker, clean_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +33,13 @@ def is_for_bot(message: Message, bot: BotIdentity) -> bool:
     replied = message.reply_to_message
     if replied is not None and replied.from_user is not None and replied.from_user.id == bot.id:
         return True
-    kinds = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION, MessageEntity.BOT_COMMAND]
-    found = message.parse_entities(kinds) if message.text else message.parse_caption_entities(kinds)
+    kinds = (MessageEntity.MENTION, MessageEntity.TEXT_MENTION, MessageEntity.BOT_COMMAND)
+    text, entities = (message.text, message.entities) if message.text else (message.caption, message.caption_entities)
     handle = bot.username.lower()
-    for entity, value in found.items():
+    for entity in entities:
+        if entity.type not in kinds:
+            continue
+        value = _entity_text(text or "", entity)
         if entity.type == MessageEntity.MENTION and value.lower() == f"@{handle}":
             return True
         if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == bot.id:
@@ -48,11 +51,22 @@ def is_for_bot(message: Message, bot: BotIdentity) -> bool:
     return False
 
 
+def _entity_text(text: str, entity: MessageEntity) -> str:
+    """The text an entity covers. Offsets count UTF-16 units; `surrogatepass` lets a lone
+    surrogate (which python-telegram-bot's own parse_entities cannot encode) count as one."""
+    units = text.encode("utf-16-le", "surrogatepass")
+    piece = units[entity.offset * 2 : (entity.offset + entity.length) * 2]
+    return clean_text(piece.decode("utf-16-le", "replace"))
+
+
 def to_envelope(message: Message, scope: Scope, inbound: Inbound, bot: BotIdentity) -> Envelope | None:
     """None for what halo does not read: messages without text, and posts with no sender."""
     text = message.text or message.caption
-    if not text or not text.strip() or message.from_user is None:
-        return None
+    if not isinstance(text, str) or not text.strip() or message.from_user is None:
+        return None  # also a `text` that is not a string: Telegram never sends one, a forger might
+    if message.from_user.is_bot:
+        return None  # bots are not members, whatever id they carry
+    text = clean_text(text)
     addressed = message.chat.type == "private" or inbound.answers_everything(scope) or is_for_bot(message, bot)
     command, _, _ = text.strip().partition(" ")
     if command.lower() in ("/start", f"/start@{bot.username.lower()}"):

@@ -22,7 +22,20 @@ class Route:
 
 
 def admin_routes() -> list[Route]:
-    from admin_api.routes import dashboard, events, family, health, memory, pairing, policy, sessions
+    from admin_api.routes import (
+        backups,
+        dashboard,
+        events,
+        family,
+        health,
+        home,
+        login,
+        memory,
+        pairing,
+        policy,
+        sessions,
+        tasks,
+    )
 
     return [
         *health.ROUTES,
@@ -32,5 +45,9 @@ def admin_routes() -> list[Route]:
         *memory.ROUTES,
         *pairing.ROUTES,
         *family.ROUTES,
+        *tasks.ROUTES,
         *dashboard.ROUTES,
+        *home.ROUTES,
+        *login.ROUTES,
+        *backups.ROUTES,
     ]

@@ -17,19 +17,19 @@ from aiohttp import web
 from admin_api.base import ApiError, halo_of, lines_param
 from admin_api.routes import Route
 from config.family import Member
-from halo.access import bearer_token, is_local_request
 from halo.family.scope_admin import parse_scope_id
 from halo.pipeline.envelope import Scope
 from halo.pipeline.scopes import UnknownScopeError, member_scopes
+from halo.web_auth import member_of as web_member
 
-NO_MEMBER = "send Authorization: Bearer <your web_token> (or ask from this machine)"
+NO_MEMBER = "send Authorization: Bearer <your web_token> (or sign in to the dashboard)"
 
 
 def member_of(request: web.Request) -> Member:
-    """The member whose web_token is the Bearer token; from this machine with none, the local owner."""
-    family = halo_of(request).services.family
-    token = bearer_token(request)
-    member = family.by_web_token(token) if token else (family.local_owner if is_local_request(request) else None)
+    """The member whose web_token is the Bearer token; for the dashboard's session, the local owner."""
+    halo = halo_of(request)
+    admin_token = halo.settings.admin.token
+    member = web_member(request, halo.services.family, admin_token.get_secret_value() if admin_token else None)
     if member is None:
         raise ApiError(401, NO_MEMBER)
     return member

@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from admin_api.base import halo_of, path_scope
+from admin_api.base import halo_of, path_scope, query_scope
 from admin_api.guards import actor
 from admin_api.routes import Route
 
@@ -37,4 +37,29 @@ async def scope_memory(request: web.Request) -> web.Response:
     return web.json_response({"scopeId": scope.id, **found})
 
 
-ROUTES = [Route("GET", "/scopes/{scopeId}/memory", scope_memory, "token")]
+async def scope_graph(request: web.Request) -> web.Response:
+    """`GET /memory/graph?scopeId=…`: the scope's graph memory, entities and facts with when
+    each held (`invalidAt` set: superseded). While graph memory is off: empty, with the reason."""
+    scope = await query_scope(request)
+    services = halo_of(request).services
+    graph = services.graph
+    if graph is None or not graph.enabled:
+        reason = graph.reason if graph is not None else "not configured"
+        return web.json_response({"scopeId": scope.id, "enabled": False, "reason": reason, "entities": [], "facts": []})
+    entities, facts = await graph.contents(scope.id)
+    services.audit.write("admin_read_graph", scope_id=scope.id, actor=actor(request), facts=len(facts))
+    return web.json_response(
+        {
+            "scopeId": scope.id,
+            "enabled": True,
+            "reason": None,
+            "entities": [{"name": e.name, "summary": e.summary} for e in entities],
+            "facts": [f.as_json() for f in facts],
+        }
+    )
+
+
+ROUTES = [
+    Route("GET", "/scopes/{scopeId}/memory", scope_memory, "token"),
+    Route("GET", "/memory/graph", scope_graph, "token"),
+]

@@ -6,7 +6,6 @@ with who made it: the admin's actor name.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -17,6 +16,7 @@ from admin_api.guards import actor
 from admin_api.routes import Route
 from config.family import AgeGroup, Member, Role
 from halo.family.pairing import AGE_GROUPS, ROLES, PairingError, PairingRequest, UnknownCode
+from halo.http_body import read_json
 
 CODE_PATTERN = "[A-Za-z0-9-]{4,32}"  # said once for the handler and the OpenAPI document
 CODE = re.compile(CODE_PATTERN)
@@ -49,10 +49,7 @@ def _code(request: web.Request) -> str:
 
 async def _approval(request: web.Request) -> tuple[Role, str, AgeGroup | None]:
     """The body's role, name and age group, checked as JSON fields (the store checks them again)."""
-    try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ApiError(400, 'the body must be JSON like {"role": "child", "name": "Aarav"}') from None
+    body = await read_json(request, '{"role": "child", "name": "Aarav"}')
     if not isinstance(body, dict):
         raise ApiError(400, 'the body must be a JSON object like {"role": "child", "name": "Aarav"}')
     role, name, age_group = body.get("role"), body.get("name"), body.get("ageGroup")

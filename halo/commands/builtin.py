@@ -108,7 +108,7 @@ def _profile_lines(turn: Turn, member: Member) -> list[str]:
 
 
 async def new_command(turn: Turn, args: str) -> str:
-    await turn.services.sessions.clear(turn.scope.id)
+    await turn.services.sessions.clear(turn.scope.id, why="session cleared: /new")
     turn.services.audit.write("session_cleared", scope_id=turn.scope.id, by=turn.envelope.speaker.label)
     return "Fresh start: I've cleared this chat's working memory. The transcript is kept."
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from halo.pipeline.sessions import estimate_tokens
+from transcripts.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from halo.pipeline.turn import Turn
@@ -53,21 +53,24 @@ def cut_oldest(text: str, max_tokens: int) -> str:
 
 
 class CachedFile:
-    """A text file re-read only when its mtime changes (a parent's edit shows up next turn)."""
+    """A text file re-read only when its mtime or size changes (a parent's edit shows up next
+    turn; an unchanged file costs one stat). Nanosecond mtime and the size together catch an
+    edit landing within the same coarse timestamp tick."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._mtime: float | None = None
+        self._seen: tuple[int, int] | None = None
         self._text = ""
 
     def read(self) -> str:
         try:
-            mtime = self.path.stat().st_mtime
+            stat = self.path.stat()
         except FileNotFoundError:
             return ""
-        if mtime != self._mtime:
+        seen = (stat.st_mtime_ns, stat.st_size)
+        if seen != self._seen:
             self._text = self.path.read_text(encoding="utf-8")
-            self._mtime = mtime
+            self._seen = seen
         return self._text
 
 

@@ -82,7 +82,7 @@ class MemorySource:
         target = turn.envelope.target
         about_someone_else = target is not None and (speaker is None or target.id != speaker.id)
         # about someone else: decided, and audited, on every turn it happens
-        if about_someone_else and turn.decide("read_memory", target).allowed:
+        if target is not None and about_someone_else and turn.decide("read_memory", target).allowed:
             found.append(self._profile(target, PRIORITY_TARGET))
         if turn.decide("read_memory", turn.scope, audit=False).allowed:
             found.extend(self._scope_sections(turn))

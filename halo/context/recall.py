@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 from agents import RunContextWrapper
@@ -18,10 +18,10 @@ from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
 from halo.pipeline.envelope import Scope
 from halo.pipeline.scopes import UnknownScopeError, resolve_scope
-from halo.pipeline.sessions import estimate_tokens
 from halo.pipeline.turn import Turn
 from halo.tools.guarded import guarded_tool
 from memory.semantic import Hit
+from transcripts.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,14 @@ def readable_scopes(turn: Turn, *, audit: bool) -> list[str]:
     semantic = turn.services.semantic
     if not semantic.enabled:
         return []
+    return readable_among(turn, semantic.known_scopes(), audit=audit)
+
+
+def readable_among(turn: Turn, scope_ids: Iterable[str], *, audit: bool) -> list[str]:
+    """This turn's own scope and those of `scope_ids` the policy lets this turn read
+    (`read_memory`, asked from this scope): the one rule for recall and graph memory."""
     allowed: list[str] = []
-    for scope_id in sorted({turn.scope.id, *semantic.known_scopes()}):
+    for scope_id in sorted({turn.scope.id, *scope_ids}):
         scope = turn.scope if scope_id == turn.scope.id else _resolve(turn, scope_id)
         if scope is None:
             continue

@@ -1,8 +1,9 @@
 """What a parent does to a whole scope from outside a conversation: look, clear, purge.
 
-The admin API (and later the CLI) calls these. Clearing touches only derived session
-state; purging deletes everything halo keeps about a scope — session, transcript, the
-memory folder with its index — and is audited. Neither trusts a scope id it cannot parse.
+The admin API (and later the CLI) calls these. Clearing starts the model's session again
+(a marker line in the transcript; nothing is removed); purging deletes everything halo
+keeps about a scope — transcript (and so the session), the memory folder with its index —
+and is audited. Neither trusts a scope id it cannot parse.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ async def scope_summaries(services: Services) -> list[ScopeSummary]:
 async def clear_session(services: Services, scope_id: str, *, actor: str) -> int:
     """Forget the derived session (the model's history); the transcript stays. Returns items removed."""
     removed = len(await services.sessions.all_items(scope_id))
-    await services.sessions.clear(scope_id)
+    await services.sessions.clear(scope_id, why=f"session cleared by {actor}")
     services.audit.write("admin_clear", scope_id=scope_id, actor=actor, items_removed=removed)
     return removed
 
@@ -141,10 +142,10 @@ async def purge_scope(services: Services, scope_id: str, *, actor: str) -> Purge
     transcript of this scope is distilled from its start. The index is closed after that (a
     distillation asks for a sync) and is not rebuilt until the scope is active again."""
     items = len(await services.sessions.all_items(scope_id))
-    await services.sessions.clear(scope_id)
     transcript = await services.transcripts.purge(scope_id)
     memory_files = await services.memory.purge(scope_id)  # its files and its state in halo.db
     await services.semantic.forget_scope(scope_id)
+    graph = services.graph is not None and await services.graph.purge(scope_id)  # its group's whole graph
     folder = await asyncio.to_thread(_remove_tree, services.paths.scope_dir(scope_id))
     memory = memory_files or folder
     outcome = PurgeResult(scope_id, items, transcript, memory)
@@ -155,6 +156,7 @@ async def purge_scope(services: Services, scope_id: str, *, actor: str) -> Purge
         session_items=items,
         transcript=transcript,
         memory=memory,
+        graph=graph,
     )
     return outcome
 

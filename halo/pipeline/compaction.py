@@ -1,11 +1,16 @@
-"""Keeping a scope's session inside its budget after a turn, off the reply path."""
+"""Keeping a scope's session inside its budget after a turn, off the reply path.
+
+Compaction writes a `session.start` line to the transcript with a summary of the older
+part and the offset the session now starts from (transcripts/session.py); nothing is
+rewritten or removed.
+"""
 
 from __future__ import annotations
 
 from agents import Agent, Model, RunConfig, Runner
 from agents.items import TResponseInputItem
 
-from halo.pipeline.sessions import SessionStore
+from transcripts.session import TranscriptSessions
 
 SUMMARY_INSTRUCTIONS = (
     "Summarise this earlier part of a chat for your own later use: keep names, dates, "
@@ -33,9 +38,9 @@ def _item_text(item: TResponseInputItem) -> str:
     return str(item)
 
 
-async def compact_if_needed(sessions: SessionStore, scope_id: str, model: Model | None, tracing: bool) -> bool:
-    """Compact only when the last history load saw more than the budget (no extra reads)."""
-    if not sessions.get(scope_id).over_budget:
+async def compact_if_needed(sessions: TranscriptSessions, scope_id: str, model: Model | None, tracing: bool) -> bool:
+    """Compact only when the model's last history read saw more than the budget (no extra reads)."""
+    if not sessions.over_budget(scope_id):
         return False
     summarise = model_summariser(model, tracing) if model is not None else None
     return await sessions.compact(scope_id, summarise)

@@ -9,6 +9,7 @@ from typing import Literal
 
 from config.family import Member
 from config.paths import scope_hash
+from transcripts.text import clean_text
 
 Platform = Literal["telegram", "discord", "web", "cli", "mqtt"]
 ScopeType = Literal["dm", "parents_group", "family_group", "work_channel", "home"]
@@ -67,6 +68,10 @@ class Envelope:
     reply_to: str | None = None
     ts: datetime = field(default_factory=lambda: datetime.now(UTC))
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __post_init__(self) -> None:
+        # adapters clean their input (port.clean_text); this is the net under a new one that forgets
+        object.__setattr__(self, "text", clean_text(self.text))
 
     @property
     def target_member(self) -> Member | None:

@@ -16,22 +16,21 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from agents import (
-    Agent,
     InputGuardrailTripwireTriggered,
     OutputGuardrailTripwireTriggered,
     RunConfig,
     Runner,
-    Tool,
 )
 from openai.types.responses import ResponseTextDeltaEvent
 
 from halo.pipeline.envelope import Envelope
 from halo.pipeline.services import Services
 from halo.pipeline.turn import Turn
-from halo.tools.guarded import tool_class
+from halo.pipeline.turn_agents import TurnAgents
 from memory.redact import redact
 from policy import Decision
 from transcripts import TranscriptLine
+from transcripts.text import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +39,8 @@ ReplyKind = Literal["model", "command", "denied", "silent", "kept", "no_model", 
 DeltaCallback = Callable[[str], Awaitable[None]]
 ModelStartCallback = Callable[[], Awaitable[None]]
 AfterTurnHook = Callable[[Turn, "Reply"], Awaitable[None]]
+# answers made in code before the model is asked (status questions in work channels); None: not mine
+Answerer = Callable[[Turn, ModelStartCallback | None], Awaitable[str | None]]
 
 PROVIDER_DOWN = "I can't reach my language model right now — your message is saved."
 NO_MODEL = (
@@ -63,6 +64,8 @@ class Gateway:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.after_turn: list[AfterTurnHook] = []
+        self.agents = TurnAgents(services)
+        self.answerers: list[Answerer] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
 
@@ -99,21 +102,50 @@ class Gateway:
         decision = turn.decide("converse")
         if not decision.allowed:
             return await self._denied(turn, decision)
-        await self._record(turn, "user", env.text)
-        if not env.addressed:  # kept, not answered; memory still counts and logs it
+        model_input = _model_input(turn)  # the model's view, when it differs (who said it, in a group)
+        await self._record(turn, "user", env.text, model_input=model_input if model_input != env.text else None)
+        if not env.addressed:  # kept, not answered: the line is in the scope's history all the same
             await self.services.safety.watch(turn)  # a child's cry for help still reaches the parents
             reply = Reply(None, env.scope.id, "kept", decision)
-            await self._keep_as_context(turn)
             self._after(turn, reply)
             return reply
 
         # the child guardrails: only a child's turn, or the family group with children, pays for them
         safety = self.services.safety if self.services.safety.begin(turn) is not None else None
+        deadline = self.services.settings.llm.reply_deadline_seconds
+        try:  # everything in the turn (classifier, commands, retries, model, tools) shares one deadline
+            async with asyncio.timeout(deadline):
+                reply = await self._answer(turn, decision, safety, on_delta, on_model_start)
+        except TimeoutError:
+            log.warning("no reply for %s within %ss; the message is kept", env.scope.id, deadline)
+            self.services.audit.write("reply_deadline", scope_id=env.scope.id, seconds=deadline)
+            reply = Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
+        if safety is not None:
+            await safety.settle(turn)
+
+        if reply.kind == "provider_error":
+            await self._record(turn, "event", "model unavailable: the message was kept, no reply was made")
+        else:  # the reply line is what the model's history keeps of this turn (unless it is a command's)
+            await self._record(turn, "assistant", reply.text or "", reply=reply.kind)
+        await self.services.sessions.settle(env.scope.id)
+        self._after(turn, reply)
+        return reply
+
+    async def _answer(
+        self,
+        turn: Turn,
+        decision: Decision,
+        safety: Any,
+        on_delta: DeltaCallback | None,
+        on_model_start: ModelStartCallback | None,
+    ) -> Reply:
+        env = turn.envelope
         stopped = await safety.screen_input(turn) if safety is not None else None
         command_reply = None if stopped is not None else await self.services.commands.run(turn, env.text)
+        if stopped is None and command_reply is None:
+            command_reply = await self._answer_in_code(turn, on_model_start)
         if stopped is not None:
             reply = Reply(stopped, env.scope.id, "guarded", decision)
-            await self._remember(turn, stopped, with_user=True)
         elif command_reply is not None:
             reply = Reply(command_reply, env.scope.id, "command", decision)
         elif self.services.model is None:
@@ -128,15 +160,14 @@ class Gateway:
                 await on_model_start()
             # a guarded reply is checked whole before anything of it is sent: no streaming
             reply = await self._run_agent(turn, None if safety is not None else on_delta, decision)
-        if safety is not None:
-            await safety.settle(turn)
-
-        if reply.kind == "provider_error":
-            await self._record(turn, "event", "model unavailable: the message was kept, no reply was made")
-        else:
-            await self._record(turn, "assistant", reply.text or "")
-        self._after(turn, reply)
         return reply
+
+    async def _answer_in_code(self, turn: Turn, on_model_start: ModelStartCallback | None) -> str | None:
+        for answer in self.answerers:
+            text = await answer(turn, on_model_start)
+            if text is not None:
+                return text
+        return None
 
     async def _denied(self, turn: Turn, decision: Decision) -> Reply:
         env = turn.envelope
@@ -153,12 +184,10 @@ class Gateway:
                 return Reply(text, env.scope.id, "command", decision)
         return Reply(None, env.scope.id, "silent", decision)  # groups: silence, the audit log has it
 
-    async def _keep_as_context(self, turn: Turn) -> None:
-        """A message not addressed to halo (a group's chatter) joins the scope's history, so
-        the next answer there knows what was said."""
-        await self.services.sessions.get(turn.scope.id).add_items([{"role": "user", "content": _model_input(turn)}])
-
-    async def _record(self, turn: Turn, role: Literal["user", "assistant", "event"], text: str) -> int:
+    async def _record(
+        self, turn: Turn, role: Literal["user", "assistant", "event"], text: str, **fields: str | None
+    ) -> int:
+        """Append a transcript line; `fields` (`model_input`, `reply`) are what the session reads."""
         env = turn.envelope
         target = env.target_member
         line = TranscriptLine(
@@ -170,6 +199,7 @@ class Gateway:
             speaker=env.speaker.label if role == "user" else "halo",
             target=target.id if target else None,
             platform=env.platform,
+            extra={k: v for k, v in fields.items() if v is not None},
         )
         return await self.services.transcripts.append(line)
 
@@ -177,35 +207,30 @@ class Gateway:
         services = self.services
         env = turn.envelope
         safety = services.safety if turn.safety is not None else None
-        agent = Agent[Turn](
-            name="halo",
-            instructions=await services.context.instructions(turn),
-            model=safety.model_for(turn, services.model) if safety else services.model,
-            model_settings=services.model_settings,
-            tools=self._offered_tools(turn),
-            input_guardrails=[safety.input_guardrail()] if safety else [],
-            output_guardrails=[safety.output_guardrail()] if safety else [],
-        )
+        agent = self.agents.agent(turn)  # built once per model, tools and guard; instructions per turn
         run_config = RunConfig(tracing_disabled=not services.settings.llm.tracing)
         session = services.sessions.get(env.scope.id)
-        text_in = _model_input(turn)
+        text_in = _model_input(turn)  # the SDK hands it to the session, which knows it is there already
         try:
             if on_delta is None:
-                result = await Runner.run(agent, text_in, context=turn, session=session, run_config=run_config)
+                output = (
+                    await Runner.run(agent, text_in, context=turn, session=session, run_config=run_config)
+                ).final_output
             else:
-                result = Runner.run_streamed(agent, text_in, context=turn, session=session, run_config=run_config)
-                async for event in result.stream_events():
+                streamed = Runner.run_streamed(agent, text_in, context=turn, session=session, run_config=run_config)
+                async for event in streamed.stream_events():
                     if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
-                        await on_delta(event.data.delta)
-            text = str(result.final_output or "").strip()
+                        await on_delta(clean_text(event.data.delta))
+                output = streamed.final_output
+            text = clean_text(str(output or "")).strip()  # a model can send a lone surrogate
         except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as tripped:
-            # the SDK has saved the user's message to the session, and nothing of a stopped reply
+            # the user's line is in the session, and nothing of a stopped reply: the reply line
+            # halo writes next is what the model's history keeps
             assert safety is not None
             if isinstance(tripped, InputGuardrailTripwireTriggered):
                 text = await safety.act_on_input(turn)
             else:
                 text = safety.deflect_output(turn)
-            await self._remember(turn, text, with_user=False)
             return Reply(text, env.scope.id, "guarded", decision)
         except Exception as exc:  # any provider failure becomes a clear reply, never a crash
             log.warning("model run failed for %s: %s", env.scope.id, _describe_error(exc))
@@ -216,36 +241,20 @@ class Gateway:
                 error=_describe_error(exc),
             )
             return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
+        if not text:  # nothing readable came back (an empty or unparseable answer): say so, never "…"
+            log.warning("model answered %s with no text", env.scope.id)
+            services.audit.write("provider_error", scope_id=env.scope.id, error="the answer had no text")
+            return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
         if safety is not None:
             text = safety.final_text(turn, text)
         return Reply(text or "…", env.scope.id, "model", decision)
 
-    async def _remember(self, turn: Turn, reply: str, *, with_user: bool) -> None:
-        """Keep the session coherent when the guardrails answered instead of the model, so the
-        next turn's model knows what the child was told."""
-        items: list[Any] = [{"role": "user", "content": _model_input(turn)}] if with_user else []
-        items.append({"role": "assistant", "content": reply})
-        await self.services.sessions.get(turn.scope.id).add_items(items)
-
-    def _offered_tools(self, turn: Turn) -> list[Tool]:
-        """Only the tools the policy would let this turn use: a refused tool is not even shown
-        to the model (each tool still asks the policy itself when called)."""
-        return [
-            tool
-            for tool in self.services.tools
-            if turn.decide("use_tool", audit=False, tool=tool.name, tool_class=tool_class(tool)).allowed
-        ]
-
     def _after(self, turn: Turn, reply: Reply) -> None:
-        """After-reply work (session write-behind, distillation, indexing, compaction)
-        never delays the reply."""
-        for hook in (self._flush_session, *self.after_turn):
+        """After-reply work (distillation, indexing, compaction) never delays the reply."""
+        for hook in self.after_turn:
             task = asyncio.create_task(self._run_hook(hook, turn, reply))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
-
-    async def _flush_session(self, turn: Turn, reply: Reply) -> None:
-        await self.services.sessions.flush(turn.scope.id)
 
     async def _run_hook(self, hook: AfterTurnHook, turn: Turn, reply: Reply) -> None:
         try:

@@ -10,6 +10,7 @@ or the services behind it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from config.family import Family
 from halo.commands.builtin import CommandRegistry
@@ -19,14 +20,19 @@ from halo.pipeline.envelope import Envelope, Platform, Scope, Speaker
 from halo.pipeline.gateway import Gateway
 from halo.pipeline.scopes import resolve_scope
 from halo.port import Progress, TurnOutcome
+from halo.web_auth import member_of
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 class FamilyDirectory:
     """The family half of `Inbound`: who a platform user is, which scope a chat is. `family` is
     a callable because the family changes while halo runs (pairing approvals rebuild it)."""
 
-    def __init__(self, family: Callable[[], Family]) -> None:
+    def __init__(self, family: Callable[[], Family], admin_token: str | None = None) -> None:
         self._family = family
+        self._admin_token = admin_token  # the admin token speaks for nobody in a chat
 
     def speaker(
         self,
@@ -58,9 +64,8 @@ class FamilyDirectory:
     def answers_everything(self, scope: Scope) -> bool:
         return scope.type == "parents_group" and self._family().parents_group.respond_to_all
 
-    def member_speaker(self, platform: Platform, *, token: str | None = None, local: bool = False) -> Speaker | None:
-        family = self._family()
-        member = family.by_web_token(token) if token else (family.local_owner if local else None)
+    def http_speaker(self, request: web.BaseRequest) -> Speaker | None:
+        member = member_of(request, self._family(), self._admin_token)
         if member is None:
             return None
         return Speaker(platform_user_id=member.id, member=member, display_name=member.name)
@@ -76,8 +81,9 @@ class GatewayInbound(FamilyDirectory):
         commands: CommandRegistry,
         family: Callable[[], Family],
         delivery: Delivery,
+        admin_token: str | None = None,
     ) -> None:
-        super().__init__(family)
+        super().__init__(family, admin_token)
         self._gateway = gateway
         self._delivery = delivery
         self._groups = groups

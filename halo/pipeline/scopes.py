@@ -3,6 +3,13 @@
 `telegram:<chat id>` is a member's DM when the chat id is their user id (Telegram DMs share
 the user's id), the parents or family group when halo.yaml names it, and an untrusted
 group otherwise. `web:<member>` and `cli:<member>` are that member's private scopes.
+
+`discord:<id>` is a work channel when `work.discord_channel_ids` lists the id, and otherwise
+a DM named by the *user's* id, as on Telegram — not by Discord's DM channel id, which halo
+cannot know before the person first writes and which the config never names. So a member's
+Discord DM follows from `discord_user_id` alone (a pairing welcome or a parent's alert can
+reach it), and the Discord adapter maps the user id to the DM channel when it sends. Any
+other guild channel never becomes a scope: the adapter stays silent there.
 """
 
 from __future__ import annotations
@@ -39,10 +46,8 @@ def resolve_scope(family: Family, scope_id: str) -> Scope:
     if platform == "discord":
         if chat_id in family.work.discord_channel_ids:
             return Scope(scope_id, "work_channel")
-        owner = family.by_discord(chat_id)
-        if owner is not None:
-            return Scope(scope_id, "dm", owner_id=owner.id)
-        return Scope(scope_id, "work_channel", configured=False)
+        owner = family.by_discord(chat_id)  # a DM is named by the user id (see above)
+        return Scope(scope_id, "dm", owner_id=owner.id if owner else None, configured=owner is not None)
     raise UnknownScopeError(f"{scope_id!r}: unknown platform {platform!r}")
 
 
@@ -53,6 +58,8 @@ def member_scopes(family: Family) -> list[Scope]:
         found.append(Scope(f"web:{m.id}", "dm", owner_id=m.id))
         if m.telegram_user_id is not None:
             found.append(Scope(f"telegram:{m.telegram_user_id}", "dm", owner_id=m.id))
+        if m.discord_user_id is not None:
+            found.append(Scope(f"discord:{m.discord_user_id}", "dm", owner_id=m.id))
     if family.parents_group.telegram_chat_id is not None:
         found.append(Scope(f"telegram:{family.parents_group.telegram_chat_id}", "parents_group"))
     if family.family_group.telegram_chat_id is not None:

@@ -19,13 +19,14 @@ if TYPE_CHECKING:
     from halo.family.delivery import Delivery
     from halo.family.groups import GroupGuard
     from halo.family.pairing import Pairing
-    from halo.pipeline.sessions import SessionStore
     from halo.safety.gate import SafetyGate
     from halo.safety.notify import Notifier
+    from memory.graph.service import GraphMemory
     from memory.semantic import SemanticMemory
     from memory.service import MemoryService
     from policy import PolicyEngine
     from transcripts import AuditLog, TranscriptStore
+    from transcripts.session import TranscriptSessions
 
 
 @dataclass(slots=True)
@@ -34,7 +35,7 @@ class Services:
     paths: HaloPaths
     policy: PolicyEngine
     transcripts: TranscriptStore
-    sessions: SessionStore
+    sessions: TranscriptSessions  # the model's history, read from `transcripts`
     audit: AuditLog
     context: ContextBuilder
     commands: CommandRegistry
@@ -49,6 +50,7 @@ class Services:
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
+    graph: GraphMemory | None = None  # graph memory (memory.graph); built even when off, so /status can say why
 
     @property
     def family(self) -> Family:

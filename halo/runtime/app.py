@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from agents import Model
@@ -13,6 +14,8 @@ from config.settings import Settings
 from halo.commands.builtin import BUILTIN_COMMANDS, CommandRegistry
 from halo.commands.memory import MEMORY_COMMANDS
 from halo.context.builder import ContextBuilder, PersonaSource
+from halo.context.graph import FACTS_COMMAND, GraphFactsSource
+from halo.context.graph import facts as facts_tool
 from halo.context.memory import MemorySource
 from halo.context.recall import RECALL_COMMAND, RecallSource, memory_files_in_context
 from halo.context.recall import recall as recall_tool
@@ -21,14 +24,19 @@ from halo.family.delivery import Delivery
 from halo.family.groups import GroupGuard
 from halo.family.members import FamilyEditor
 from halo.family.pairing import Pairing
+from halo.home.commands import home_commands
+from halo.home.events import HomeEvents
+from halo.home.store import HomeStore
 from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.gateway import Gateway, Reply
 from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.services import Services
-from halo.pipeline.sessions import SessionStore
 from halo.pipeline.turn import Turn
 from halo.port import Adapter, PresenceCheck
+from halo.runtime.backups import BackupSchedule
+from halo.runtime.graph_wiring import build_graph
 from halo.runtime.memory_wiring import build_memory, memory_after_turn
+from halo.runtime.private_files import make_private
 from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
 from halo.safety.classifier import RiskClassifier
@@ -38,11 +46,17 @@ from halo.safety.profiles import model_name
 from halo.safety.tone import ProfileSource
 from halo.tools.guarded import default_tools
 from halo.tools.memory import memory_tools
+from halo.work.commands import task_commands
+from halo.work.digest import WorkDigest
+from halo.work.status import StatusAnswers
+from halo.work.tasks import TaskStore
+from halo.work.tools import task_tools
 from memory import daily
 from memory.semantic import SemanticMemory
 from memory.semantic.embedders import Embedder, load_embedder
 from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
+from transcripts.session import TranscriptSessions
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +72,10 @@ class Halo:
     adapters: list[Adapter] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     owned_models: list[Model] = field(default_factory=list)  # their HTTP clients are closed on close()
+    home: HomeEvents | None = None  # home rules, quiet-hours queue (fed by the MQTT adapter)
+    backups: BackupSchedule | None = None  # backups.schedule, when set
+    tasks: TaskStore | None = None  # the work task list (GET /tasks, the dashboard's Tasks panel)
+    digest: WorkDigest | None = None  # work.digest's schedule, when configured
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.platform: a.status() for a in self.adapters}
@@ -72,22 +90,37 @@ class Halo:
         await self.services.memory.start()
         await self.services.semantic.start()
         await self.services.delivery.start()  # what a previous run left in the outbox goes now
+        if self.services.graph is not None:
+            await self.services.graph.start()  # FalkorDB (its own, or memory.graph.url); never raises
+        if self.backups is not None:
+            self.backups.start()
+        if self.digest is not None:
+            self.digest.start()
 
     async def start_adapters(self) -> None:
+        if self.home is not None:
+            await self.home.start()  # before MQTT: the first observation finds the rules ready
         for adapter in self.adapters:
             await adapter.start()
 
     async def close(self) -> None:
+        if self.backups is not None:
+            self.backups.close()
         for adapter in reversed(self.adapters):
             try:
                 await adapter.stop()
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.platform)
+        if self.home is not None:
+            await self.home.stop()
         await self.gateway.drain()
+        if self.digest is not None:
+            self.digest.close()
         await self.services.delivery.close()
         await self.services.memory.close()
         await self.services.semantic.close()
-        await self.services.sessions.close()
+        if self.services.graph is not None:
+            await self.services.graph.close()  # stops the FalkorDB halo started
         await self.services.db.close()
         for model in self.owned_models:
             await close_model(model)
@@ -98,6 +131,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     from adapters.web import WebChatAdapter
 
     paths = settings.paths
+    make_private(paths.home)  # before anything is written: umask 077, and an older home fixed
     paths.ensure()
     write_default_soul(paths.soul)
     write_default_user_files(paths, settings.members)
@@ -106,21 +140,32 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     transcripts = TranscriptStore(paths.transcripts)
     db = HaloDB(paths.halo_db)
     delivery = Delivery(db, transcripts, lambda: policy.family, audit=audit)
+    tasks = TaskStore(db)
     main_model = model if model is not None else build_model(settings.llm)
     extraction_model = _extraction_model(settings, model, main_model)
     memory = build_memory(settings, policy, transcripts, extraction_model)
     semantic = build_semantic(settings)
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
+    graph = build_graph(settings, memory, semantic)  # ingests scopes when they go quiet
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
     # safety alerts reach parents through the outbox: their web inbox and their other DMs
     notifier = Notifier(lambda: policy.family, delivery, audit)
     safety = build_safety(settings, policy, notifier, audit, main_model)
+    # home events (issue 13): MQTT → observations → home rules → Delivery
+    home = HomeEvents(
+        settings.home_events,
+        lambda: policy.family,
+        HomeStore(db, settings.home_events.keep_observations),
+        policy,
+        delivery,
+        audit,
+    )
     services = Services(
         settings=settings,
         paths=paths,
         policy=policy,
         transcripts=transcripts,
-        sessions=SessionStore(settings.sessions.url, paths.sessions_db, settings.sessions.history_token_budget),
+        sessions=TranscriptSessions(transcripts, settings.sessions.history_token_budget),
         audit=audit,
         context=ContextBuilder(
             [
@@ -128,22 +173,43 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
                 ProfileSource(),
                 MemorySource(paths, daily_section=daily_section),
                 RecallSource(already_in_context=memory_files_in_context),
+                GraphFactsSource(),
             ]
         ),
-        commands=CommandRegistry([*BUILTIN_COMMANDS, *MEMORY_COMMANDS, RECALL_COMMAND]),
+        commands=CommandRegistry(
+            [
+                *BUILTIN_COMMANDS,
+                *MEMORY_COMMANDS,
+                RECALL_COMMAND,
+                FACTS_COMMAND,
+                *task_commands(tasks),
+                *home_commands(home),
+            ]
+        ),
         db=db,
         delivery=delivery,
         pairing=Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit),
         groups=GroupGuard(db, policy, delivery, audit),
         model=main_model,
         model_settings=model_settings(settings.llm),
-        tools=[*default_tools(), *memory_tools(), recall_tool],
+        tools=[*default_tools(), *memory_tools(), recall_tool, facts_tool, *task_tools(tasks)],
         memory=memory,
         semantic=semantic,
         notifier=notifier,
         safety=safety,
+        graph=graph,
     )
     gateway = Gateway(services)
+    gateway.answerers.append(
+        StatusAnswers(
+            tasks,
+            paths,
+            model=main_model,
+            model_settings=services.model_settings,
+            tracing=settings.llm.tracing,
+            deadline_seconds=settings.llm.timeout_seconds,
+        )
+    )
 
     async def keep_session_in_budget(turn: Turn, reply: Reply) -> None:
         if reply.kind == "model":
@@ -156,19 +222,45 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         semantic.mark_active(turn.scope.id)  # the next scheduled sync picks it up
 
     gateway.after_turn.append(index_later)
-    inbound = GatewayInbound(gateway, services.groups, services.commands, lambda: policy.family, delivery)
+    admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
+    inbound = GatewayInbound(gateway, services.groups, services.commands, lambda: policy.family, delivery, admin_token)
     adapters: list[Adapter] = [WebChatAdapter(inbound, db)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
 
         adapters.append(TelegramAdapter(inbound, settings.telegram, db, audit))
+    if settings.discord.token is not None:
+        from adapters.discord import DiscordAdapter, SeenMessages
+
+        adapters.append(DiscordAdapter(inbound, settings.discord, SeenMessages(db)))
+    if settings.mqtt.host:
+        from adapters.mqtt import MqttAdapter
+
+        adapters.append(MqttAdapter(settings.mqtt, home))  # home events only: it sends nothing
     for adapter in adapters:
-        delivery.register(adapter.platform, adapter)
+        if adapter.platform != "mqtt":  # mqtt: home events in only; it sends nothing
+            delivery.register(adapter.platform, adapter)
         if isinstance(adapter, PresenceCheck):
             services.groups.register_presence(adapter.platform, adapter.still_in_chat)
+    digest = WorkDigest.from_family(lambda: policy.family, tasks, partial(delivery.send, kind="digest"))
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
-    return Halo(settings, services, gateway, inbound, adapters=adapters, owned_models=owned)
+    backups = None
+    if settings.backups.schedule:
+        zone = settings.family.timezone
+        backups = BackupSchedule(paths.home, paths.backups, settings.backups.schedule, settings.backups.keep, zone)
+    return Halo(
+        settings,
+        services,
+        gateway,
+        inbound,
+        adapters=adapters,
+        owned_models=owned,
+        home=home,
+        backups=backups,
+        tasks=tasks,
+        digest=digest,
+    )
 
 
 def build_safety(
@@ -188,7 +280,9 @@ def build_safety(
                 built = build_model(llm, name)
                 if built is not None:
                     models[profile.model] = built
-    return SafetyGate(policy, notifier, audit, classifier=classifier, models=models)
+    # the classifier gets a third of the reply deadline (input and output each), the model the rest
+    classify_within = llm.reply_deadline_seconds / 3
+    return SafetyGate(policy, notifier, audit, classifier=classifier, models=models, classify_within=classify_within)
 
 
 def _extraction_model(settings: Settings, override: Model | None, main: Model | None) -> Model | None:

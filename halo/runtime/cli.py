@@ -1,4 +1,9 @@
-"""The `halo` command: serve, chat, doctor, policy explain, distill."""
+"""The `halo` command: serve, chat, doctor, policy explain, distill.
+
+Imports are at the point of use: `halo --help`, `halo policy explain` and `halo doctor` must
+not pay for the Agents SDK (seconds on a small machine) when they never talk to the model.
+`tests/test_cli_imports.py` holds that, `bench/cli_startup.py` measures it.
+"""
 
 from __future__ import annotations
 
@@ -8,27 +13,47 @@ import ipaddress
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from config.loader import ConfigError, load_settings
-from config.paths import default_home
-from config.settings import Settings
-from halo.runtime.providers import ProviderConfigError
-from halo.runtime.starter import write_starter_config
-from policy import PolicyError
+if TYPE_CHECKING:
+    from pathlib import Path
 
-STARTUP_ERRORS = (ConfigError, PolicyError, ProviderConfigError)
+    from config.settings import Settings
+
+# Errors that mean "cannot start, and here is why", as (module, class). Looked up only in
+# modules already loaded: a module never imported cannot have raised, and importing it just
+# to name its error would load the Agents SDK for every command.
+STARTUP_ERRORS = (
+    ("config.loader", "ConfigError"),
+    ("policy", "PolicyError"),
+    ("halo.runtime.providers", "ProviderConfigError"),
+)
 
 
 class StartupError(Exception):
     """A reason not to start, said plainly."""
 
 
+def startup_errors() -> tuple[type[BaseException], ...]:
+    found = [getattr(sys.modules[module], name) for module, name in STARTUP_ERRORS if module in sys.modules]
+    return (StartupError, *found)
+
+
 def _settings(create_starter: bool = False) -> Settings:
+    from config.loader import load_settings
+    from config.paths import default_home
+
     home = default_home()
     config_file = home / "halo.yaml"
-    if create_starter and write_starter_config(config_file):
+    if create_starter and _write_starter_config(config_file):
         print(f"halo: wrote a starter config to {config_file} — edit it to add your family.", flush=True)
     return load_settings(home)
+
+
+def _write_starter_config(config_file: Path) -> bool:
+    from halo.runtime.starter import write_starter_config
+
+    return write_starter_config(config_file)
 
 
 def check_admin_exposure(settings: Settings) -> None:
@@ -92,7 +117,7 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
     scope = resolve_scope(family, args.scope)
     from_scope = resolve_scope(family, args.from_scope) if args.from_scope else scope
     resource = family.member(args.about) if args.about else scope
-    if args.about and resource is None:
+    if resource is None:
         raise StartupError(f"no member {args.about!r}")
     decision = engine.decide(
         args.action,
@@ -146,6 +171,61 @@ def cmd_distill(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from halo.runtime.doctor import cmd_doctor as doctor
+
+    return doctor(args)
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Print a fresh one-time login link; the running server redeems it (halo/web_auth.py)."""
+    from halo.web_auth import LINK_SECONDS, dashboard_link
+
+    settings = _settings()
+    print(dashboard_link(settings))
+    print(f"(works once, within {LINK_SECONDS // 60} minutes, on the halo serving HALO_HOME={settings.home})")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """The whole workspace into one archive, with progress on a terminal."""
+    from pathlib import Path
+
+    from config.paths import default_home
+    from halo.runtime.backups import BackupError, export_workspace
+
+    home = default_home()
+    shown = sys.stderr.isatty()
+
+    def progress(done: int, total: int, name: str) -> None:
+        if shown:
+            print(f"\rhalo: exporting {done}/{total} files", end="" if done < total else "\n", file=sys.stderr)
+
+    try:
+        info = export_workspace(home, Path(args.path).expanduser(), progress=progress)
+    except BackupError as exc:
+        raise StartupError(str(exc)) from None
+    print(f"exported {home} ({info.files} files, {info.bytes} bytes) to {info.path}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Restore a workspace archive as HALO_HOME (stop halo first)."""
+    from pathlib import Path
+
+    from config.paths import default_home
+    from halo.runtime.backups import BackupError, import_workspace
+
+    home = default_home()
+    try:
+        restored = import_workspace(Path(args.path).expanduser(), home, force=args.force)
+    except BackupError as exc:
+        print(f"halo: {exc}", file=sys.stderr)
+        return 1
+    print(f"imported {len(restored)} files into {home}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="halo", description="A family-first chat-bot gateway.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -162,10 +242,20 @@ def build_parser() -> argparse.ArgumentParser:
     distill.add_argument("--extract", action="store_true", help="also run model extraction (memory.extractor: llm)")
     distill.set_defaults(fn=cmd_distill)
 
-    from halo.runtime.doctor import cmd_doctor
-
     sub.add_parser("doctor", help="check config, tokens, broker and model, and say what to fix").set_defaults(
         fn=cmd_doctor
+    )
+
+    export = sub.add_parser("export", help="write the whole workspace to one archive (tar.gz)")
+    export.add_argument("path", help="the archive to write, e.g. halo-backup.tar.gz")
+    export.set_defaults(fn=cmd_export)
+    restore = sub.add_parser("import", help="restore a workspace archive as HALO_HOME (stop halo first)")
+    restore.add_argument("path", help="an archive made by halo export")
+    restore.add_argument("--force", action="store_true", help="replace an existing workspace (kept aside)")
+    restore.set_defaults(fn=cmd_import)
+
+    sub.add_parser("dashboard", help="print a fresh one-time login link to the dashboard").set_defaults(
+        fn=cmd_dashboard
     )
 
     policy = sub.add_parser("policy", help="policy tools")
@@ -181,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from halo.runtime.private_files import private_umask
+
+    private_umask()  # every file halo writes holds a family's private words or a token
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -190,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return int(args.fn(args) or 0)
-    except (*STARTUP_ERRORS, StartupError) as exc:
+    except startup_errors() as exc:
         print(f"halo: cannot start.\n{exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

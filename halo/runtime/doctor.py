@@ -80,19 +80,13 @@ async def check_telegram(settings: Settings) -> Check | None:
 
 
 async def check_mqtt(settings: Settings) -> Check | None:
+    """Connect and subscribe the way halo does, under a client id of the doctor's own (halo's
+    fixed id would take over halo's persistent session)."""
     if not settings.mqtt.host:
         return None
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(settings.mqtt.host, settings.mqtt.port), 5)
-        writer.close()
-    except (OSError, TimeoutError) as exc:
-        return Check(
-            "mqtt",
-            False,
-            f"broker {settings.mqtt.host}:{settings.mqtt.port} unreachable: {exc}",
-            "start the broker or fix mqtt.host / mqtt.port",
-        )
-    return Check("mqtt", True, f"broker {settings.mqtt.host}:{settings.mqtt.port} accepts connections")
+    from adapters.mqtt.doctor import probe
+
+    return Check("mqtt", *await probe(settings.mqtt))
 
 
 async def check_admin_port(settings: Settings) -> Check:
@@ -145,10 +139,29 @@ async def check_semantic(settings: Settings) -> Check:
     return Check("semantic recall", True, f"hybrid: sqlite-vec {support.vec_version}, embedder {embedder.identity.key}")
 
 
+def check_private_files(settings: Settings) -> Check:
+    """HALO_HOME 0700 and its files 0600: it holds private chats and tokens."""
+    from halo.runtime.private_files import loose_paths
+
+    home = settings.paths.home
+    loose = loose_paths(home)
+    if not loose:
+        return Check("private files", True, f"{home} and everything in it are readable by you alone")
+    shown = ", ".join(f"{p.relative_to(home) if p != home else p} ({oct(m)})" for p, m in loose[:5])
+    more = f" and {len(loose) - 5} more" if len(loose) > 5 else ""
+    return Check(
+        "private files",
+        False,
+        f"others on this machine can read: {shown}{more}",
+        f"chmod -R go-rwx {home} (or start halo once: it fixes modes at start-up)",
+    )
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     from policy import PolicyEngine, PolicyError
 
     checks = [Check("config", True, f"{settings.paths.config_file} is valid, {len(settings.members)} members")]
+    checks.append(check_private_files(settings))
     try:
         PolicyEngine(settings.family_view(), extra_dir=settings.paths.policies)
         checks.append(Check("policy", True, "policies valid against the schema"))

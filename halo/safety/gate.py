@@ -16,6 +16,7 @@ Every classification above low is audited; nothing is dropped silently.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -67,12 +68,15 @@ class SafetyGate:
         *,
         classifier: RiskClassifier | None = None,
         models: dict[str, Model] | None = None,
+        classify_within: float | None = None,
     ) -> None:
         self.policy = policy
         self.notifier = notifier
         self.audit = audit
         self.classifier = classifier
         self.models = models or {}  # profile model key → a model other than the main one
+        # a share of the reply deadline: past it the built-in screen decides alone
+        self.classify_within = classify_within
 
     @property
     def family(self) -> Family:
@@ -105,12 +109,13 @@ class SafetyGate:
         if self.classifier is None or self.family.safety.classifier == "off":
             return LOW
         try:
-            return await self.classifier.classify(
-                text,
-                direction=direction,
-                age_group=state.limits.age_group,
-                topics=state.limits.profile.blocked_topics,
-            )
+            async with asyncio.timeout(self.classify_within):
+                return await self.classifier.classify(
+                    text,
+                    direction=direction,
+                    age_group=state.limits.age_group,
+                    topics=state.limits.profile.blocked_topics,
+                )
         except Exception as exc:  # the floor still stands; the failure is audited
             error = f"{type(exc).__name__}: {exc}"[:300]
             log.warning("safety classifier failed (%s): %s", direction, error)

@@ -60,8 +60,8 @@ def turn_profile(family: Family, envelope: Envelope) -> TurnProfile | None:
         return TurnProfile(group, profile, child, group=True)
     if child is None or child.age_group is None:
         return None
-    profile = family.profile_of(child)
-    return TurnProfile(child.age_group, profile, child) if profile else None
+    child_profile = family.profile_of(child)
+    return TurnProfile(child.age_group, child_profile, child) if child_profile else None
 
 
 def model_name(profile: AgeProfile, llm: LLMSettings) -> str | None:

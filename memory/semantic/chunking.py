@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime, time
 
 from memory.redact import redact
 from transcripts import TranscriptLine
+from transcripts.text import clean_text
 
 CHUNKING_VERSION = "md-400-80/tx-pair-1/redacted"
 CHUNK_TOKENS = 400
@@ -41,6 +42,7 @@ class Chunk:
     hash: str = field(init=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "text", clean_text(self.text))  # SQLite cannot store a lone surrogate
         object.__setattr__(self, "hash", text_hash(self.text))
 
 

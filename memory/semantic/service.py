@@ -482,7 +482,7 @@ class SemanticMemory:
         if self._embedder is not None:
             embedder["dim"] = self._embedder.identity.dim
         job = self._scheduler.get_job("semantic-sync") if self._scheduler is not None else None
-        health = self.sync_health
+        sync = self.sync_health
         return {
             "enabled": self.settings.enabled,
             "mode": self.mode,
@@ -490,12 +490,12 @@ class SemanticMemory:
             "running": self._scheduler is not None,
             "interval_minutes": self.settings.sync_interval_minutes,
             "next_run": job.next_run_time.isoformat(timespec="seconds") if job and job.next_run_time else None,
-            "runs": health.runs,
-            "failures": health.failures,
-            "last_run": _iso(health.last_run),
-            "last_success": _iso(health.last_success),
-            "last_error": health.last_error,
-            "last_error_at": _iso(health.last_error_at),
+            "runs": sync.runs,
+            "failures": sync.failures,
+            "last_run": _iso(sync.last_run),
+            "last_success": _iso(sync.last_success),
+            "last_error": sync.last_error,
+            "last_error_at": _iso(sync.last_error_at),
             "sqlite": self.support.as_dict(),
             "embedder": embedder,
             "scopes": scopes,

@@ -17,6 +17,7 @@ from admin_api.server import create_app
 from halo.pipeline.envelope import Speaker
 from halo.pipeline.services import Services
 from halo.runtime.app import Halo, build_halo
+from halo.web_auth import SESSION_COOKIE, DashboardLogin
 from tests.admin.peers import SPOOFED_PEER, PeerSite, non_loopback_ipv4
 from tests.semantic_helpers import save_concept_model
 from transcripts import TranscriptLine
@@ -35,27 +36,38 @@ class Reply:
     text: str
 
 
-class Endpoint:
-    """A base URL and how its peers look to the server: "local", "transport" or "interface"."""
+DEFAULT: Any = object()  # "the endpoint's own credential" (the admin token on this machine)
 
-    def __init__(self, http: aiohttp.ClientSession, base: str, mode: str) -> None:
+
+class Endpoint:
+    """A base URL and how its peers look to the server: "local", "transport" or "interface".
+    `token` is sent unless a call says otherwise (None: no Authorization header)."""
+
+    def __init__(self, http: aiohttp.ClientSession, base: str, mode: str, token: str | None = None) -> None:
         self.http = http
         self.base = base
         self.mode = mode
+        self.token = token
 
     async def call(
         self,
         method: str,
         path: str,
         *,
-        token: str | None = None,
+        token: str | None = DEFAULT,
         headers: dict[str, str] | None = None,
         json_body: Any = None,
+        cookies: dict[str, str] | None = None,
     ) -> Reply:
         sent = dict(headers or {})
+        token = self.token if token is DEFAULT else token
         if token is not None:
             sent["Authorization"] = f"Bearer {token}"
-        async with self.http.request(method, self.base + path, headers=sent, json=json_body) as resp:
+        if cookies:
+            sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+        async with self.http.request(
+            method, self.base + path, headers=sent, json=json_body, allow_redirects=False
+        ) as resp:
             text = await resp.text()
             try:
                 body = json.loads(text)
@@ -75,6 +87,15 @@ class AdminHarness:
     @property
     def services(self) -> Services:
         return self.halo.services
+
+    async def sign_in(self) -> dict[str, str]:
+        """What a parent's browser holds after opening the login link `halo serve` prints."""
+        link = self.halo.services.paths.logins
+        token = DashboardLogin(link).issue_link_token()
+        async with self.http.get(f"{self.local.base}/login?token={token}", allow_redirects=False) as resp:
+            assert resp.status == 303, await resp.text()
+            morsel = resp.cookies[SESSION_COOKIE]
+            return {SESSION_COOKIE: morsel.value}
 
     async def seed(self, scope_id: str = SEEDED) -> None:
         await seed_scope(self.services, scope_id)
@@ -100,11 +121,7 @@ async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
                 platform=scope_id.split(":")[0],
             )
         )
-    session = services.sessions.get(scope_id)
-    await session.add_items(
-        [{"role": "user", "content": "The dentist is on Friday."}, {"role": "assistant", "content": "Noted."}]
-    )
-    await services.sessions.flush(scope_id)
+    # the two lines are the scope's session too: it is read from the transcript
     # What /remember keeps (markup and all: the dashboard must show it as text).
     await services.memory.remember(
         scope_id, "Dentist: Friday <script>alert(1)</script>", by="Mom", when=datetime.now(UTC)
@@ -165,7 +182,7 @@ async def admin(
         started.append(harness)
         local = web.TCPSite(runner, "127.0.0.1", 0)
         await local.start()
-        harness.local = Endpoint(http, f"http://127.0.0.1:{_port(local)}", "local")
+        harness.local = Endpoint(http, f"http://127.0.0.1:{_port(local)}", "local", token=ADMIN_TOKEN)
         spoofed = PeerSite(runner, SPOOFED_PEER)
         await spoofed.start()
         harness.remotes.append(Endpoint(http, f"http://127.0.0.1:{spoofed.port}", "transport"))

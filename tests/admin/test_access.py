@@ -1,5 +1,6 @@
-"""Who may call what, for every route: this machine, a remote peer with and without the token,
-and a remote peer pretending to be local with forwarded-for headers.
+"""Who may call what, for every route: every kind of credential (none, a child's, a colleague's,
+a parent's web token, the admin token, the dashboard cookie), from this machine and from a
+remote peer, and a remote peer pretending to be local with forwarded-for headers.
 
 Remote peers are made at the socket (see peers.py), never with a header.
 """
@@ -14,6 +15,7 @@ import pytest
 
 from admin_api.routes import admin_routes
 from halo.access import is_loopback_address
+from halo.web_auth import SESSION_COOKIE, DashboardLogin
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
 from tests.admin.peers import PeerSite
 
@@ -33,6 +35,7 @@ class Example:
     path: str
     json_body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    ok: int = 200
 
 
 EXAMPLES: dict[tuple[str, str], Example] = {
@@ -49,7 +52,9 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/events/tail"): Example("/events/tail?lines=5"),
     ("GET", "/transcripts/tail"): Example(f"/transcripts/tail?scopeId={SEEDED}&lines=5"),
     ("GET", "/scopes/{scopeId}/memory"): Example(f"/scopes/{SEEDED}/memory"),
+    ("GET", "/memory/graph"): Example(f"/memory/graph?scopeId={SEEDED}"),
     ("GET", "/pairing/requests"): Example("/pairing/requests"),
+    ("GET", "/tasks"): Example("/tasks"),
     ("POST", "/pairing/requests/{code}/approve"): Example(
         "/pairing/requests/{code}/approve", json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"}
     ),
@@ -59,6 +64,12 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/family/transcripts"): Example("/family/transcripts"),
     ("GET", "/family/transcript"): Example("/family/transcript?scopeId=web:tara&lines=5"),
     ("GET", "/family/notifications"): Example("/family/notifications"),
+    ("GET", "/home/observations"): Example("/home/observations"),
+    ("GET", "/home/rules"): Example("/home/rules"),
+    ("GET", "/login"): Example("/login?token={login}", ok=303),
+    ("POST", "/logout"): Example("/logout"),
+    ("GET", "/backups"): Example("/backups"),
+    ("POST", "/backups"): Example("/backups", ok=201),
 }
 ROUTES = {(r.method, r.path): r for r in admin_routes()}
 
@@ -73,80 +84,133 @@ async def ready(admin: Any) -> AdminHarness:
     return harness
 
 
+CREDENTIALS: dict[str, dict[str, Any]] = {
+    "no credential": {"token": None},
+    "a wrong token": {"token": "not-the-token"},
+    "the admin token's first characters": {"token": ADMIN_TOKEN[:-1]},
+    "forwarded-for headers": {"token": None, "headers": FORGED},
+    "a child's token": {"token": "aarav-token"},
+    "a colleague's token": {"token": "priya-token"},
+    "a parent's web token": {"token": "mom-token"},
+    "the admin token": {"token": ADMIN_TOKEN},
+    "the dashboard cookie": {"token": None, "cookie": True},
+    "a forged cookie": {"token": None, "cookies": {SESSION_COOKIE: "made-up"}},
+}
+PARENT = {"a parent's web token", "the admin token", "the dashboard cookie"}
+NOT_PARENT = {"a child's token", "a colleague's token"}
+
+
+def expected_status(access: str, credential: str, local: bool) -> int | None:
+    """What §7 says a caller gets; None: whatever the policy decides (a member route), not 401."""
+    if access == "anyone":
+        return 200
+    if access == "member":
+        if credential in ("a parent's web token", "the dashboard cookie"):
+            return 200
+        return None if credential in NOT_PARENT else 401
+    if access == "loopback" and not local:
+        return 403
+    if credential in PARENT:
+        return 200
+    return 403 if credential in NOT_PARENT else 401
+
+
 @pytest.mark.parametrize("key", sorted(ROUTES), ids=lambda k: f"{k[0]} {k[1]}")
 async def test_route_access(key: tuple[str, str], admin):
+    """Every route × every kind of credential × this machine and a remote peer."""
     method, _ = key
     access = ROUTES[key].access
     example = EXAMPLES[key]
     harness = await ready(admin)
-    if access == "member":
-        await member_route_access(harness, method, example)
-        return
-    denied = {"anyone": None, "token": 401, "loopback": 403}[access]
+    cookies = await harness.sign_in()
     newcomers = itertools.count(5550001)
 
-    async def call(endpoint, **kwargs):
+    async def call(endpoint, credential: dict[str, Any], succeeds: bool):
         path = example.path
         if "{code}" in path:  # a success decides the request: then a new stranger asks
             pending = await harness.services.pairing.list_pending()
             path = path.replace("{code}", pending[0].code if pending else await harness.stranger(next(newcomers)))
+        if "{login}" in path:
+            path = path.replace("{login}", DashboardLogin(harness.services.paths.logins).issue_link_token())
+        if succeeds and "/purge" in path and harness.services.transcripts.count(SEEDED) == 0:
+            await harness.seed()  # purged by the last caller who could
         return await endpoint.call(
             method,
             path,
+            token=credential["token"],
             json_body=example.json_body,
-            headers={**example.headers, **kwargs.pop("headers", {})},
-            **kwargs,
+            headers={**example.headers, **credential.get("headers", {})},
+            cookies=cookies if credential.get("cookie") else credential.get("cookies"),
         )
 
     def decisions() -> int:
         return sum(len(harness.services.audit.tail(100, kind=k)) for k in ("pairing_approved", "pairing_denied"))
 
-    for remote in harness.remotes:
-        decided = decisions()
-        for case, kwargs in {
-            "no token": {},
-            "wrong token": {"token": "not-the-token"},
-            "the token's first characters": {"token": ADMIN_TOKEN[:-1]},
-            "the token twice": {"token": ADMIN_TOKEN * 2},
-            "a member's web token": {"token": "mom-token"},
-            "forwarded-for headers": {"headers": FORGED},
-        }.items():
-            reply = await call(remote, **kwargs)
-            expected = denied or 200
-            assert reply.status == expected, f"{remote.mode} peer, {case}: {reply.status} {reply.text[:200]}"
-            if denied and key == ("GET", "/"):  # a browser gets the sign-in page, with no data in it
+    for endpoint in (harness.local, *harness.remotes):
+        local = endpoint is harness.local
+        for case, credential in CREDENTIALS.items():
+            expected = expected_status(access, case, local)
+            decided, lines = decisions(), harness.services.transcripts.count(SEEDED)
+            reply = await call(endpoint, credential, succeeds=expected == 200)
+            where = f"{endpoint.mode} peer, {case}"
+            if expected is None:
+                assert reply.status in (200, 403), f"{where}: {reply.status} {reply.text[:200]}"
+                continue
+            expected = example.ok if expected == 200 else expected
+            assert reply.status == expected, f"{where}: {reply.status} {reply.text[:200]}"
+            if expected == example.ok:
+                continue
+            if key == ("GET", "/") and expected == 401:  # a browser gets the sign-in page, with no data in it
                 assert "Sign in" in reply.text and "mom" not in reply.text.lower()
-            elif denied:
-                assert set(reply.body) == {"error"}, f"{remote.mode}, {case}: errors are JSON"
-        if denied:
-            assert decisions() == decided, "a refused caller decided a join request"
-        with_token = await call(remote, token=ADMIN_TOKEN, headers=FORGED)
-        assert with_token.status == (403 if access == "loopback" else 200), f"{remote.mode} with token"
-        if access == "loopback":
-            assert "loopback" in with_token.body["error"]
-
-    local = await call(harness.local)
-    assert local.status == 200, local.text[:300]
+            else:
+                assert set(reply.body) == {"error"}, f"{where}: errors are JSON"
+            assert decisions() == decided, f"{where}: a refused caller decided a join request"
+            assert harness.services.transcripts.count(SEEDED) == lines, f"{where}: a refused caller purged"
 
 
-async def member_route_access(harness: AdminHarness, method: str, example: Example) -> None:
-    """A member route answers a member's own web_token (the policy then decides what they see);
-    nothing else from a remote peer — not the admin token, not a forged header."""
-    for remote in harness.remotes:
-        for case, kwargs in {
-            "no token": {},
-            "wrong token": {"token": "not-the-token"},
-            "a web token's first characters": {"token": "mom-toke"},
-            "the admin token": {"token": ADMIN_TOKEN},
-            "forwarded-for headers": {"headers": FORGED},
-        }.items():
-            reply = await remote.call(method, example.path, **kwargs)
-            assert reply.status == 401, f"{remote.mode} peer, {case}: {reply.status} {reply.text[:200]}"
-            assert set(reply.body) == {"error"}
-        member = await remote.call(method, example.path, token="mom-token", headers=FORGED)
-        assert member.status == 200, f"{remote.mode} peer as mom: {member.text[:200]}"
-    local = await harness.local.call(method, example.path)  # this machine: the local owner
-    assert local.status == 200, local.text[:300]
+async def test_a_childs_token_cannot_purge_another_childs_chat(admin):
+    """The probe from issue 15: from the family computer, a child's token purged a chat with 200."""
+    harness = await admin()
+    await harness.seed("telegram:1004")
+    for token in ("aarav-token", "priya-token", None):
+        reply = await harness.local.call("POST", "/sessions/telegram:1004/purge?confirm=telegram:1004", token=token)
+        assert reply.status == (401 if token is None else 403), reply.text
+        tail = await harness.local.call("GET", "/transcripts/tail?scopeId=web:mom&lines=5", token=token)
+        assert tail.status in (401, 403)
+    assert harness.services.transcripts.count("telegram:1004") == 2
+
+
+async def test_a_login_link_works_once_and_expires(admin):
+    harness = await admin()
+    login = DashboardLogin(harness.services.paths.logins)
+    token = login.issue_link_token()
+    first = await harness.local.call("GET", f"/login?token={token}", token=None)
+    assert first.status == 303 and first.headers["Location"] == "/"
+    again = await harness.local.call("GET", f"/login?token={token}", token=None)
+    assert again.status == 401 and "halo dashboard" in again.body["error"]
+    clock = [1_000_000.0]
+    stale = DashboardLogin(harness.services.paths.logins, now=lambda: clock[0])
+    old = stale.issue_link_token()
+    clock[0] += 16 * 60
+    assert stale.redeem(old) is None
+    assert not list(harness.services.paths.logins.glob("*")) or all(
+        p.stat().st_mode & 0o077 == 0 for p in harness.services.paths.logins.iterdir()
+    )
+
+
+async def test_the_session_cookie_is_httponly_and_strict(admin):
+    harness = await admin()
+    token = DashboardLogin(harness.services.paths.logins).issue_link_token()
+    async with harness.http.get(f"{harness.local.base}/login?token={token}", allow_redirects=False) as resp:
+        assert resp.status == 303 and resp.headers["Location"] == "/"
+        cookie = resp.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    cookies = {SESSION_COOKIE: cookie.split(";")[0].split("=", 1)[1]}
+    assert (await harness.local.call("GET", "/status", token=None, cookies=cookies)).status == 200
+    cross = {"Sec-Fetch-Site": "cross-site"}
+    assert (await harness.local.call("GET", "/status", token=None, cookies=cookies, headers=cross)).status == 401
+    assert (await harness.local.call("POST", "/logout", token=None, cookies=cookies)).status == 200
+    assert (await harness.local.call("GET", "/status", token=None, cookies=cookies)).status == 401
 
 
 async def test_remote_peer_without_configured_token_gets_nothing(admin):
@@ -173,9 +237,10 @@ async def test_ipv6_loopback_is_this_machine(admin):
     except OSError as exc:
         pytest.skip(f"cannot listen on ::1: {exc}")
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    async with harness.http.get(f"http://[::1]:{port}/status") as resp:
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    async with harness.http.get(f"http://[::1]:{port}/status", headers=auth) as resp:
         assert resp.status == 200
-    async with harness.http.get(f"http://[::1]:{port}/events/tail") as resp:
+    async with harness.http.get(f"http://[::1]:{port}/events/tail", headers=auth) as resp:
         assert resp.status == 200
 
 
@@ -185,7 +250,8 @@ async def test_ipv4_mapped_loopback_peer_is_this_machine(admin):
     for peer, expected in ((("::ffff:127.0.0.1", 40000, 0, 0), 200), (("::ffff:192.0.2.9", 40000, 0, 0), 403)):
         site = PeerSite(harness.runner, peer)
         await site.start()
-        async with harness.http.get(f"http://127.0.0.1:{site.port}/events/tail") as resp:
+        auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        async with harness.http.get(f"http://127.0.0.1:{site.port}/events/tail", headers=auth) as resp:
             assert resp.status == expected, peer
 
 
@@ -211,33 +277,37 @@ def test_loopback_addresses(address: str, loopback: bool):
     assert is_loopback_address(address) is loopback
 
 
-async def test_rebound_host_and_cross_site_pages_are_not_this_machine(admin):
-    """A page on another site, or a DNS name rebound to 127.0.0.1, must not borrow local trust."""
+async def test_rebound_host_and_cross_site_pages_get_nothing_from_a_signed_in_browser(admin):
+    """A page on another site, or a DNS name rebound to 127.0.0.1, must not ride on the
+    dashboard's cookie, and a rebound name is not this machine for loopback-only routes."""
     harness = await admin()
     await harness.seed()
+    cookies = await harness.sign_in()
     local = harness.local
     host = local.base.removeprefix("http://")
+    port = host.rsplit(":", 1)[1]
     for headers in (
-        {"Host": "evil.example"},
-        {"Host": f"evil.example:{host.rsplit(':', 1)[1]}"},
+        {"Host": "evil.example", "Origin": "http://localhost:1"},
         {"Origin": "http://evil.example"},
         {"Origin": "null"},
         {"Origin": "http://localhost:1"},
         {"Sec-Fetch-Site": "cross-site"},
         {"Sec-Fetch-Site": "same-site"},
     ):
-        assert (await local.call("GET", "/status", headers=headers)).status == 401, headers
-        clear = await local.call("POST", f"/sessions/{SEEDED}/clear", headers=headers)
-        assert clear.status == 401, headers
+        signed_in = {"token": None, "cookies": cookies, "headers": headers}
+        assert (await local.call("GET", "/status", **signed_in)).status == 401, headers
+        assert (await local.call("POST", f"/sessions/{SEEDED}/clear", **signed_in)).status == 401, headers
+        chat = await local.call("POST", "/api/chat", json_body={"text": "/whoami"}, **signed_in)
+        assert chat.status == 401, f"the web chat must not treat {headers} as the owner"
+    for headers in ({"Host": "evil.example"}, {"Host": f"evil.example:{port}"}):
         purge = await local.call("POST", f"/sessions/{SEEDED}/purge?confirm={SEEDED}", headers=headers)
         assert purge.status == 403, headers
-        chat = await local.call("POST", "/api/chat", headers=headers, json_body={"text": "/whoami"})
-        assert chat.status == 401, f"the web chat must not treat {headers} as the local owner"
     assert harness.services.transcripts.count(SEEDED) == 2  # nothing was purged
     # The dashboard's own requests: same origin, from a page on this machine.
     same_origin = {"Origin": local.base, "Sec-Fetch-Site": "same-origin"}
-    assert (await local.call("POST", f"/sessions/{SEEDED}/clear", headers=same_origin)).status == 200
-    assert (await local.call("GET", "/status", headers={"Host": f"localhost:{host.rsplit(':', 1)[1]}"})).status == 200
+    clear = await local.call("POST", f"/sessions/{SEEDED}/clear", token=None, cookies=cookies, headers=same_origin)
+    assert clear.status == 200
+    assert (await local.call("GET", "/status", headers={"Host": f"localhost:{port}"})).status == 200
     # A remote caller with the token is fine whatever page it comes from: browsers never attach it by themselves.
     remote = harness.remotes[0]
     assert (await remote.call("GET", "/status", token=ADMIN_TOKEN, headers={"Origin": "http://x"})).status == 200

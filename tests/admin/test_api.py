@@ -45,9 +45,11 @@ async def test_clear_forgets_the_session_and_keeps_the_transcript(admin):
     reply = await harness.local.call("POST", f"/sessions/{SEEDED}/clear")
     assert reply.body == {"scopeId": SEEDED, "cleared": True, "itemsRemoved": 2}
     assert await harness.services.sessions.all_items(SEEDED) == []
-    assert harness.services.transcripts.count(SEEDED) == 2
+    kept, marker = harness.services.transcripts.tail(SEEDED, 3)[:2], harness.services.transcripts.tail(SEEDED, 1)[0]
+    assert [line.text for line in kept] == ["The dentist is on Friday.", "Noted: dentist on Friday."]
+    assert marker.role == "event" and marker.extra["kind"] == "session.start"  # the session starts again here
     event = harness.services.audit.tail(1, kind="admin_clear")[0]
-    assert event["scope_id"] == SEEDED and event["actor"] == "admin:local"
+    assert event["scope_id"] == SEEDED and event["actor"] == "admin:token"
 
 
 async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
@@ -71,7 +73,7 @@ async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     assert SEEDED not in [s["scope_id"] for s in services.semantic.status()["scopes"]]  # the index is closed …
     assert await services.semantic.sync_scope(SEEDED) is None and not folder.exists()  # … and stays gone
     event = services.audit.tail(1, kind="admin_purge")[0]
-    assert event == {**event, "scope_id": SEEDED, "actor": "admin:local", "transcript": True, "memory": True}
+    assert event == {**event, "scope_id": SEEDED, "actor": "admin:token", "transcript": True, "memory": True}
     # Other scopes are untouched.
     assert services.transcripts.count("web:wags") == 2 and services.semantic.index_path("web:wags").is_file()
     # It is gone: a second purge finds nothing … except that web:mom is a configured scope, which stays known.
@@ -188,7 +190,7 @@ async def test_distill_turns_the_transcript_into_memory(admin):
     shown = (await harness.local.call("GET", "/scopes/web:wags/memory")).body
     assert shown["exists"] and shown["text"] == memory
     event = services.audit.tail(1, kind="admin_distill")[0]
-    assert (event["scope_id"], event["actor"], event["items"]) == ("web:wags", "admin:local", 2)
+    assert (event["scope_id"], event["actor"], event["items"]) == ("web:wags", "admin:token", 2)
     # Nothing new since: the next run reads nothing and changes nothing.
     again = (await harness.local.call("POST", "/sessions/web:wags/distill")).body["result"]
     assert (again["fromOffset"], again["items"], again["factsAdded"]) == (size, 0, 0)
@@ -419,9 +421,9 @@ async def test_a_parent_lets_a_newcomer_in_and_turns_another_away(admin):
     assert (await local.call("GET", "/pairing/requests")).body == []
 
     approval = services.audit.tail(1, kind="pairing_approved")[0]
-    assert (approval["code"], approval["by"], approval["member_id"]) == (meera, "admin:local", "meera")
+    assert (approval["code"], approval["by"], approval["member_id"]) == (meera, "admin:token", "meera")
     denial = services.audit.tail(1, kind="pairing_denied")[0]
-    assert (denial["code"], denial["by"], denial["platform_user_id"]) == (ravi, "admin:local", "5550002")
+    assert (denial["code"], denial["by"], denial["platform_user_id"]) == (ravi, "admin:token", "5550002")
 
 
 async def test_pairing_refusals_say_what_is_wrong(admin):

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from halo.web_auth import DashboardLogin
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -53,6 +54,12 @@ async def open_dashboard(browser: Any, url: str, viewport: dict[str, int]) -> tu
     return page, problems
 
 
+def login_link(harness: AdminHarness) -> str:
+    """What `halo serve` prints (and `halo dashboard` prints again): a link that works once."""
+    token = DashboardLogin(harness.services.paths.logins).issue_link_token()
+    return f"{harness.local.base}/login?token={token}"
+
+
 async def family_halo(admin: Any) -> tuple[AdminHarness, str]:
     """A seeded halo with one newcomer waiting to join; the code they were given."""
     harness = await admin()
@@ -66,7 +73,13 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
 
     harness, code = await family_halo(admin)
     services = harness.services
-    page, problems = await open_dashboard(browser, harness.local.base + "/", DESKTOP)
+    # On the family computer without the link, the page holds nothing and asks to sign in.
+    locked, _ = await open_dashboard(browser, harness.local.base + "/", DESKTOP)
+    await expect(locked.locator("#signin")).to_be_visible()
+    assert await locked.locator("[data-scope]").count() == 0
+    link = login_link(harness)
+    page, problems = await open_dashboard(browser, link, DESKTOP)
+    assert page.url == harness.local.base + "/"  # the link was exchanged for the cookie
     await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
 
     # Scopes, with their counts.
@@ -95,7 +108,7 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     assert meera.telegram_user_id == 5550001 and "id: meera" in services.paths.config_file.read_text()
     assert await services.pairing.list_pending() == []
     approval = services.audit.tail(1, kind="pairing_approved")[0]
-    assert (approval["code"], approval["by"]) == (code, "admin:local")
+    assert (approval["code"], approval["by"]) == (code, "admin:dashboard")
     await expect(page.locator('tr[data-principal="meera"]')).to_contain_text("child, adolescent")  # policy sees her
 
     # Distilling by hand runs the real distillation over mom's transcript.
@@ -115,13 +128,15 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     await expect(page.locator("#policy-why")).to_contain_text("parents group is for parents only")
 
     # Recent events, and clearing a chat (the confirm dialog is accepted).
-    await expect(page.locator("#event-list")).to_contain_text(f"pairing approved code: {code} by: admin:local")
+    await expect(page.locator("#event-list")).to_contain_text(f"pairing approved code: {code} by: admin:dashboard")
     page.once("dialog", lambda dialog: dialog.accept())
     await mom.get_by_role("button", name="Clear chat").click()
     await expect(mom).to_contain_text("0 in session")
     assert problems == []
 
-    phone, phone_problems = await open_dashboard(browser, harness.local.base + "/", PHONE)
+    used, _ = await open_dashboard(browser, link, PHONE)  # the same link again: it worked once
+    await expect(used.locator("body")).to_contain_text("used already")
+    phone, phone_problems = await open_dashboard(browser, login_link(harness), PHONE)
     await expect(phone.locator(f'[data-scope="{SEEDED}"]')).to_be_visible()
     width = await phone.evaluate("document.documentElement.scrollWidth")
     assert width <= PHONE["width"], "the page must not scroll sideways on a phone"
@@ -162,7 +177,7 @@ async def test_a_parent_reads_a_young_childs_chat_but_not_a_teens(admin, browser
 
     harness, _ = await family_halo(admin)
     await harness.seed("telegram:1004")  # Tara, a young child
-    page, problems = await open_dashboard(browser, harness.local.base + "/", DESKTOP)
+    page, problems = await open_dashboard(browser, login_link(harness), DESKTOP)
     await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
 
     tara = page.locator('[data-child="tara"]')
@@ -185,3 +200,69 @@ async def test_a_parent_reads_a_young_childs_chat_but_not_a_teens(admin, browser
         ("wags", "telegram:1003", False),
     ]
     assert all("status of 403" in p for p in problems), problems  # the refused read, nothing else
+
+
+HOME_RULES_YAML = """
+home:
+  rules:
+    - id: basement-leak
+      when: {topic: zigbee2mqtt/basement_leak, field: water_leak, equals: true}
+      say: "Water leak in the basement!"
+      to: [parents]
+      urgent: true
+"""
+
+
+async def test_the_home_panel_shows_the_rules_and_what_the_house_said(admin, browser):
+    from datetime import UTC, datetime
+
+    from playwright.async_api import expect
+
+    from halo.port import Observation
+    from tests.admin.conftest import ADMIN_YAML
+
+    harness = await admin(ADMIN_YAML + HOME_RULES_YAML)
+    assert harness.halo.home is not None
+    await harness.halo.home.observe(
+        Observation(
+            topic="zigbee2mqtt/basement_leak",
+            source="zigbee2mqtt",
+            entity="basement_leak",
+            payload={"water_leak": True, "battery": 97, "linkquality": 120},
+            received_at=datetime.now(UTC),
+        )
+    )
+    page, problems = await open_dashboard(browser, login_link(harness), DESKTOP)
+    await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
+    rule = page.locator('[data-rule="basement-leak"]')
+    await expect(rule).to_contain_text("fired 1×")
+    await expect(rule).to_contain_text("zigbee2mqtt/basement_leak · water_leak")
+    await expect(rule).to_contain_text("basement_leak: fired")
+    states = page.locator("#home-states")
+    await expect(states).to_contain_text("basement_leak (zigbee2mqtt): water_leak=true, battery=97")
+    assert not problems, problems
+
+
+async def test_the_tasks_panel_shows_what_halo_is_working_on(admin, browser):
+    from playwright.async_api import expect
+
+    harness = await admin()
+    tasks = harness.halo.tasks
+    assert tasks is not None
+    await tasks.add("ContextForge", "Write the migration guide", scope_id="discord:3001", by="priya")
+    await tasks.start(1, by="priya")
+    await tasks.note(1, "drafted <b>two</b> sections", by="priya")
+    await tasks.add("Halo", "Ship Discord", scope_id="discord:3001", by="wags")
+    await tasks.block(2, "waiting for the bot token", by="wags")
+    page, problems = await open_dashboard(browser, login_link(harness), DESKTOP)
+    await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
+
+    doing = page.locator('#task-list [data-number="1"]')
+    await expect(doing).to_contain_text("#1 Write the migration guide")
+    await expect(doing).to_contain_text("doing")
+    await expect(doing).to_contain_text("note: drafted <b>two</b> sections")  # text, never markup
+    await expect(page.locator('#task-list [data-number="2"][data-status="blocked"]')).to_contain_text(
+        "blocked: waiting for the bot token"
+    )
+    await expect(page.locator("#task-count")).to_have_text("2")
+    assert problems == []

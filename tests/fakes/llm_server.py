@@ -47,8 +47,10 @@ class Reply:
     """One scripted model turn.
 
     A reply is text and/or tool calls, or an HTTP error when `status` is not 200. `delay`
-    is waited before answering; `broken` sends part of the answer and then drops the
-    connection.
+    is waited before answering; `hold`, when given, is an event the test sets to let the
+    answer go (order without the clock); `broken` sends part of the answer and then drops
+    the connection; `garbage` answers 200 with a body that is not the API's format (plain
+    text, or a stream of non-JSON events).
     """
 
     text: str = ""
@@ -57,7 +59,13 @@ class Reply:
     error_message: str | None = None
     retry_after: float | None = None
     delay: float = 0.0
+    hold: asyncio.Event | None = None
     broken: bool = False
+    garbage: bool = False
+
+
+GARBAGE = "<html><body>502 Bad Gateway (from a proxy that answers 200)</body></html>"
+HANG_SECONDS = 3600.0  # longer than any test: the client has to give up
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +139,21 @@ class ScriptedModelServer:
             retry_after = 1
         self.enqueue(Reply(status=status, error_message=message, retry_after=retry_after))
 
+    def held(self, hold: asyncio.Event, text: str = "ok") -> None:
+        """Answer `text` once `hold` is set: a slow turn that ends when the test says so."""
+        self.enqueue(Reply(text=text, hold=hold))
+
     def delay(self, seconds: float, text: str = "ok") -> None:
         """Answer `text`, but only after `seconds` (for client timeouts)."""
         self.enqueue(Reply(text=text, delay=seconds))
+
+    def hang(self) -> None:
+        """Never answer (within any test's time): the client's timeout or halo's deadline must act."""
+        self.enqueue(Reply(text="too late", delay=HANG_SECONDS))
+
+    def garbage(self) -> None:
+        """A 200 whose body is not the API's format: an HTML page, or SSE events of it."""
+        self.enqueue(Reply(garbage=True))
 
     def broken_stream(self, text: str = "this answer is cut off before it ends") -> None:
         """Send the first half of the answer, then drop the connection."""
@@ -281,8 +301,12 @@ class ScriptedModelServer:
             reply = self._next_reply(body)
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.hold is not None:
+            await reply.hold.wait()
         if reply.status != 200:
             return self._error_response(reply)
+        if reply.garbage:
+            return await _send_garbage(request, stream=bool(body.get("stream")))
         if body.get("stream"):
             return await _send_events(request, render_events(reply, body), broken=reply.broken)
         payload = json.dumps(render_json(reply, body)).encode()
@@ -616,6 +640,19 @@ async def _send_events(request: web.Request, events: list[SseEvent], *, broken: 
     if broken:
         _drop_connection(request)
         return response
+    await response.write_eof()
+    return response
+
+
+async def _send_garbage(request: web.Request, *, stream: bool) -> web.StreamResponse:
+    """What a misconfigured proxy or a broken server sends with a 200."""
+    if not stream:
+        return web.Response(text=GARBAGE, content_type="text/html")
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    for line in GARBAGE.split():
+        await response.write(f"data: {line}\n\n".encode())
+    await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response
 

@@ -21,6 +21,8 @@ from typing import Any, Self
 
 from aiohttp import web
 
+from tests.waiting import DEFAULT_WITHIN, eventually
+
 JSON = dict[str, Any]
 
 TOKEN = "123456789:AAHfakeTokenForTestsOnly-abcdefghijk"
@@ -221,17 +223,14 @@ class FakeTelegram:
     def texts(self, chat_id: int) -> list[str]:
         return [p["text"] for p in self.sent(chat_id)]
 
-    async def wait_for(self, condition: Callable[[], Any], within: float = 5.0, what: str = "") -> Any:
-        """Poll `condition` until it is truthy (and return it), or fail after `within` seconds."""
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            result = condition()
-            if result:
-                return result
-            await asyncio.sleep(0.01)
-        raise AssertionError(f"timed out waiting for {what or condition}; calls: {[c.method for c in self.calls]}")
+    async def wait_for(self, condition: Callable[[], Any], within: float = DEFAULT_WITHIN, what: str = "") -> Any:
+        """`tests.waiting.eventually`, and on failure the Bot API methods halo called so far."""
+        try:
+            return await eventually(condition, within=within, what=what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; calls: {[c.method for c in self.calls]}") from None
 
-    async def wait_sent(self, chat_id: int, count: int = 1, within: float = 5.0) -> list[str]:
+    async def wait_sent(self, chat_id: int, count: int = 1, within: float = DEFAULT_WITHIN) -> list[str]:
         """The texts sent to `chat_id`, once there are at least `count` of them."""
         await self.wait_for(lambda: len(self.sent(chat_id)) >= count, within, f"{count} message(s) to {chat_id}")
         return self.texts(chat_id)

@@ -1,0 +1,318 @@
+"""The Discord adapter: discord.py's gateway events in as envelopes, `Outbound`s out as messages.
+
+Where halo listens:
+- a work channel (`work.discord_channel_ids`, scope `discord:<channel id>`): every message
+  goes in, answered only when halo is mentioned, replied to, or given a `/command` (the
+  rest is kept as the channel's context);
+- a DM: scope `discord:<user id>` (halo/scopes.py says why the user id), a member's DM or,
+  for anyone else, the pairing flow — the gateway and the policy decide;
+- any other channel: silence; the first time halo is addressed there it says once which
+  channel id a parent would configure.
+
+Bots, halo included, are ignored. Each message id is claimed in halo.db before it is
+handled, so a resumed session or a redelivery never makes a second answer. Replies are
+split at 2,000 characters (adapters/discord/split.py), the first part sent as a reply to
+the message; "typing…" shows while the model works. Rate limits are discord.py's job; any
+other failure becomes `SendFailed` for the outbox to retry (or give up on, if permanent).
+
+`discord.api_base_url` and `discord.gateway_url` point discord.py at a stand-in server
+(tests). discord.py reads both from class attributes (`Route.BASE`,
+`DiscordWebSocket.DEFAULT_GATEWAY`), so they are process-wide: one Discord per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import discord
+import yarl
+from discord.gateway import DiscordWebSocket
+from discord.http import Route
+
+from adapters.discord.seen import SeenMessages
+from adapters.discord.split import split_message
+from config.settings import DiscordSettings
+from halo.port import Envelope, Inbound, Outbound, Progress, SendFailed
+
+log = logging.getLogger(__name__)
+
+MAX_RECONNECT_PAUSE = 60.0
+TYPING_EVERY = 8.0  # Discord shows "typing…" for about ten seconds per call
+
+
+def unconfigured_notice(channel_id: int) -> str:
+    return (
+        "Hi! I only work in this server's channels a parent has set up. To use me here, add "
+        f"{channel_id} to work.discord_channel_ids in halo.yaml. Until then I stay quiet here."
+    )
+
+
+def point_at(settings: DiscordSettings) -> None:
+    """Send discord.py's REST calls and gateway connection to a stand-in server, if configured."""
+    if settings.api_base_url:
+        Route.BASE = settings.api_base_url.rstrip("/")
+    if settings.gateway_url:
+        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(settings.gateway_url)
+
+
+class _Client(discord.Client):
+    """discord.py's client, with its two events handed to the adapter."""
+
+    def __init__(self, adapter: DiscordAdapter) -> None:
+        intents = discord.Intents.none()
+        intents.guilds = True
+        intents.guild_messages = True
+        intents.dm_messages = True
+        intents.message_content = True
+        super().__init__(intents=intents, allowed_mentions=discord.AllowedMentions.none())
+        self.adapter = adapter
+
+    async def on_ready(self) -> None:
+        self.adapter.on_ready()
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.adapter.on_message(message)
+
+
+class _Typing:
+    """ "typing…" in one channel from when the model is asked until the reply goes out."""
+
+    def __init__(self, channel: discord.abc.Messageable) -> None:
+        self.channel = channel
+        self._task: asyncio.Task[None] | None = None
+
+    async def model_started(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._keep_typing())
+
+    async def delta(self, text: str) -> None:
+        return None
+
+    async def _keep_typing(self) -> None:
+        while True:
+            try:
+                await self.channel.typing()
+            except (discord.HTTPException, aiohttp.ClientError) as exc:  # cosmetic: never fails a turn
+                log.debug("typing indicator failed: %s", exc)
+            await asyncio.sleep(TYPING_EVERY)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+
+class DiscordAdapter:
+    platform = "discord"
+    name = "discord"
+
+    def __init__(self, inbound: Inbound, settings: DiscordSettings, seen: SeenMessages) -> None:
+        if settings.token is None:
+            raise ValueError("discord.token is not set")
+        self.inbound = inbound
+        self.settings = settings
+        self.seen = seen
+        self.client: _Client | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._connected = False
+        self._last_error: str | None = None
+        self._handled = 0
+        self._dm_channels: dict[int, discord.abc.Messageable] = {}  # user id → DM channel
+        self._typing: dict[int, _Typing] = {}  # channel id → its typing indicator
+        self._in_order: dict[int, asyncio.Lock] = {}  # channel id → messages handled in order
+        self._parts_sent: dict[str, int] = {}  # outbox id → parts already delivered
+        self._turns: set[asyncio.Task[None]] = set()
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Returns at once; logging in and (re)connecting happen in the background."""
+        point_at(self.settings)
+        await self.seen.forget_old()
+        self._runner = asyncio.create_task(self._run(), name="discord")
+
+    async def _run(self) -> None:
+        assert self.settings.token is not None
+        token = self.settings.token.get_secret_value()
+        pause = 1.0
+        while True:
+            self.client = _Client(self)
+            try:
+                await self.client.start(token, reconnect=True)
+                return
+            except discord.LoginFailure:
+                self._last_error = "Discord rejected the bot token: check discord.token"
+                log.error("Discord rejected the bot token; the Discord adapter is not running")
+                return
+            except discord.PrivilegedIntentsRequired:
+                self._last_error = "enable the Message Content intent for the bot in the Discord developer portal"
+                log.error("Discord: %s", self._last_error)
+                return
+            except (OSError, aiohttp.ClientError, discord.HTTPException, discord.GatewayNotFound) as exc:
+                self._last_error = f"Discord is unreachable: {type(exc).__name__}"
+                log.warning("Discord is unreachable, trying again in %.0fs: %s", pause, type(exc).__name__)
+            finally:
+                self._connected = False
+                if not self.client.is_closed():
+                    await self.client.close()
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, MAX_RECONNECT_PAUSE)
+
+    def on_ready(self) -> None:
+        self._connected = True
+        self._last_error = None
+        assert self.client is not None and self.client.user is not None
+        log.info("Discord: connected as %s", self.client.user)
+
+    async def stop(self) -> None:
+        """Stop taking messages, let turns in progress finish, close the connection."""
+        if self.client is not None and not self.client.is_closed():
+            await self.client.close()
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+        if self._turns:
+            await asyncio.gather(*list(self._turns), return_exceptions=True)
+        for typing in list(self._typing.values()):
+            await typing.stop()
+        self._connected = False
+
+    def status(self) -> dict[str, Any]:
+        user = self.client.user if self.client is not None else None
+        return {
+            "connected": self._connected and self.client is not None and self.client.is_ready(),
+            "bot": str(user) if user else None,
+            "guilds": len(self.client.guilds) if self.client is not None else 0,
+            "messagesHandled": self._handled,
+            "lastError": self._last_error,
+        }
+
+    # --- inbound -----------------------------------------------------------------------
+
+    async def on_message(self, message: discord.Message) -> None:
+        client = self.client
+        if client is None or client.user is None or message.author.bot or message.author.id == client.user.id:
+            return
+        channel_id = message.channel.id
+        task = asyncio.current_task()
+        if task is not None:
+            self._turns.add(task)
+        try:
+            async with self._in_order.setdefault(channel_id, asyncio.Lock()):
+                if not await self.seen.claim(message.id):
+                    return  # a replay or redelivery: answered already
+                await self._take(message, client.user)
+        except Exception:
+            log.exception("handling Discord message %s failed", message.id)
+        finally:
+            if task is not None:
+                self._turns.discard(task)
+
+    async def _take(self, message: discord.Message, me: discord.ClientUser) -> None:
+        is_dm = message.guild is None
+        author = message.author
+        speaker = self.inbound.speaker(
+            "discord", str(author.id), display_name=author.display_name, username=author.name, is_bot=author.bot
+        )
+        text = re.sub(rf"<@!?{me.id}>", "", message.content).strip()
+        if is_dm:
+            scope, addressed = self.inbound.scope("discord", str(author.id)), True
+            self._dm_channels[author.id] = message.channel  # replies to this user go here
+        else:
+            scope = self.inbound.scope("discord", str(message.channel.id))
+            addressed = self._addressed(message, me, text)
+            if scope.type != "work_channel" or not scope.configured:
+                if addressed and await self.seen.notice_once(message.channel.id):
+                    notice = Outbound(f"notice-{message.id}", scope.id, unconfigured_notice(message.channel.id))
+                    with contextlib.suppress(SendFailed):
+                        await self._deliver(message.channel, notice, reply_to=message)
+                return
+        if not text:
+            return
+        envelope = Envelope(
+            platform="discord",
+            scope=scope,
+            speaker=speaker,
+            text=text,
+            addressed=addressed,
+            platform_message_id=str(message.id),
+            reply_to=str(message.reference.message_id) if message.reference and message.reference.message_id else None,
+            ts=message.created_at.astimezone(UTC) if message.created_at else datetime.now(UTC),
+        )
+        typing = self._typing.setdefault(message.channel.id, _Typing(message.channel))
+        progress: Progress = typing
+        try:
+            await self.inbound.handle(envelope, progress)  # its reply comes back through `send`
+            self._handled += 1
+        finally:
+            await typing.stop()
+
+    @staticmethod
+    def _addressed(message: discord.Message, me: discord.ClientUser, text: str) -> bool:
+        if text.startswith("/") or any(u.id == me.id for u in message.mentions):
+            return True
+        resolved = message.reference.resolved if message.reference else None
+        return isinstance(resolved, discord.Message) and resolved.author.id == me.id
+
+    # --- outbound ----------------------------------------------------------------------
+
+    async def send(self, message: Outbound) -> None:
+        """Deliver one message to a work channel or a DM, in parts of 2,000 characters."""
+        client = self.client
+        if client is None or client.is_closed() or not client.is_ready():
+            raise SendFailed("Discord is not connected")
+        platform, _, chat = message.scope_id.partition(":")
+        if platform != "discord" or not chat.lstrip("-").isdigit():
+            raise SendFailed(f"{message.scope_id} is not a Discord scope", permanent=True)
+        scope = self.inbound.scope("discord", chat)
+        channel = await self._channel_for(client, int(chat), is_dm=scope.type == "dm")
+        typing = self._typing.get(getattr(channel, "id", int(chat)))
+        if typing is not None:
+            await typing.stop()
+        await self._deliver(channel, message)
+
+    async def _channel_for(self, client: discord.Client, chat_id: int, *, is_dm: bool) -> discord.abc.Messageable:
+        if not is_dm:
+            return client.get_partial_messageable(chat_id)
+        if chat_id not in self._dm_channels:
+            try:
+                self._dm_channels[chat_id] = await client.create_dm(discord.Object(id=chat_id))
+            except (discord.Forbidden, discord.NotFound) as exc:
+                raise SendFailed(f"cannot open a DM with {chat_id}: {exc.text}", permanent=True) from None
+            except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+                raise SendFailed(f"cannot open a DM with {chat_id}: {type(exc).__name__}") from None
+        return self._dm_channels[chat_id]
+
+    async def _deliver(
+        self, channel: discord.abc.Messageable, message: Outbound, reply_to: discord.Message | None = None
+    ) -> None:
+        parts = split_message(message.text)
+        done = self._parts_sent.get(message.id, 0)  # a retry does not repeat parts that went out
+        reference: discord.MessageReference | discord.Message | None = reply_to
+        if reference is None and message.reply_to and message.reply_to.isdigit():
+            reference = discord.MessageReference(
+                message_id=int(message.reply_to), channel_id=getattr(channel, "id", 0), fail_if_not_exists=False
+            )
+        for index in range(done, len(parts)):
+            try:
+                if index == 0 and reference is not None:
+                    await channel.send(parts[index], reference=reference, mention_author=False)
+                else:
+                    await channel.send(parts[index])
+            except (discord.Forbidden, discord.NotFound) as exc:
+                self._parts_sent.pop(message.id, None)
+                raise SendFailed(f"Discord refused the message: {exc.status} {exc.text}", permanent=True) from None
+            except (TimeoutError, discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+                detail = f"{exc.status} {exc.text}" if isinstance(exc, discord.HTTPException) else type(exc).__name__
+                raise SendFailed(f"sending to Discord failed: {detail}") from None
+            self._parts_sent[message.id] = index + 1
+        self._parts_sent.pop(message.id, None)

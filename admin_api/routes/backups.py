@@ -1,0 +1,42 @@
+"""Backups of the whole workspace: make one now, list those kept (loopback only)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from aiohttp import web
+
+from admin_api.base import halo_of
+from admin_api.guards import actor
+from admin_api.routes import Route
+from halo.runtime.backups import backup_now, list_archives
+
+
+async def make_backup(request: web.Request) -> web.Response:
+    """An archive of the workspace into HALO_HOME/backups now (the oldest beyond backups.keep go)."""
+    halo = halo_of(request)
+    paths = halo.services.paths
+    info = await asyncio.to_thread(backup_now, paths.home, paths.backups, halo.settings.backups.keep)
+    halo.services.audit.write("backup_made", file=info.path.name, files=info.files, actor=actor(request))
+    return web.json_response({"file": info.path.name, "files": info.files, "bytes": info.bytes}, status=201)
+
+
+async def backups(request: web.Request) -> web.Response:
+    folder = halo_of(request).services.paths.backups
+
+    def listing() -> list[dict[str, object]]:
+        found = []
+        for path in list_archives(folder):
+            st = path.stat()
+            made = datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
+            found.append({"file": path.name, "bytes": st.st_size, "createdAt": made})
+        return found
+
+    return web.json_response(await asyncio.to_thread(listing))
+
+
+ROUTES = [
+    Route("POST", "/backups", make_backup, "loopback"),
+    Route("GET", "/backups", backups, "loopback"),
+]

@@ -1,0 +1,71 @@
+"""Home events for a parent: what the house last said (per entity and as a log), and each
+home rule with when it last fired and why it did or did not."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from admin_api.base import halo_of, lines_param
+from admin_api.routes import Route
+
+
+def _state(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _when(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+async def home_observations(request: web.Request) -> web.Response:
+    home = halo_of(request).home
+    if home is None:
+        return web.json_response({"states": [], "observations": []})
+    recent = await home.store.recent(lines_param(request))
+    states = await home.store.states()
+    return web.json_response(
+        {
+            "states": [
+                {
+                    "source": s["source"],
+                    "entity": s["entity"],
+                    "topic": s["topic"],
+                    "state": _state(s["state"]),
+                    "updatedAt": _when(s["updated_at"]),
+                }
+                for s in states
+            ],
+            "observations": [
+                {
+                    "at": _when(o["at"]),
+                    "source": o["source"],
+                    "entity": o["entity"],
+                    "topic": o["topic"],
+                    "state": _state(o["state"]),
+                    "eventId": o["event_id"],
+                    "retained": bool(o["retained"]),
+                }
+                for o in recent
+            ],
+        }
+    )
+
+
+async def home_rules(request: web.Request) -> web.Response:
+    home = halo_of(request).home
+    rules = home.rules_report() if home is not None else []
+    pending = await home.store.pending() if home is not None else 0
+    return web.json_response({"rules": rules, "queued": pending})
+
+
+ROUTES = [
+    Route("GET", "/home/observations", home_observations, "token"),
+    Route("GET", "/home/rules", home_rules, "token"),
+]

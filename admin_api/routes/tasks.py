@@ -1,0 +1,27 @@
+"""The work task list, as the dashboard's Tasks panel shows it."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from admin_api.base import ApiError, halo_of
+from admin_api.routes import Route
+from halo.work.tasks import STATUSES
+
+MAX_PROJECT_PARAM = 80
+
+
+async def list_tasks(request: web.Request) -> web.Response:
+    """Every task, by number; `?project=` and `?status=` narrow it."""
+    project = request.query.get("project") or None
+    status = request.query.get("status")
+    if project is not None and len(project) > MAX_PROJECT_PARAM:
+        raise ApiError(400, f"project is at most {MAX_PROJECT_PARAM} characters")
+    if status is not None and status not in STATUSES:
+        raise ApiError(400, f"status is one of {', '.join(STATUSES)}")
+    store = halo_of(request).tasks
+    tasks = await store.list(project=project) if store is not None else []
+    return web.json_response([t.as_json() for t in tasks if status is None or t.status == status])
+
+
+ROUTES = [Route("GET", "/tasks", list_tasks, "token")]

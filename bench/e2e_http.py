@@ -1,0 +1,203 @@
+"""Benchmark: `POST /api/chat` through `halo serve`, next to a minimal relay, same run, same model.
+
+A stand-in model (tests/fakes' FakeOpenAI, answering at once) serves both. The relay is the
+least a durable chat gateway can do: parse the request, append the message fsync'd, call
+the model with the OpenAI client, append the reply fsync'd, answer. Both run as their own
+process; what each adds is its latency minus the model's own, measured directly.
+
+Goal (issue 11): halo's added latency p50 ≤ 3× the relay's.
+
+Run: `uv run python bench/e2e_http.py [--requests 300] [--clients 8]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import free_port  # noqa: E402
+from tests.fakes.llm_server import FakeOpenAI  # noqa: E402
+
+MEMBERS = 8
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]
+
+
+# -- the relay ------------------------------------------------------------------------
+
+
+def relay_main(port: int, model_url: str, folder: Path) -> None:
+    """parse → append fsync'd → model → append fsync'd → answer; one file per member."""
+    from aiohttp import web
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=model_url, api_key="k", max_retries=0)
+    fdatasync = getattr(os, "fdatasync", os.fsync)
+
+    def append(path: Path, record: dict) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (json.dumps(record) + "\n").encode())
+            fdatasync(fd)
+        finally:
+            os.close(fd)
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        who = request.headers.get("Authorization", "anon").rsplit(" ", 1)[-1]
+        path = folder / f"{who}.jsonl"
+        await asyncio.to_thread(append, path, {"role": "user", "text": body["text"]})
+        done = await client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": body["text"]}]
+        )
+        text = done.choices[0].message.content or ""
+        await asyncio.to_thread(append, path, {"role": "assistant", "text": text})
+        return web.json_response({"reply": text})
+
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_post("/api/chat", chat)
+    app.router.add_get("/healthz", health)
+    web.run_app(app, host="127.0.0.1", port=port, print=None)
+
+
+# -- driving -------------------------------------------------------------------------
+
+
+async def wait_healthy(http: aiohttp.ClientSession, url: str, proc: asyncio.subprocess.Process) -> None:
+    deadline = time.monotonic() + 240  # imports alone can take 20 s on a busy machine
+    while time.monotonic() < deadline:
+        if proc.returncode is not None:
+            raise SystemExit(f"{url}: the server exited early")
+        try:
+            async with http.get(f"{url}/healthz") as r:
+                if r.status == 200:
+                    return
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.05)  # a benchmark's start-up poll, not a test
+    raise SystemExit(f"{url} did not come up")
+
+
+async def drive(http: aiohttp.ClientSession, url: str, n: int, clients: int) -> tuple[list[float], float]:
+    """`n` chats from `clients` members at once; latencies in ms, and the wall time."""
+    latencies: list[float] = []
+    counter = iter(range(n))
+
+    async def client(c: int) -> None:
+        headers = {"Authorization": f"Bearer token-{c}"}
+        for i in counter:
+            t = time.perf_counter()
+            async with http.post(f"{url}/api/chat", json={"text": f"message {i}"}, headers=headers) as r:
+                assert r.status == 200, await r.text()
+                await r.read()
+            latencies.append((time.perf_counter() - t) * 1000)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client(c) for c in range(clients)))
+    return latencies, time.perf_counter() - start
+
+
+async def direct(http: aiohttp.ClientSession, model_url: str, n: int, clients: int) -> tuple[list[float], float]:
+    """The model on its own, the same request shape through the same HTTP stack."""
+    latencies: list[float] = []
+    counter = iter(range(n))
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def client() -> None:
+        for _ in counter:
+            t = time.perf_counter()
+            async with http.post(f"{model_url}/chat/completions", json=body) as r:
+                await r.read()
+            latencies.append((time.perf_counter() - t) * 1000)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return latencies, time.perf_counter() - start
+
+
+def line(name: str, lat: list[float], wall: float, base: float) -> dict[str, float]:
+    p50, p99 = statistics.median(lat), percentile(lat, 99)
+    print(f"{name:<28} p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  {len(lat) / wall:7.0f}/s   adds p50 {p50 - base:6.2f} ms")
+    return {"p50": p50, "p99": p99, "added": p50 - base}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--relay", nargs=3, metavar=("PORT", "MODEL_URL", "DIR"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    fake = FakeOpenAI(default_reply="ok").start_in_thread()
+    procs: list[asyncio.subprocess.Process] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            home, relay_dir = Path(tmp) / "home", Path(tmp) / "relay"
+            home.mkdir()
+            relay_dir.mkdir()
+            members = "\n".join(
+                f"  - {{id: m{i}, name: Member {i}, role: parent, web_token: token-{i}}}" for i in range(MEMBERS)
+            )
+            (home / "halo.yaml").write_text(
+                f"members:\n{members}\nmemory:\n  distillation_enabled: false\n"
+                f"llm:\n  provider: openai-compatible\n  model: fake-model\n  base_url: {fake.base_url}\n"
+                "  api_key: k\n  max_retries: 0\n"
+            )
+            halo_port, relay_port = free_port(), free_port()
+            env = {**os.environ, "HALO_HOME": str(home), "HALO_ADMIN__PORT": str(halo_port)}
+            log = (Path(tmp) / "halo.log").open("wb")
+            procs.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "halo.runtime.cli", "serve", cwd=ROOT, env=env, stdout=log, stderr=log
+                )
+            )
+            procs.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable, __file__, "--relay", str(relay_port), fake.base_url, str(relay_dir), cwd=ROOT
+                )
+            )
+            halo_url, relay_url = f"http://127.0.0.1:{halo_port}", f"http://127.0.0.1:{relay_port}"
+            async with aiohttp.ClientSession() as http:
+                await wait_healthy(http, halo_url, procs[0])
+                await wait_healthy(http, relay_url, procs[1])
+                for url in (halo_url, relay_url):  # warm-up: imports, first-scope files, connections
+                    await drive(http, url, 4 * MEMBERS, MEMBERS)
+                print(f"{args.requests} chats, stand-in model answering at once, {os.cpu_count()} cores\n")
+                for clients in (1, args.clients):
+                    print(f"-- {clients} client{'s' if clients > 1 else ''} at once")
+                    model = line("model directly", *await direct(http, fake.base_url, args.requests, clients), 0.0)
+                    relay = line("minimal relay", *await drive(http, relay_url, args.requests, clients), model["p50"])
+                    halo = line("halo serve", *await drive(http, halo_url, args.requests, clients), model["p50"])
+                    ratio = halo["added"] / max(relay["added"], 1e-6)
+                    verdict = "ok  " if ratio <= 3 else "MISS"
+                    print(f"  {verdict} halo adds {ratio:.2f}× what the relay adds (goal ≤ 3×)\n")
+    finally:
+        for proc in procs:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), timeout=20)
+        fake.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--relay":
+        relay_main(int(sys.argv[2]), sys.argv[3], Path(sys.argv[4]))
+    else:
+        asyncio.run(main())

@@ -1,0 +1,1 @@
+"""Home events: MQTT observations → home rules → the right message to the right people."""

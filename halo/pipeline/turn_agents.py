@@ -1,0 +1,91 @@
+"""The agent a turn runs, built once per model, tool list and guard, not on every turn.
+
+The instructions are a function of the turn (the SDK calls it with the run's context), so
+one `Agent` serves every turn that offers the same tools through the same model. Which
+tools a turn is offered is a policy question; its answer is kept per policy generation,
+speaker and scope, and asked again when the family (and so the policy) changes. Each
+tool still asks the policy itself when it is called.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from agents import Agent, Model, RunContextWrapper, Tool
+
+from halo.pipeline.turn import Turn
+from halo.tools.guarded import tool_class
+
+if TYPE_CHECKING:
+    from halo.pipeline.services import Services
+
+CACHE_SIZE = 1024
+
+
+async def _instructions(ctx: RunContextWrapper[Turn], agent: Agent[Turn]) -> str:
+    turn = ctx.context
+    return await turn.services.context.instructions(turn)
+
+
+class TurnAgents:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self._offered: OrderedDict[tuple[Any, ...], tuple[Tool, ...]] = OrderedDict()
+        self._agents: OrderedDict[tuple[Any, ...], Agent[Turn]] = OrderedDict()
+
+    def agent(self, turn: Turn) -> Agent[Turn]:
+        services = self.services
+        safety = services.safety if turn.safety is not None else None
+        model: Model | None = safety.model_for(turn, services.model) if safety else services.model
+        tools = self.offered_tools(turn)
+        key = (id(model), tuple(id(t) for t in tools), safety is not None)
+        if (agent := _get(self._agents, key)) is None:
+            agent = Agent[Turn](
+                name="halo",
+                instructions=_instructions,
+                model=model,
+                model_settings=services.model_settings,
+                tools=list(tools),
+                input_guardrails=[safety.input_guardrail()] if safety else [],
+                output_guardrails=[safety.output_guardrail()] if safety else [],
+            )
+            _put(self._agents, key, agent)
+        return agent
+
+    def offered_tools(self, turn: Turn) -> tuple[Tool, ...]:
+        """Only the tools the policy would let this turn use: a refused tool is not even shown
+        to the model (each tool still asks the policy itself when called)."""
+        policy = self.services.policy
+        unknown_id = None if turn.member else turn.envelope.speaker.platform_user_id
+        tools = self.services.tools
+        key = (
+            policy.generation,
+            turn.member.id if turn.member else None,
+            unknown_id,
+            turn.scope,
+            id(tools),
+            len(tools),
+        )
+        if (offered := _get(self._offered, key)) is not None:
+            return offered
+        offered = tuple(
+            tool
+            for tool in tools
+            if turn.decide("use_tool", audit=False, tool=tool.name, tool_class=tool_class(tool)).allowed
+        )
+        _put(self._offered, key, offered)
+        return offered
+
+
+def _get(cache: OrderedDict[tuple[Any, ...], Any], key: tuple[Any, ...]) -> Any:
+    value = cache.get(key)
+    if value is not None:
+        cache.move_to_end(key)
+    return value
+
+
+def _put(cache: OrderedDict[tuple[Any, ...], Any], key: tuple[Any, ...], value: Any) -> None:
+    cache[key] = value
+    while len(cache) > CACHE_SIZE:
+        cache.popitem(last=False)

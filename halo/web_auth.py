@@ -1,0 +1,184 @@
+"""Who is calling over HTTP, by credential: the admin token, a member's own web_token, or the
+dashboard's session cookie. Where the call comes from never makes up for a missing credential
+(a family computer is shared: being on it is not being a parent).
+
+The cookie comes from a one-time login link, as Jupyter does it. `halo serve` prints one at
+start and `halo dashboard` prints a fresh one: both write a file named by the sha256 of a
+random token into `HALO_HOME/logins/` (0600, in a 0700 folder). The server redeems a link by
+deleting that file, so a link works once even with two tabs racing, and only someone who can
+write HALO_HOME (who could read `admin.token` from halo.yaml anyway) can mint one. No second
+channel to the running server is needed. Sessions live in the server's memory: a restart
+signs everyone out, which is the safe direction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from aiohttp import web
+from yarl import URL
+
+from config.family import Family, Member
+from halo.access import bearer_token, token_matches
+
+if TYPE_CHECKING:
+    from config.settings import Settings
+
+SESSION_COOKIE = "halo_session"
+LINK_SECONDS = 15 * 60
+SESSION_SECONDS = 12 * 3600
+_TOKEN_BYTES = 32
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+
+
+class DashboardLogin:
+    """One-time login links (files under `folder`) exchanged for in-memory session cookies."""
+
+    def __init__(self, folder: Path, *, now: Callable[[], float] = time.time) -> None:
+        self.folder = folder
+        self._now = now
+        self._sessions: dict[str, float] = {}  # sha256(session) → expiry
+
+    def issue_link_token(self) -> str:
+        """A fresh single-use token; its file says when it expires."""
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._prune_links()
+        token = secrets.token_urlsafe(_TOKEN_BYTES)
+        fd = os.open(self.folder / _digest(token), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{self._now() + LINK_SECONDS:.0f}\n")
+        return token
+
+    def redeem(self, token: str) -> str | None:
+        """The session cookie value for a valid, unused, unexpired link token; else None."""
+        if not token or len(token) > 256:
+            return None
+        path = self.folder / _digest(token)
+        try:
+            expires = float(path.read_text().strip() or 0)
+            path.unlink()  # whoever unlinks it first is the one who used it
+        except (OSError, ValueError):
+            return None
+        if expires < self._now():
+            return None
+        session = secrets.token_urlsafe(_TOKEN_BYTES)
+        self._sessions[_digest(session)] = self._now() + SESSION_SECONDS
+        return session
+
+    def session_valid(self, session: str | None) -> bool:
+        if not session:
+            return False
+        expires = self._sessions.get(_digest(session))
+        if expires is None:
+            return False
+        if expires < self._now():
+            self._sessions.pop(_digest(session), None)
+            return False
+        return True
+
+    def end_session(self, session: str | None) -> None:
+        if session:
+            self._sessions.pop(_digest(session), None)
+
+    def _prune_links(self) -> None:
+        now = self._now()
+        for path in self.folder.glob("*"):
+            try:
+                if float(path.read_text().strip() or 0) < now:
+                    path.unlink()
+            except (OSError, ValueError):
+                continue
+
+
+WEB_AUTH = web.AppKey("web_auth", DashboardLogin)
+
+
+def login_url(base: str, token: str) -> str:
+    return f"{base.rstrip('/')}/login?token={token}"
+
+
+def dashboard_link(settings: Settings, bound: tuple[Any, ...] | None = None) -> str:
+    """A fresh one-time login link to the dashboard of the halo `settings` describe."""
+    host, port = (str(bound[0]), bound[1]) if bound else (settings.admin.host, settings.admin.port)
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return login_url(f"http://{netloc}", DashboardLogin(settings.paths.logins).issue_link_token())
+
+
+CallerKind = Literal["admin_token", "dashboard", "member"]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """A credential that checked out. `member` is set for a web_token (that member)."""
+
+    kind: CallerKind
+    member: Member | None = None
+
+    @property
+    def is_parent_credential(self) -> bool:
+        """What opens an admin route: the admin token, the dashboard cookie, a parent's web_token."""
+        return self.kind != "member" or (self.member is not None and self.member.role == "parent")
+
+    @property
+    def name(self) -> str:
+        """Who did it, for the audit log (never the credential itself)."""
+        if self.kind == "admin_token":
+            return "admin:token"
+        if self.kind == "dashboard":
+            return "admin:dashboard"
+        member = self.member
+        assert member is not None
+        return f"{'parent' if member.role == 'parent' else 'member'}:{member.id}"
+
+
+def _cross_site(request: web.BaseRequest) -> bool:
+    """A browser request another site's page made (belt and braces to SameSite=Strict)."""
+    if request.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
+        return True
+    origin, host = request.headers.get("Origin"), request.headers.get("Host")
+    if origin is None:
+        return False
+    try:
+        parsed = URL(origin)
+        served = URL(f"{parsed.scheme or 'http'}://{host}") if host else None
+    except ValueError:
+        return True
+    return served is None or (parsed.host, parsed.port) != (served.host, served.port)
+
+
+def caller_of(request: web.BaseRequest, family: Family, admin_token: str | None) -> Caller | None:
+    """The credential on a request, checked in constant time; None when there is none that holds.
+    A Bearer token that is neither the admin token nor a web_token is no credential, even with
+    a valid cookie beside it (the client said who it is, and it was wrong)."""
+    token = bearer_token(request)
+    if token is not None:
+        if token_matches(token, admin_token):
+            return Caller("admin_token")
+        member = family.by_web_token(token)
+        return Caller("member", member) if member is not None else None
+    login = request.app.get(WEB_AUTH) if isinstance(request, web.Request) else None
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if login is not None and cookie and not _cross_site(request) and login.session_valid(cookie):
+        return Caller("dashboard")
+    return None
+
+
+def member_of(request: web.BaseRequest, family: Family, admin_token: str | None) -> Member | None:
+    """Whom a member route (the web chat, /family/*) speaks for: a web_token's member, or for the
+    dashboard's signed-in parent the local owner. The admin token is nobody's."""
+    caller = caller_of(request, family, admin_token)
+    if caller is None or caller.kind == "admin_token":
+        return None
+    return caller.member if caller.kind == "member" else family.local_owner

@@ -1,0 +1,66 @@
+"""`halo --help` and `halo policy explain` never load the Agents SDK or a model client.
+
+A fact about imports, checked in a fresh interpreter (this test process has loaded them all
+already); how long the commands take is measured in `bench/cli_startup.py`, not here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from halo.runtime.cli import STARTUP_ERRORS
+from tests.conftest import write_home
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ["agents", "openai", "anthropic", "any_llm", "telegram", "sqlalchemy"]
+
+PROBE = """
+import contextlib, io, json, sys
+import halo.runtime.cli
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        code = halo.runtime.cli.main(sys.argv[1:])
+    except SystemExit as exit:
+        code = exit.code
+print(json.dumps({"code": code, "out": out.getvalue(), "loaded": [m for m in HEAVY if m in sys.modules]}))
+""".replace("HEAVY", repr(HEAVY))
+
+
+def run_cli(home: Path, *argv: str) -> dict:
+    env = {**os.environ, "HALO_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--help"], "policy"),
+        (["policy", "explain", "--member", "mom", "--scope", "telegram:-1001234"], "ALLOW: mom converse"),
+    ],
+    ids=["help", "policy-explain"],
+)
+def test_light_commands_never_load_the_model_sdk(tmp_path: Path, argv: list[str], says: str) -> None:
+    home = write_home(tmp_path / "home")
+    result = run_cli(home, *argv)
+    assert result["code"] == 0
+    assert says in result["out"]
+    assert result["loaded"] == [], f"`halo {' '.join(argv)}` imported {result['loaded']}"
+
+
+def test_every_startup_error_it_names_exists() -> None:
+    """The CLI names its startup errors as strings (to import nothing): a rename must not hide one."""
+    for module, name in STARTUP_ERRORS:
+        error = getattr(importlib.import_module(module), name)
+        assert issubclass(error, Exception), f"{module}.{name}"

@@ -1,0 +1,396 @@
+"""The model's session for a scope, read from the scope's transcript: no second store.
+
+The Agents SDK's `Session` protocol over `TranscriptStore`. Every item the model sees is a
+transcript line of its own kind, so what survives a crash is exactly what was fsync'd:
+
+- a `user` line is the user's message (`model_input` when the model is shown something
+  else, e.g. `[Mom] …` in a group);
+- an `assistant` line is the reply the person got; `"reply": "command"` or `"no_model"`
+  marks halo's own answers, kept out of the model's history with the message they answer;
+- an `event` line with `"kind": "session.item"` holds one model item (`item`): a tool call,
+  its output, reasoning;
+- an `event` line with `"kind": "session.start"` starts the session again: `/new` and
+  clear write one, compaction writes one with `summary` and `keep_from` (the byte offset
+  of the first line it keeps);
+- an `event` line with `"kind": "session.pop"` takes the last item back (`pop_item`).
+
+Lines without these fields (older transcripts, safety and notification events) read as
+before: user and assistant lines are items, other events are not.
+
+The gateway appends the user's line (fsync'd) before the model is asked; the SDK then
+hands that message to `add_items` again, and it is recognised rather than written twice.
+The model's final message is held in memory until the gateway appends the reply line that
+replaces it, so a turn costs two fsyncs, plus one per batch of tool items.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from agents.items import TResponseInputItem
+from agents.memory import SessionSettings
+
+from transcripts._lines import complete_lines_reversed_at
+from transcripts.store import TranscriptLine, TranscriptReader, TranscriptStore, _parse
+from transcripts.tokens import estimate_tokens, fit_count
+
+log = logging.getLogger(__name__)
+
+START = "session.start"
+ITEM = "session.item"
+POP = "session.pop"
+OFF_THE_RECORD = frozenset({"command", "no_model"})  # halo's own answers: not the model's history
+SUMMARY_PREFIX = "Summary of the earlier conversation in this chat:"
+DEFAULT_CACHED_SCOPES = 256
+
+
+@dataclass(slots=True)
+class _Entry:
+    offset: int  # of the line the item was read from
+    item: dict[str, Any]
+    tokens: int
+    user_line: bool = False  # a person's message (a command reply takes it back out)
+    summary: bool = False  # a compaction summary: never kept by a later compaction's range
+
+
+@dataclass(slots=True)
+class _History:
+    entries: list[_Entry]
+    end: int  # the file size these entries account for
+    over_budget: bool = False  # seen when the model last read it; compaction reads it
+
+
+def line_item(line: TranscriptLine) -> dict[str, Any] | None:
+    """The model item a transcript line stands for, or None when it is not one."""
+    if line.role == "user":
+        content = line.extra.get("model_input")
+        return {"role": "user", "content": content if isinstance(content, str) else line.text}
+    if line.role == "assistant":
+        return None if line.extra.get("reply") in OFF_THE_RECORD else {"role": "assistant", "content": line.text}
+    if line.role == "event" and line.extra.get("kind") == ITEM and isinstance(line.extra.get("item"), dict):
+        return line.extra["item"]
+    return None
+
+
+def summary_item(summary: str) -> dict[str, Any]:
+    return {"role": "system", "content": f"{SUMMARY_PREFIX}\n{summary}"}
+
+
+def _is_start(line: TranscriptLine) -> bool:
+    return line.role == "event" and line.extra.get("kind") == START
+
+
+def _apply(history: _History, offset: int, line: TranscriptLine) -> None:
+    """Fold one line into the history, the same way whether it was just appended or read back."""
+    kind = line.extra.get("kind") if line.role == "event" else None
+    if kind == START:
+        keep_from = line.extra.get("keep_from")
+        kept = (
+            [e for e in history.entries if not e.summary and e.offset >= keep_from]
+            if isinstance(keep_from, int)
+            else []
+        )
+        summary = line.extra.get("summary")
+        if isinstance(summary, str) and summary:
+            item = summary_item(summary)
+            kept.insert(0, _Entry(offset, item, estimate_tokens(item), summary=True))
+        history.entries = kept
+        return
+    if kind == POP:
+        if history.entries:
+            history.entries.pop()
+        return
+    if line.role == "assistant" and line.extra.get("reply") in OFF_THE_RECORD:
+        if history.entries and history.entries[-1].user_line:
+            history.entries.pop()  # the command and its answer both stay out
+        return
+    model_item = line_item(line)
+    if model_item is not None:
+        history.entries.append(_Entry(offset, model_item, estimate_tokens(model_item), user_line=line.role == "user"))
+
+
+def _is_assistant_message(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("role") == "assistant" and item.get("type", "message") == "message"
+
+
+def _describe(item: dict[str, Any]) -> str:
+    """A short human line for a model item; the item itself is in the line's `item`."""
+    kind = str(item.get("type") or item.get("role") or "item")
+    name = item.get("name")
+    return f"model {kind}: {name}" if name else f"model {kind}"
+
+
+class TranscriptSessions:
+    """Every scope's session, read from the transcript store, with a bounded cache of hot scopes.
+
+    Registered as an observer of the store, so each append updates a cached history in
+    memory: a turn normally reads no transcript bytes, only checks the file's size (another
+    process — an import, an old gateway — may have appended; then the history is read again).
+    """
+
+    def __init__(
+        self, transcripts: TranscriptStore, history_budget: int, cached_scopes: int = DEFAULT_CACHED_SCOPES
+    ) -> None:
+        self.transcripts = transcripts
+        self.budget = history_budget
+        self.cached_scopes = cached_scopes
+        self._cache: OrderedDict[str, _History] = OrderedDict()
+        self._awaiting: dict[str, int] = {}  # scope -> offset of a user line no model run has taken yet
+        self._held: dict[str, list[dict[str, Any]]] = {}  # the model's reply, until the reply line replaces it
+        transcripts.observers.append(self)
+
+    def get(self, scope_id: str) -> TranscriptSession:
+        return TranscriptSession(self, scope_id)
+
+    # -- kept current by the store ---------------------------------------------------
+
+    def appended(self, scope_id: str, lines: list[tuple[int, TranscriptLine]], end_before: int, end: int) -> None:
+        for offset, line in lines:
+            if line.role == "user":
+                self._awaiting[scope_id] = offset
+            elif line.role == "assistant":
+                self._awaiting.pop(scope_id, None)
+                self._held.pop(scope_id, None)  # the reply the person got stands for the model's message
+        history = self._cache.get(scope_id)
+        if history is None:
+            return
+        if history.end != end_before:  # bytes we have not seen: read it again when next asked
+            del self._cache[scope_id]
+            return
+        for offset, line in lines:
+            _apply(history, offset, line)
+        history.end = end
+
+    def purged(self, scope_id: str) -> None:
+        self._cache.pop(scope_id, None)
+        self._awaiting.pop(scope_id, None)
+        self._held.pop(scope_id, None)
+
+    # -- reading ---------------------------------------------------------------------
+
+    async def _history(self, scope_id: str) -> _History:
+        path = self.transcripts.path(scope_id)
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            size = 0
+        history = self._cache.get(scope_id)
+        if history is not None and history.end == size:
+            self._cache.move_to_end(scope_id)
+            return history
+        history = await asyncio.to_thread(self._load, scope_id) if size else _History([], 0)
+        self._cache[scope_id] = history
+        self._cache.move_to_end(scope_id)
+        while len(self._cache) > self.cached_scopes:
+            self._cache.popitem(last=False)
+        return history
+
+    def _load(self, scope_id: str) -> _History:
+        """Read back from the end to the latest session start, or until well past the budget
+        (an old transcript without markers: compaction writes one after the next turn)."""
+        path = self.transcripts.path(scope_id)
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            return _History([], 0)
+        newest: list[tuple[int, TranscriptLine]] = []
+        start: tuple[int, TranscriptLine] | None = None
+        tokens, cap = 0, 2 * self.budget
+        for offset, raw in complete_lines_reversed_at(path):
+            if offset >= size:
+                continue  # appended since the size was taken: the next read sees it
+            line = _parse(path, raw, offset)
+            if line is None:
+                continue
+            if _is_start(line):
+                start = (offset, line)
+                break
+            newest.append((offset, line))
+            if (item := line_item(line)) is not None:
+                tokens += estimate_tokens(item)
+                if tokens > cap:
+                    break
+        history = _History([], size)
+        if start is not None:
+            _apply(history, start[0], start[1])
+            keep_from = start[1].extra.get("keep_from")
+            if isinstance(keep_from, int) and keep_from < start[0]:
+                reader = TranscriptReader(path, keep_from)
+                for offset, line in reader:
+                    if offset >= start[0]:
+                        break
+                    if not _is_start(line):
+                        _apply(history, offset, line)
+                reader.close()
+        for offset, line in reversed(newest):
+            _apply(history, offset, line)
+        return history
+
+    async def get_items(self, scope_id: str, limit: int | None = None) -> list[TResponseInputItem]:
+        """What the model is sent: the newest items that fit the budget. A user line no run has
+        taken yet is left out: the SDK adds it as the turn's input."""
+        history = await self._history(scope_id)
+        entries = history.entries
+        if entries and entries[-1].user_line and self._awaiting.get(scope_id) == entries[-1].offset:
+            entries = entries[:-1]
+        held = self._held.get(scope_id, [])
+        items: list[Any] = [e.item for e in entries] + held
+        costs = [e.tokens for e in entries] + [estimate_tokens(i) for i in held]
+        if limit is not None:
+            items, costs = (items[-limit:], costs[-limit:]) if limit > 0 else ([], [])
+        n = fit_count(items, self.budget, costs)
+        history.over_budget = n < len(items)
+        return [cast(TResponseInputItem, dict(i)) for i in items[len(items) - n :]]  # copies: not the cache
+
+    async def all_items(self, scope_id: str) -> list[TResponseInputItem]:
+        """Every item of the current session, budget or not."""
+        history = await self._history(scope_id)
+        items = [*(e.item for e in history.entries), *self._held.get(scope_id, [])]
+        return [cast(TResponseInputItem, dict(i)) for i in items]
+
+    def over_budget(self, scope_id: str) -> bool:
+        history = self._cache.get(scope_id)
+        return history is not None and history.over_budget
+
+    async def item_counts(self) -> dict[str, int]:
+        """Items in each scope's current session (every scope with a transcript)."""
+        scope_ids = await asyncio.to_thread(self.transcripts.scope_ids)
+        counts: dict[str, int] = {}
+        for scope_id in scope_ids:
+            history = self._cache.get(scope_id)
+            if history is None:  # read it, but a listing does not push hot scopes out of the cache
+                history = await asyncio.to_thread(self._load, scope_id)
+            counts[scope_id] = len(history.entries)
+        return counts
+
+    # -- writing ---------------------------------------------------------------------
+
+    async def add_items(self, scope_id: str, items: list[TResponseInputItem]) -> None:
+        items = list(items)
+        if items and self._is_awaited_input(scope_id, items[0]):
+            del self._awaiting[scope_id]  # already in the transcript: the gateway wrote it first
+            items = items[1:]
+        if not items:
+            return
+        batch = self._held.pop(scope_id, []) + [dict(i) for i in items]  # type: ignore[arg-type]
+        if all(_is_assistant_message(i) for i in batch):
+            self._held[scope_id] = batch  # the reply line will stand for it
+            return
+        await self._write_items(scope_id, batch)
+
+    def _is_awaited_input(self, scope_id: str, item: Any) -> bool:
+        offset = self._awaiting.get(scope_id)
+        history = self._cache.get(scope_id)
+        if offset is None or history is None or not isinstance(item, dict) or item.get("role") != "user":
+            return False
+        last = history.entries[-1] if history.entries else None
+        return last is not None and last.offset == offset and last.item.get("content") == item.get("content")
+
+    async def _write_items(self, scope_id: str, items: list[dict[str, Any]]) -> None:
+        now = datetime.now(UTC)
+        await self.transcripts.append_many(
+            [
+                _event(scope_id, now, _describe(item), {"kind": ITEM, "item": item}, platform=_platform(scope_id))
+                for item in items
+            ]
+        )
+
+    async def settle(self, scope_id: str) -> None:
+        """End of a turn: a model message no reply line replaced (there should be none) is written."""
+        if held := self._held.pop(scope_id, None):
+            await self._write_items(scope_id, held)
+
+    async def pop_item(self, scope_id: str) -> TResponseInputItem | None:
+        if held := self._held.get(scope_id):
+            item = held.pop()
+            if not held:
+                del self._held[scope_id]
+            return item  # type: ignore[return-value]
+        history = await self._history(scope_id)
+        if not history.entries:
+            return None
+        item = dict(history.entries[-1].item)
+        taken_back = _event(scope_id, datetime.now(UTC), "session: last item taken back", {"kind": POP})
+        await self.transcripts.append(taken_back)
+        return item  # type: ignore[return-value]
+
+    async def clear(self, scope_id: str, *, why: str = "session cleared") -> None:
+        """Start the session again (`/new`, admin clear); the transcript keeps everything."""
+        self._held.pop(scope_id, None)
+        await self.transcripts.append(_event(scope_id, datetime.now(UTC), why, {"kind": START}))
+
+    async def compact(self, scope_id: str, summarise: Any | None) -> bool:
+        """When the session outgrows the budget, start it again from its newer half, with a
+        summary of the older part (model configured) or without. Returns whether it did."""
+        history = await self._history(scope_id)
+        entries = list(history.entries)
+        if sum(e.tokens for e in entries) <= self.budget:
+            return False
+        keep = fit_count([e.item for e in entries], self.budget // 2, [e.tokens for e in entries])
+        older = [e.item for e in entries[: len(entries) - keep]]
+        summary = ""
+        if summarise is not None and older:
+            try:
+                summary = (await summarise(older)).strip()
+            except Exception:  # a failed summary must not lose the chat: fall back to dropping
+                log.warning("summarising %s failed; dropping oldest items instead", scope_id, exc_info=True)
+        fields: dict[str, Any] = {"kind": START}
+        if keep:
+            fields["keep_from"] = entries[len(entries) - keep].offset
+        if summary:
+            fields["summary"] = summary
+        text = "session compacted" + (" with a summary" if summary else "")
+        await self.transcripts.append(_event(scope_id, datetime.now(UTC), text, fields))
+        return True
+
+
+def _platform(scope_id: str) -> str | None:
+    return scope_id.split(":", 1)[0] if ":" in scope_id else None
+
+
+def _event(
+    scope_id: str, ts: datetime, text: str, extra: dict[str, Any], platform: str | None = None
+) -> TranscriptLine:
+    return TranscriptLine(
+        id=uuid.uuid4().hex,
+        ts=ts,
+        scope_id=scope_id,
+        role="event",
+        text=text,
+        speaker="halo",
+        platform=platform or _platform(scope_id),
+        extra=extra,
+    )
+
+
+class TranscriptSession:
+    """One scope's session as the Agents SDK sees it (its `Session` protocol)."""
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(self, sessions: TranscriptSessions, scope_id: str) -> None:
+        self.sessions = sessions
+        self.session_id = scope_id
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        return await self.sessions.get_items(self.session_id, limit)
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        await self.sessions.add_items(self.session_id, items)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        return await self.sessions.pop_item(self.session_id)
+
+    async def clear_session(self) -> None:
+        await self.sessions.clear(self.session_id)
+
+    @property
+    def over_budget(self) -> bool:
+        return self.sessions.over_budget(self.session_id)
