@@ -24,7 +24,7 @@ from config.family import Family
 from halo.family.db import HaloDB
 from halo.family.outbox import OutboxStore, Row
 from halo.pipeline.scopes import member_scopes
-from halo.port import Adapter, Audit, OutboundKind, SendFailed
+from halo.port import Adapter, Audit, OutboundKind, Scope, SendFailed
 from transcripts import TranscriptLine, TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,11 @@ class Delivery:
     def can_send(self, scope_id: str) -> bool:
         return platform_of(scope_id) in self._adapters
 
+    def reaches(self, scope: Scope) -> bool:
+        """Whether a member's DM is one halo pushes notices to: a chat app that runs. The web
+        inbox gets only what is sent to it by name (a safety alert's fuller text)."""
+        return scope.platform != "web" and self.can_send(scope.id)
+
     # --- sending ---------------------------------------------------------------------
 
     async def send(
@@ -113,10 +118,10 @@ class Delivery:
         return message_id
 
     async def to_member(self, member_id: str, text: str, kind: OutboundKind = "notice") -> list[str]:
-        """Send to every DM of one member on a platform halo runs; returns the scope ids."""
+        """Send to every chat-app DM of one member that halo runs; returns the scope ids."""
         reached = []
         for scope in member_scopes(self._family()):
-            if scope.type == "dm" and scope.owner_id == member_id and self.can_send(scope.id):
+            if scope.type == "dm" and scope.owner_id == member_id and self.reaches(scope):
                 await self.send(scope.id, text, kind=kind)
                 reached.append(scope.id)
         return reached
