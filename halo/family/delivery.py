@@ -18,6 +18,7 @@ import random
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from config.family import Family
@@ -233,14 +234,14 @@ class Delivery:
                 if due <= now:
                     task = asyncio.create_task(self._flush(scope_id), name=f"delivery {scope_id}")
                     self._flushing[scope_id] = task
-                    task.add_done_callback(lambda _, s=scope_id: self._done(s))
+                    task.add_done_callback(partial(self._done, scope_id))
                 else:
                     later.append(due)
             timeout = (min(later) - now).total_seconds() if later else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
 
-    def _done(self, scope_id: str) -> None:
+    def _done(self, scope_id: str, _: object = None) -> None:
         self._flushing.pop(scope_id, None)
         self._wake.set()
 
