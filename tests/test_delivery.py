@@ -167,3 +167,24 @@ async def test_a_retry_waits_as_long_as_telegram_asks_capped(home, fake_llm, tg,
     await delivery.send(MOM, "capped")
     [_, capped] = await delivery.store.rows(scope_id=MOM)
     assert capped.next_attempt_at == clock.now + timedelta(seconds=300)  # never more than max_delay
+
+
+async def test_the_web_chat_reply_and_the_web_inbox_come_through_the_outbox(settings_for, fake_llm, serve_halo):
+    running = await serve_halo(settings_for(llm_yaml(fake_llm)))
+    fake_llm.reply("Hello, Mom.")
+    delivery = running.halo.services.delivery
+
+    status, body = await running.chat("hi", token="mom-token")
+
+    assert (status, body["reply"]) == (200, "Hello, Mom.")
+    [reply] = await delivery.store.rows(scope_id="web:mom")
+    assert (reply.message.kind, reply.state, reply.message.in_reply_to_envelope is not None) == ("reply", "sent", True)
+
+    # something halo says on its own has no request to answer: it waits in the member's web inbox
+    await delivery.send("web:mom", "The dentist moved to Friday.")
+    headers = {"Authorization": "Bearer mom-token"}
+    async with running.http.get(running.url("/api/chat/inbox"), headers=headers) as resp:
+        inbox = await resp.json()
+    assert resp.status == 200 and [m["text"] for m in inbox["messages"]] == ["The dentist moved to Friday."]
+    async with running.http.get(running.url("/api/chat/inbox")) as resp:
+        assert resp.status == 401  # no credential, no inbox
