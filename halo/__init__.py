@@ -1,5 +1,18 @@
-"""halo: a family-first chat-bot gateway. `VERSION` is the installed package's, read once."""
+"""halo: a family-first chat-bot gateway. `VERSION` is the installed package's, read once, on
+first use (importlib.metadata costs a CLI command that never shows it a noticeable start-up)."""
 
-from importlib.metadata import version
+from functools import cache
+from typing import Any
 
-VERSION = version("halo")
+
+@cache
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("halo")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "VERSION":
+        return _version()
+    raise AttributeError(f"module 'halo' has no attribute {name!r}")
