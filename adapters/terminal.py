@@ -24,6 +24,8 @@ class TerminalChat:
         self.out = out if out is not None else sys.stdout  # the stdout of now, not of import time
         self.scope = inbound.scope("cli", speaker.platform_user_id)
         self._streamed = False
+        self._answering: str | None = None  # the envelope id whose reply `send` prints in place
+        self._reply: str | None = None
 
     async def start(self) -> None:
         return None
@@ -35,10 +37,17 @@ class TerminalChat:
         return {"connected": True, "scope": self.scope.id}
 
     async def send(self, message: Outbound) -> None:
-        """Something halo starts while the terminal chat is open is printed there."""
-        if message.scope_id == self.scope.id:
+        """The reply to the line just typed (printed unless it was streamed already), or
+        something halo starts while the terminal chat is open."""
+        if message.scope_id != self.scope.id:
+            return
+        if message.in_reply_to_envelope is not None and message.in_reply_to_envelope == self._answering:
+            self._reply = message.text
+            if not self._streamed:
+                self.out.write(message.text)
+        else:
             self.out.write(f"\nhalo> {message.text}\n")
-            self.out.flush()
+        self.out.flush()
 
     async def model_started(self) -> None:
         return None
@@ -49,16 +58,19 @@ class TerminalChat:
         self.out.flush()
 
     async def say(self, text: str) -> str | None:
-        """One message in, the reply streamed to `out` and returned."""
+        """One message in, the reply streamed to `out` (it arrives whole through `send`) and
+        returned."""
         envelope = Envelope(platform="cli", scope=self.scope, speaker=self.speaker, text=clean_text(text))
         self.out.write("halo> ")
         self._streamed = False
-        reply = await self.inbound.handle(envelope, self)
-        if not self._streamed and reply.text:
-            self.out.write(reply.text)
+        self._answering, self._reply = envelope.id, None
+        try:
+            await self.inbound.handle(envelope, self)
+        finally:
+            self._answering = None
         self.out.write("\n")
         self.out.flush()
-        return reply.text
+        return self._reply
 
     async def run(self, read_line: Callable[[str], str] = input) -> None:
         name = self.speaker.display_name or self.speaker.platform_user_id

@@ -2,19 +2,41 @@
 
 The member is the one whose `web_token` is sent as a Bearer token; with the dashboard's
 session cookie, the local owner. No credential, no chat, from anywhere. The scope is `web:<member id>`.
+
+The reply comes back through halo's outbox like any other message: `send` completes the
+request waiting for it (matched on the envelope id). What halo says on its own (a notice, a
+safety alert) has no request to answer and goes into the member's web inbox (a table in
+halo.db), read with GET /api/chat/inbox.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
 from aiohttp import web
+from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, select
 
-from halo.port import BadBody, Envelope, Inbound, Outbound, clean_text, read_json
+from halo.port import BadBody, Envelope, Inbound, Outbound, Tables, clean_text, read_json
 
 MAX_TEXT_CHARS = 8000
+REPLY_WITHIN = 60.0  # the outbox hands a web reply over at its first attempt; this is a safety net
+INBOX_LIMIT = 50
+
+metadata = MetaData()
+inbox_table = Table(
+    "web_inbox",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("id", String(64), nullable=False, unique=True),  # the outbox id: a retry never adds it twice
+    Column("scope_id", String(200), nullable=False, index=True),
+    Column("kind", String(16), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("created", DateTime(timezone=True), nullable=False),
+)
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -27,9 +49,11 @@ class WebChatAdapter:
 
     platform = "web"
 
-    def __init__(self, inbound: Inbound) -> None:
+    def __init__(self, inbound: Inbound, tables: Tables) -> None:
         self.inbound = inbound
+        self.tables = tables
         self.messages = 0
+        self._waiting: dict[str, asyncio.Future[str]] = {}  # envelope id → its request's reply
 
     async def start(self) -> None:  # served by the admin server; nothing of its own to start
         return None
@@ -45,12 +69,58 @@ class WebChatAdapter:
         return openapi_paths()
 
     def admin_routes(self) -> list[web.RouteDef]:
-        return [web.get("/chat", self.page), web.post("/api/chat", self.chat)]
+        return [web.get("/chat", self.page), web.post("/api/chat", self.chat), web.get("/api/chat/inbox", self.inbox)]
 
     async def send(self, message: Outbound) -> None:
-        """A message halo starts for a web scope has no open request to answer; it is in the
-        scope's transcript, which the member reads through the admin API."""
-        return None
+        """Complete the request this reply answers; anything else goes into the web inbox."""
+        waiting = self._waiting.get(message.in_reply_to_envelope or "")
+        if waiting is not None:
+            if not waiting.done():
+                waiting.set_result(message.text)
+            return
+        async with self.tables.write(metadata) as conn:
+            known = await conn.execute(select(inbox_table.c.id).where(inbox_table.c.id == message.id))
+            if known.first() is None:
+                await conn.execute(
+                    inbox_table.insert().values(
+                        id=message.id,
+                        scope_id=message.scope_id,
+                        kind=message.kind,
+                        text=message.text,
+                        created=message.created_at or datetime.now(UTC),
+                    )
+                )
+
+    async def inbox(self, request: web.Request) -> web.Response:
+        """The member's web inbox: what halo said on its own, oldest first."""
+        speaker = self.inbound.http_speaker(request)
+        if speaker is None:
+            return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
+        scope_id = self.inbound.scope("web", speaker.platform_user_id).id
+        async with self.tables.read(metadata) as conn:
+            rows = (
+                await conn.execute(
+                    select(inbox_table)
+                    .where(inbox_table.c.scope_id == scope_id)
+                    .order_by(inbox_table.c.seq.desc())
+                    .limit(INBOX_LIMIT)
+                )
+            ).all()
+        messages = [
+            {"id": r.id, "kind": r.kind, "text": r.text, "ts": _aware(r.created).isoformat()} for r in reversed(rows)
+        ]
+        return web.json_response({"scope_id": scope_id, "messages": messages})
+
+    async def _handle(self, envelope: Envelope, progress: Any = None) -> tuple[Any, str | None]:
+        """Run the message through halo and wait for its reply to come back through `send`."""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting[envelope.id] = future
+        try:
+            outcome = await self.inbound.handle(envelope, progress)
+            text = await asyncio.wait_for(future, REPLY_WITHIN) if outcome.text else None
+        finally:
+            self._waiting.pop(envelope.id, None)
+        return outcome, text
 
     async def page(self, request: web.Request) -> web.Response:
         html = resources.files("adapters").joinpath("web_chat.html").read_text(encoding="utf-8")
@@ -80,10 +150,10 @@ class WebChatAdapter:
         self.messages += 1
         if "text/event-stream" in request.headers.get("Accept", ""):
             return await self._stream(request, envelope)
-        reply = await self.inbound.handle(envelope)
+        reply, text = await self._handle(envelope)
         if reply.kind == "denied":
             return _error(403, reply.reason or "not allowed")
-        return web.json_response({"reply": reply.text, "scope_id": envelope.scope.id})
+        return web.json_response({"reply": text, "scope_id": envelope.scope.id})
 
     async def _stream(self, request: web.Request, envelope: Envelope) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -107,20 +177,62 @@ class WebChatAdapter:
                 await send("delta", {"text": text})
 
         stream = Stream()
-        reply = await self.inbound.handle(envelope, stream)
+        reply, text = await self._handle(envelope, stream)
         if reply.kind == "denied" and not prepared:
             return _error(403, reply.reason or "not allowed")
-        if not stream.sent_any and reply.text:
-            await send("delta", {"text": reply.text})  # commands and errors arrive whole
-        await send("done", {"reply": reply.text, "scope_id": envelope.scope.id})
+        if not stream.sent_any and text:
+            await send("delta", {"text": text})  # commands and errors arrive whole
+        await send("done", {"reply": text, "scope_id": envelope.scope.id})
         await response.write_eof()
         return response
+
+
+def _aware(ts: datetime) -> datetime:
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)  # SQLite drops the zone
 
 
 def openapi_paths() -> dict[str, Any]:
     """The web chat's part of the server's /openapi.json."""
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     return {
+        "/api/chat/inbox": {
+            "get": {
+                "summary": "What halo said to this member on its own (notices, alerts), oldest first",
+                "x-access": "member",
+                "security": [{}, {"memberToken": []}],
+                "tags": ["web chat"],
+                "responses": {
+                    "200": {
+                        "description": "the member's web inbox",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["scope_id", "messages"],
+                                    "properties": {
+                                        "scope_id": {"type": "string"},
+                                        "messages": {
+                                            "type": "array",
+                                            "items": {
+                                                "type": "object",
+                                                "required": ["id", "kind", "text", "ts"],
+                                                "properties": {
+                                                    "id": {"type": "string"},
+                                                    "kind": {"type": "string"},
+                                                    "text": {"type": "string"},
+                                                    "ts": {"type": "string", "format": "date-time"},
+                                                },
+                                            },
+                                        },
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "401": {"description": "no member: send a web_token, or sign in", "content": error},
+                },
+            }
+        },
         "/chat": {
             "get": {
                 "summary": "The web chat page",

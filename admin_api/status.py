@@ -72,8 +72,9 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
             "gateway_background_tasks": halo.gateway.background_tasks,
             "busy_scopes": halo.gateway.busy_scopes,
             "pending_pairing_requests": pending,
-            # alerts no adapter has delivered yet (each is in the parent's web inbox regardless)
-            "undelivered_notifications": services.notifier.outbox.undelivered_count() if services.notifier else 0,
+            # halo's outbox: messages waiting for (or refused by) their platform
+            "outbox_pending": services.delivery.counts["pending"],
+            "outbox_failed": services.delivery.counts["failed"],
         },
         "policy": {"policies": len(services.policy.policies), "members": len(services.family.members)},
         "config": mask_secrets(settings.redacted()),

@@ -47,11 +47,6 @@ class HaloPaths:
         return self.home / "logs" / "events.jsonl"
 
     @property
-    def notifications(self) -> Path:
-        """The outbox of private notifications (safety alerts to parents), see halo/safety/notify.py."""
-        return self.home / "outbox" / "notifications.jsonl"
-
-    @property
     def logins(self) -> Path:
         """One-time dashboard login links (halo/web_auth.py)."""
         return self.home / "logins"

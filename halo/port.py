@@ -13,14 +13,13 @@ Inbound (adapter → halo):
   `Inbound.joined` / `Inbound.left`;
 - a home event (MQTT) becomes an `Observation` handed to `Observations.observe`.
 
-Outbound (halo → adapter): what halo starts on its own — a notice, a home event, a status
-digest, a safety alert — is handed by `Delivery` (halo/family/delivery.py) to the owning
-adapter's `send` as an `Outbound`. The reply to a message is returned by `Inbound.handle`
-(`TurnOutcome.text`) and the adapter delivers it in answer (Telegram through its own
-durable queue in halo.db; web and terminal in the request and on stdout). The target design
-(issue 10, item 2) moves replies into one durable outbox too, with retries and per-scope
-order, calling `send`; code against `send(Outbound)` and `SendFailed` already. An adapter
-may show platform chrome (a typing indicator, a streamed preview) through `Progress`.
+Outbound (halo → adapter): everything halo sends — the reply to a message, a notice, a home
+event, a status digest, a safety alert — is written to halo's one durable outbox
+(`Delivery`, halo/family/delivery.py, a table in halo.db) and handed to the owning adapter's
+`send` as an `Outbound`, in order per scope, retried on `SendFailed`. An adapter never sends
+a reply itself: a reply's `Outbound.in_reply_to_envelope` names the envelope it answers (the
+web chat completes that request with it; the terminal prints it in place). An adapter may
+show platform chrome (a typing indicator, a streamed preview) through `Progress`.
 """
 
 from __future__ import annotations
@@ -106,9 +105,8 @@ class SendFailed(Exception):
 class TurnOutcome:
     """What became of a handled envelope: `text` is the reply (None: silence), `kind` why.
 
-    Today the adapter delivers `text` itself, answering the message it came from (Telegram
-    queues it in its own durable outbox; web and terminal return or print it); messages halo
-    starts on its own reach `Adapter.send` through `Delivery`.
+    The reply is already queued in the outbox (`outbox_id`) and reaches `Adapter.send`
+    from there; an adapter does not send `text` itself.
     """
 
     text: str | None

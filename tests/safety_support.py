@@ -62,16 +62,22 @@ def transcript(halo: Any, scope_id: str) -> list[tuple[str, str]]:
     return [(line.role, line.text) for _, line in store.read_from(scope_id)]
 
 
-def alerts(halo: Any, member_id: str) -> list[str]:
-    """The safety alerts in a member's halo inbox (the fuller text, quoting only when allowed)."""
-    notifier = halo.services.notifier
-    return [n.inbox for n in notifier.outbox.for_member(member_id) if n.kind == "safety_alert"]
+async def alerts(halo: Any, member_id: str) -> list[str]:
+    """The safety alerts in a member's web inbox (the fuller text, quoting only when allowed),
+    as the web chat page fetches them."""
+    from adapters.web import WebChatAdapter, inbox_table, metadata
+
+    web = next(a for a in halo.adapters if isinstance(a, WebChatAdapter))
+    async with web.tables.read(metadata) as conn:
+        rows = (await conn.execute(inbox_table.select().order_by(inbox_table.c.seq))).all()
+    return [r.text for r in rows if r.scope_id == f"web:{member_id}" and r.kind == "alert"]
 
 
-def pushed_alerts(halo: Any, member_id: str) -> list[str]:
-    """The safety alerts as adapters deliver them (never the child's words)."""
-    notifier = halo.services.notifier
-    return [n.text for n in notifier.outbox.for_member(member_id) if n.kind == "safety_alert"]
+async def pushed_alerts(halo: Any, member_id: str) -> list[str]:
+    """The safety alerts queued for the member's chat apps (never the child's words)."""
+    member = halo.services.policy.family.member(member_id)
+    rows = await halo.services.delivery.store.rows(scope_id=f"telegram:{member.telegram_user_id}", kind="alert")
+    return [r.message.text for r in rows]
 
 
 def safety_events(halo: Any) -> list[dict[str, Any]]:

@@ -66,7 +66,7 @@ async def test_a_childs_unaddressed_cry_for_help_still_reaches_the_parents(home,
         await running.halo.gateway.drain()
     assert reply.text is None and fake.model_requests == []
     for parent in ("wags", "mom"):
-        (alert,) = alerts(running.halo, parent)
+        (alert,) = await alerts(running.halo, parent)
         assert "in the family group" in alert and "self-harm" in alert
 
 
@@ -91,7 +91,7 @@ async def test_children_in_the_family_make_the_whole_group_guarded(home, serve_h
     assert "read_calendar" not in offered and "current_time" in offered  # no private tools there
     assert "read_calendar" in dm_offered and dm.kind == "model"
     assert steered.kind == "guarded" and "private chat" in (steered.text or "")
-    assert alerts(running.halo, "wags") == []  # an adult's blocked topic is no alarm
+    assert await alerts(running.halo, "wags") == []  # an adult's blocked topic is no alarm
 
 
 async def test_a_teen_escalating_in_the_group_is_answered_as_a_teen(home, serve_halo) -> None:
@@ -100,7 +100,7 @@ async def test_a_teen_escalating_in_the_group_is_answered_as_a_teen(home, serve_
         reply = await send(running.halo, "aarav", f"telegram:{GROUP}", "halo, sometimes I want to die")
         await running.halo.gateway.drain()
     assert reply.kind == "guarded" and "another adult you trust" in (reply.text or "")
-    (alert,) = alerts(running.halo, "wags")
+    (alert,) = await alerts(running.halo, "wags")
     assert "in the family group" in alert and "want to die" not in alert  # his profile keeps his words
 
 

@@ -152,7 +152,7 @@ async def test_guardrail_decisions(case: Case, home, serve_halo) -> None:
             assert transcript(halo, f"web:{case.who}")[-1] == ("assistant", reply)
 
         for parent in ("wags", "mom"):
-            sent = alerts(halo, parent)
+            sent = await alerts(halo, parent)
             assert bool(sent) is case.parents_told, sent
             if sent:
                 assert (case.text in sent[0]) is case.words_shared, sent[0]
@@ -176,7 +176,7 @@ async def test_escalation_happens_before_the_model_starts(home, serve_halo) -> N
     assert "Thank you for telling me" in body["reply"]
     assert script.classified == [("input", text)] and script.answered == []
     for parent in ("wags", "mom"):
-        (alert,) = alerts(running.halo, parent)
+        (alert,) = await alerts(running.halo, parent)
         assert "self-harm" in alert and text not in alert
         assert "ending his life" not in alert  # the classifier's paraphrase is not shown without visibility
     (event,) = [e for e in safety_events(running.halo) if e["direction"] == "input"]

@@ -72,13 +72,13 @@ async def test_a_young_childs_cry_for_help_reaches_every_parent_without_her_word
         events = [text for role, text in transcript(halo, f"telegram:{parent_id}") if role == "event"]
         assert events == [dm]
         assert all("hurt myself" not in text for _, text in transcript(halo, f"telegram:{parent_id}"))
-        [inbox] = alerts(halo, parent)
+        [inbox] = await alerts(halo, parent)
         assert f'"{words}"' in inbox
     assert tg.sent(1003) == []  # her brother is not told
     assert fake.model_requests == [] and script.answered == []  # the floor decided: no model at all
     assert transcript(halo, "telegram:1004")[-1] == ("assistant", reply)
     delivered = halo.services.audit.tail(10, kind="notification_delivered")
-    assert sorted(e["scope_id"] for e in delivered) == ["telegram:1001", "telegram:1002"]
+    assert sorted(e["scope_id"] for e in delivered) == ["telegram:1001", "telegram:1002", "web:mom", "web:wags"]
 
 
 async def test_an_adolescent_without_visibility_parents_get_the_category_only(start, tg, model):
@@ -99,7 +99,7 @@ async def test_an_adolescent_without_visibility_parents_get_the_category_only(st
         assert "private under their visibility setting" in dm
         for fragment in ("game", "his place", "friend", "met in a game"):
             assert fragment not in dm
-        [inbox] = alerts(halo, parent)
+        [inbox] = await alerts(halo, parent)
         assert "his place" not in inbox and "met in a game" not in inbox
 
 

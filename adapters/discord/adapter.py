@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import logging
 import re
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -252,20 +251,10 @@ class DiscordAdapter:
         typing = self._typing.setdefault(message.channel.id, _Typing(message.channel))
         progress: Progress = typing
         try:
-            outcome = await self.inbound.handle(envelope, progress)
+            await self.inbound.handle(envelope, progress)  # its reply comes back through `send`
             self._handled += 1
-            if outcome.text:
-                reply = Outbound(uuid.uuid4().hex, scope.id, outcome.text, reply_to=envelope.platform_message_id)
-                await self._reply(message.channel, reply, message)
         finally:
             await typing.stop()
-
-    async def _reply(self, channel: discord.abc.Messageable, reply: Outbound, to: discord.Message) -> None:
-        """The answer to a message, as a reply to it; a failure is logged (the transcript has it)."""
-        try:
-            await self._deliver(channel, reply, reply_to=to)
-        except SendFailed as failed:
-            log.warning("%s: a reply was not delivered: %s", reply.scope_id, failed.reason)
 
     @staticmethod
     def _addressed(message: discord.Message, me: discord.ClientUser, text: str) -> bool:

@@ -1,4 +1,4 @@
-"""The Telegram adapter: updates in as envelopes, replies out through a persisted outbox.
+"""The Telegram adapter: updates in as envelopes; halo's outbox hands it messages to send.
 
 python-telegram-bot long-polls by default; with `telegram.webhook_url` set, Telegram posts
 updates to halo's own HTTP server instead (a reverse proxy forwards that one path). Each
@@ -7,7 +7,8 @@ each chat in order. The adapter translates and delivers; what to answer, and whe
 answer at all, is the gateway's and the policy's business.
 
 halo keeps running when Telegram is unreachable: connecting is retried in the background
-with growing pauses, replies wait in the outbox, and `status()` says what is wrong.
+with growing pauses, replies wait in halo's outbox (`send` raises `SendFailed`), and
+`status()` says what is wrong.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ import contextlib
 import hashlib
 import hmac
 import logging
-from datetime import UTC, datetime
+import warnings
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse
 
 from aiohttp import web
-from telegram import BotCommand, ChatMemberRestricted, Update
-from telegram.constants import ChatAction, ChatMemberStatus
-from telegram.error import BadRequest, InvalidToken, TelegramError
+from telegram import BotCommand, ChatMemberRestricted, ReplyParameters, Update
+from telegram.constants import ChatAction, ChatMemberStatus, ParseMode
+from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
+from telegram.warnings import PTBDeprecationWarning
 
 from adapters.telegram.connection import (
     Health,
@@ -34,11 +37,11 @@ from adapters.telegram.connection import (
     describer,
     hide_token_in_logs,
 )
+from adapters.telegram.format import split_message, to_html
 from adapters.telegram.normalise import BotIdentity, speaker_of, to_envelope
-from adapters.telegram.outbox import Outbox
-from adapters.telegram.store import Outgoing, TelegramStore
+from adapters.telegram.store import TelegramStore
 from config.settings import TelegramSettings
-from halo.port import Audit, Inbound, Outbound, Tables
+from halo.port import Audit, Inbound, Outbound, SendFailed, Tables
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +87,9 @@ class TelegramAdapter:
         self.webhook_path: str | None = None
         if settings.webhook_url:
             self.webhook_path = urlparse(settings.webhook_url).path or DEFAULT_WEBHOOK_PATH
+        self.audit = audit
         self.app = self._application(token)
-        self.outbox = Outbox(
-            self.store,
-            self.app.bot,
-            audit,
-            retries=settings.send_retries,
-            backoff=settings.retry_backoff_seconds,
-            describe=self.describe,
-        )
+        self._migrated: dict[int, int] = {}  # groups that became supergroups: old chat id → new
         self._runner: asyncio.Task[None] | None = None
 
     def _application(self, token: str) -> Application[Any, Any, Any, Any, Any, Any]:
@@ -120,7 +117,6 @@ class TelegramAdapter:
         """Returns at once; connecting (and reconnecting) happens in the background."""
         self.last_update_id = await self.store.last_update_id()
         await self.store.forget_old_updates()
-        self.outbox.counts = await self.store.counts()
         self._runner = asyncio.create_task(self._connect_until_up(), name="telegram-connect")
 
     async def _connect_until_up(self) -> None:
@@ -143,7 +139,6 @@ class TelegramAdapter:
                 )
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, MAX_RECONNECT_PAUSE)
-        self.outbox.start()
         log.info(
             "Telegram: @%s is %s",
             self.identity.username if self.identity else "?",
@@ -197,7 +192,6 @@ class TelegramAdapter:
                 log.warning("Telegram polling did not stop in time; unconfirmed updates come again next start")
         if app.running:
             await app.stop()  # waits for the updates being handled
-        await self.outbox.stop()
         await app.shutdown()
         await app.bot.shutdown()  # also when initialising never succeeded
 
@@ -211,20 +205,48 @@ class TelegramAdapter:
             "last_error": health.last_error,
             "last_error_at": _iso(health.last_error_at),
             "last_update_id": self.last_update_id,
-            "outbox": dict(self.outbox.counts),
         }
 
     # --- outbound --------------------------------------------------------------------
 
     async def send(self, message: Outbound) -> None:
-        """Queue a message for a Telegram chat (`telegram:<chat id>`). Returns once it is stored;
-        it is delivered in the background, retried until Telegram takes it."""
+        """Send to a Telegram chat (`telegram:<chat id>`), split into Telegram-sized pieces, as
+        HTML (plain text when Telegram cannot parse it). Raises `SendFailed`: with
+        `retry_after` on 429 and network errors, `permanent` when the bot was blocked or the
+        chat is gone."""
         platform, _, chat = message.scope_id.partition(":")
-        if platform != "telegram":
-            raise ValueError(f"{message.scope_id!r} is not a Telegram scope")
+        if platform != "telegram" or not chat.lstrip("-").isdigit():
+            raise SendFailed(f"{message.scope_id!r} is not a Telegram chat", permanent=True)
+        if self.identity is None:
+            raise SendFailed("Telegram is not connected yet", retry_after=self.settings.retry_backoff_seconds)
+        chat_id = self._migrated.get(int(chat), int(chat))
         reply_to = int(message.reply_to) if message.reply_to and message.reply_to.isdigit() else None
-        await self.store.enqueue([Outgoing(int(chat), message.text, reply_to=reply_to)])
-        self.outbox.flush_soon(int(chat))
+        try:
+            for n, piece in enumerate(split_message(message.text)):
+                chat_id = await self._send_piece(chat_id, piece, reply_to if n == 0 else None)
+        except RetryAfter as exc:
+            raise SendFailed(self.describe(exc), retry_after=_retry_after(exc)) from exc
+        except (Forbidden, BadRequest) as exc:  # blocked, kicked, chat not found: no retry helps
+            self.audit.write(
+                "telegram_delivery_failed", chat_id=chat_id, outbox_id=message.id, error=self.describe(exc)
+            )
+            raise SendFailed(self.describe(exc), permanent=True) from exc
+        except TelegramError as exc:  # network errors, timeouts, server errors: worth a retry
+            raise SendFailed(self.describe(exc)) from exc
+
+    async def _send_piece(self, chat_id: int, text: str, reply_to: int | None) -> int:
+        """One sendMessage; returns the chat id it went to (a group may have become a supergroup)."""
+        reply = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
+        try:
+            await self.app.bot.send_message(chat_id, to_html(text), parse_mode=ParseMode.HTML, reply_parameters=reply)
+        except ChatMigrated as exc:
+            self._migrated[chat_id] = exc.new_chat_id
+            return await self._send_piece(exc.new_chat_id, text, reply_to)
+        except BadRequest as exc:
+            if "parse entities" not in exc.message.lower():
+                raise
+            await self.app.bot.send_message(chat_id, text, reply_parameters=reply)
+        return chat_id
 
     async def still_in_chat(self, scope_id: str, user_id: str) -> bool | None:
         """Whether a user is still in a group, or None when Telegram cannot say (unreachable)."""
@@ -244,26 +266,24 @@ class TelegramAdapter:
         if await self.store.seen(update.update_id):
             log.info("Telegram update %s was handled before; not answering it again", update.update_id)
             return
-        replies = await self._handle(update)
-        await self.store.complete(update.update_id, replies)
+        await self._handle(update)
+        await self.store.complete(update.update_id)
         self.last_update_id = max(self.last_update_id or 0, update.update_id)
-        for chat_id in dict.fromkeys(r.chat_id for r in replies):
-            await self.outbox.flush(chat_id)
 
-    async def _handle(self, update: Update) -> list[Outgoing]:
+    async def _handle(self, update: Update) -> None:
+        """Hand the message to halo; its reply comes back through `send`, from halo's outbox."""
         message = update.message
         if message is None or self.identity is None:
-            return []
+            return
         inbound = self.inbound
         if (odd := _odd_ids(message)) is not None:  # a forged update: nothing of it is stored or answered
             log.warning("ignoring Telegram update %s: %s", update.update_id, odd)
             self.audit.write("telegram_refused", update_id=update.update_id, reason=odd)
-            return []
+            return
         chat = message.chat
         scope = inbound.scope("telegram", str(chat.id))  # live: a member approved a moment ago is known now
-        replies: list[Outgoing] = []
         if chat.type != "private" and not scope.configured and await self.store.first_notice(chat.id):
-            replies.append(Outgoing(chat.id, unconfigured_notice(chat.id)))
+            await self._say_once(scope.id, unconfigured_notice(chat.id))
         for user in message.new_chat_members or ():
             if user.id != self.identity.id:
                 await inbound.joined(scope.id, speaker_of(user, inbound))
@@ -272,16 +292,19 @@ class TelegramAdapter:
 
         envelope = to_envelope(message, scope, inbound, self.identity)
         if envelope is None:
-            return replies
+            return
         typing = _Typing(self, chat.id)
         try:
-            reply = await inbound.handle(envelope, typing)
+            await inbound.handle(envelope, typing)
         finally:
             await typing.stop()
-        if reply.text:
-            quote = message.message_id if chat.type != "private" else None
-            replies.append(Outgoing(chat.id, reply.text, reply_to=quote))
-        return replies
+
+    async def _say_once(self, scope_id: str, text: str) -> None:
+        """The adapter's own one-off notice (an unconfigured group): best effort, not queued."""
+        try:
+            await self.send(Outbound(f"notice-{scope_id}", scope_id, text, kind="notice"))
+        except SendFailed as exc:
+            log.warning("could not tell %s it is not configured: %s", scope_id, exc.reason)
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         error = context.error
@@ -342,6 +365,14 @@ class _Typing:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+def _retry_after(exc: RetryAfter) -> float:
+    """Seconds to wait, whether this PTB version gives an int or a timedelta."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)  # the int form is deprecated, not wrong
+        value = exc.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 INT64 = range(-(2**63), 2**63)  # Telegram's ids fit a signed 64-bit integer; so do halo.db's columns

@@ -84,8 +84,7 @@ async def notifications(request: web.Request) -> web.Response:
     """The member's own notifications (safety alerts), delivered by an adapter or not."""
     member = member_of(request)
     lines = lines_param(request)
-    notifier = halo_of(request).services.notifier
-    notes = notifier.outbox.for_member(member.id, lines) if notifier else []
+    notes = await halo_of(request).services.notifier.for_member(member.id, lines)
     return web.json_response(
         {
             "member": member.id,
@@ -96,7 +95,7 @@ async def notifications(request: web.Request) -> web.Response:
                     "kind": n.kind,
                     "about": n.about,
                     "text": n.inbox,
-                    "deliveredVia": sorted(notifier.outbox.delivered_via(n.id)) if notifier else [],
+                    "deliveredVia": n.delivered_via,
                 }
                 for n in notes
             ],

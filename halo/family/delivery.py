@@ -1,72 +1,129 @@
-"""halo's own messages — pairing requests, group alerts, welcomes — to a scope, through
-the adapter of its platform (`halo.port.Adapter.send`).
+"""Everything halo sends — replies, notices, home events, digests, safety alerts — leaves
+through here: written to the outbox table in halo.db first, then handed to the adapter that
+owns the scope (`halo.port.Adapter.send`).
 
-The composition root registers each adapter here. What halo says in a scope is written to
-that scope's transcript like any other reply.
+Per scope, messages go out in the order they were queued: a later one waits while an
+earlier one is retried. Different scopes go in parallel. `SendFailed` is retried with
+exponential backoff and jitter (honouring the platform's `retry_after`, capped); a
+permanent failure is recorded and the next message goes. A message for a platform with no
+running adapter stays pending until one registers; pending rows are resumed at start-up.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import random
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
 
 from config.family import Family
+from halo.family.db import HaloDB
+from halo.family.outbox import OutboxStore, Row
 from halo.pipeline.scopes import member_scopes
-from halo.port import Adapter, Outbound, OutboundKind
+from halo.port import Adapter, Audit, OutboundKind, Scope, SendFailed
 from transcripts import TranscriptLine, TranscriptStore
 
 log = logging.getLogger(__name__)
 
+BASE_DELAY = 1.0  # seconds before the first retry; doubled each time
+MAX_DELAY = 300.0  # no retry waits longer, whatever the platform asks
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def platform_of(scope_id: str) -> str:
+    return scope_id.partition(":")[0]
+
 
 class Delivery:
-    """`send(scope_id, text)`, `to_member(member_id, text)`, `to_parents(text)`: the calls the
-    rest of halo makes to say something it starts. `family` is a callable: the live family."""
+    """`send(scope_id, text)`, `to_member(member_id, text)`, `to_parents(text)`: the one way
+    halo says anything. `family` is a callable: the live family."""
 
-    def __init__(self, transcripts: TranscriptStore, family: Callable[[], Family]) -> None:
+    def __init__(
+        self,
+        db: HaloDB,
+        transcripts: TranscriptStore,
+        family: Callable[[], Family],
+        *,
+        audit: Audit | None = None,
+        base_delay: float = BASE_DELAY,
+        max_delay: float = MAX_DELAY,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.store = OutboxStore(db)
         self.transcripts = transcripts
+        self.audit = audit
         self._family = family
-        self._senders: dict[str, Adapter] = {}
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.clock = clock
+        self.counts = {"pending": 0, "sent": 0, "failed": 0}
+        self._adapters: dict[str, Adapter] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._flushing: dict[str, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
 
-    def register(self, platform: str, sender: Adapter) -> None:
-        self._senders[platform] = sender
+    # --- adapters --------------------------------------------------------------------
+
+    def register(self, platform: str, adapter: Adapter) -> None:
+        """The adapter that sends to `<platform>:…` scopes; what waited for it goes now."""
+        self._adapters[platform] = adapter
+        self._wake.set()
+
+    def unregister(self, platform: str) -> None:
+        self._adapters.pop(platform, None)
 
     def can_send(self, scope_id: str) -> bool:
-        return scope_id.partition(":")[0] in self._senders
+        return platform_of(scope_id) in self._adapters
 
-    def senders(self) -> dict[str, Adapter]:
-        """The registered platforms and their senders (the notifier reaches parents through them)."""
-        return dict(self._senders)
+    def reaches(self, scope: Scope) -> bool:
+        """Whether a member's DM is one halo pushes notices to: a chat app that runs. The web
+        inbox gets only what is sent to it by name (a safety alert's fuller text)."""
+        return scope.platform != "web" and self.can_send(scope.id)
+
+    # --- sending ---------------------------------------------------------------------
 
     async def send(
-        self, scope_id: str, text: str, *, kind: OutboundKind = "notice", reply_to: str | None = None
-    ) -> str | None:
-        """The message's id once the adapter has it; None when no adapter for the scope's
-        platform is running (nothing is queued then: the caller's audit event is the record)."""
-        sender = self._senders.get(scope_id.partition(":")[0])
-        if sender is None:
-            return None
-        message = Outbound(uuid.uuid4().hex, scope_id, text, kind=kind, reply_to=reply_to, created_at=datetime.now(UTC))
-        await sender.send(message)
-        await self.transcripts.append(
-            TranscriptLine(
-                id=uuid.uuid4().hex,
-                ts=datetime.now(UTC),
-                scope_id=scope_id,
-                role="assistant",
-                text=text,
-                speaker="halo",
-                platform=scope_id.partition(":")[0],
-            )
+        self,
+        scope_id: str,
+        text: str,
+        *,
+        kind: OutboundKind = "notice",
+        reply_to: str | None = None,
+        in_reply_to_envelope: str | None = None,
+        about: str | None = None,
+        batch: str | None = None,
+    ) -> str:
+        """Queue one message; returns its id once the row is committed and the first attempt
+        was made (when the scope has nothing older waiting and its adapter is registered)."""
+        message_id = await self.store.add(
+            scope_id,
+            text,
+            kind=kind,
+            reply_to=reply_to,
+            in_reply_to_envelope=in_reply_to_envelope,
+            about=about,
+            batch=batch,
+            now=self.clock(),
         )
-        return message.id
+        self._ensure_worker()
+        await self._flush(scope_id)
+        return message_id
 
     async def to_member(self, member_id: str, text: str, kind: OutboundKind = "notice") -> list[str]:
-        """Send to every DM of one member that halo can reach; returns the scope ids reached."""
+        """Send to every chat-app DM of one member that halo runs; returns the scope ids."""
         reached = []
         for scope in member_scopes(self._family()):
-            if scope.type == "dm" and scope.owner_id == member_id and await self.send(scope.id, text, kind=kind):
+            if scope.type == "dm" and scope.owner_id == member_id and self.reaches(scope):
+                await self.send(scope.id, text, kind=kind)
                 reached.append(scope.id)
         return reached
 
@@ -79,3 +136,129 @@ class Delivery:
         if not reached:
             log.warning("no parent DM is reachable for a notice: %s", text[:80])
         return reached
+
+    # --- delivering ------------------------------------------------------------------
+
+    async def _flush(self, scope_id: str) -> None:
+        """Deliver the scope's due messages oldest first; stop at one that has to wait."""
+        lock = self._locks.setdefault(scope_id, asyncio.Lock())
+        async with lock:
+            while (row := await self.store.oldest_pending(scope_id)) is not None:
+                adapter = self._adapters.get(platform_of(scope_id))
+                if adapter is None or row.next_attempt_at > self.clock():
+                    break
+                if not await self._attempt(adapter, row):
+                    break
+            self.counts = await self.store.counts()
+
+    async def _attempt(self, adapter: Adapter, row: Row) -> bool:
+        """One try. False when the message has to wait for a retry."""
+        message = row.message
+        try:
+            await adapter.send(message)
+        except SendFailed as exc:
+            if exc.permanent:
+                await self._give_up(row, exc.reason)
+                return True
+            await self._retry_later(row, exc.reason, exc.retry_after)
+            return False
+        except Exception as exc:  # an adapter bug or an unexpected error: retried like a network error
+            log.exception("sending %s to %s failed", message.id, message.scope_id)
+            await self._retry_later(row, f"{type(exc).__name__}: {exc}", None)
+            return False
+        await self.store.sent(message.id)
+        await self._record(row)
+        if message.kind == "alert" and self.audit is not None:
+            self.audit.write("notification_delivered", notification_id=row.batch, scope_id=message.scope_id)
+        return True
+
+    def delay(self, attempts: int, retry_after: float | None) -> float:
+        """Exponential backoff with jitter, at least what the platform asked, at most max_delay."""
+        backoff = self.base_delay * 2 ** min(attempts, 30)
+        backoff = backoff / 2 + random.uniform(0, backoff / 2)
+        return min(max(backoff, retry_after or 0.0), self.max_delay)
+
+    async def _retry_later(self, row: Row, error: str, retry_after: float | None) -> None:
+        pause = self.delay(row.attempts, retry_after)
+        log.warning("sending to %s failed, retrying in %.1fs: %s", row.message.scope_id, pause, error)
+        await self.store.retry_at(row.message.id, self.clock() + timedelta(seconds=pause), error)
+        self._wake.set()
+
+    async def _give_up(self, row: Row, error: str) -> None:
+        await self.store.failed(row.message.id, error)
+        log.warning("a message to %s was refused for good, kept as failed: %s", row.message.scope_id, error)
+        if self.audit is not None:
+            self.audit.write(
+                "delivery_failed", scope_id=row.message.scope_id, outbox_id=row.message.id, error=error[:300]
+            )
+
+    async def _record(self, row: Row) -> None:
+        """What halo said on its own goes into the scope's transcript (a reply is there already)."""
+        message = row.message
+        if message.kind == "reply":
+            return
+        alert = message.kind == "alert"
+        await self.transcripts.append(
+            TranscriptLine(
+                id=uuid.uuid4().hex,
+                ts=self.clock(),
+                scope_id=message.scope_id,
+                role="event" if alert else "assistant",
+                text=message.text,
+                speaker="halo",
+                target=row.about,
+                platform=platform_of(message.scope_id),
+                extra={"outbox_id": message.id, "kind": message.kind} if alert else {},
+            )
+        )
+
+    # --- the background worker -------------------------------------------------------
+
+    def _ensure_worker(self) -> None:
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._work(), name="delivery")
+
+    async def start(self) -> None:
+        """Resume what a previous run left pending, and retry from now on."""
+        self._ensure_worker()
+        self._wake.set()
+
+    async def _work(self) -> None:
+        while True:
+            self._wake.clear()
+            now = self.clock()
+            later: list[datetime] = []
+            for scope_id, due in await self.store.waiting():
+                if not self.can_send(scope_id) or scope_id in self._flushing:
+                    continue
+                if due <= now:
+                    task = asyncio.create_task(self._flush(scope_id), name=f"delivery {scope_id}")
+                    self._flushing[scope_id] = task
+                    task.add_done_callback(partial(self._done, scope_id))
+                else:
+                    later.append(due)
+            timeout = (min(later) - now).total_seconds() if later else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _done(self, scope_id: str, _: object = None) -> None:
+        self._flushing.pop(scope_id, None)
+        self._wake.set()
+
+    async def drain(self) -> None:
+        """Wait for the attempts in flight (shutdown, tests); retries due later stay queued."""
+        while self._flushing:
+            await asyncio.gather(*list(self._flushing.values()), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop retrying (what is pending stays in the outbox for the next start), then let the
+        attempts in flight finish."""
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+            self._worker = None
+        await self.drain()
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.counts)

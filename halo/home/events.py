@@ -274,7 +274,7 @@ class HomeEvents:
 
         def dms_of(member_id: str, named: bool) -> None:
             for scope in member_scopes(family):
-                if scope.type == "dm" and scope.owner_id == member_id and self.delivery.can_send(scope.id):
+                if scope.type == "dm" and scope.owner_id == member_id and self.delivery.reaches(scope):
                     found.setdefault(scope.id, (scope, named))
 
         for target in rule.to:

@@ -263,10 +263,10 @@ class Gateway:
             log.exception("after-turn hook %s failed for %s", getattr(hook, "__name__", hook), turn.scope.id)
 
     async def drain(self) -> None:
-        """Wait for after-turn work and notification deliveries (on shutdown, and in tests)."""
+        """Wait for after-turn work and deliveries in flight (on shutdown, and in tests)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-        await self.services.notifier.drain()
+        await self.services.delivery.drain()
 
 
 def _model_input(turn: Turn) -> str:

@@ -1,8 +1,9 @@
 """The core's side of the adapter port (`halo.port.Inbound`): how a chat message gets in.
 
 Speakers and scopes are resolved from the live family (a member approved a moment ago is
-known at once); joins and leaves feed the group guard; `handle` runs the gateway and turns
-its `Reply` into the port's `TurnOutcome`. Adapters see only this object, never the gateway
+known at once); joins and leaves feed the group guard; `handle` runs the gateway, queues
+its reply in the outbox (`Delivery`, which hands it back to the adapter's `send`) and turns
+it into the port's `TurnOutcome`. Adapters see only this object, never the gateway
 or the services behind it.
 """
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from config.family import Family
 from halo.commands.builtin import CommandRegistry
+from halo.family.delivery import Delivery
 from halo.family.groups import GroupGuard
 from halo.pipeline.envelope import Envelope, Platform, Scope, Speaker
 from halo.pipeline.gateway import Gateway
@@ -78,10 +80,12 @@ class GatewayInbound(FamilyDirectory):
         groups: GroupGuard,
         commands: CommandRegistry,
         family: Callable[[], Family],
+        delivery: Delivery,
         admin_token: str | None = None,
     ) -> None:
         super().__init__(family, admin_token)
         self._gateway = gateway
+        self._delivery = delivery
         self._groups = groups
         self._commands = commands
 
@@ -95,7 +99,14 @@ class GatewayInbound(FamilyDirectory):
             on_model_start=progress.model_started if progress is not None else None,
         )
         reason = reply.decision.reason if reply.decision is not None and not reply.decision.allowed else None
-        return TurnOutcome(reply.text, reply.kind, reason=reason)
+        outbox_id = None
+        if reply.text:
+            # in a group the reply quotes the message it answers; in a DM it plainly follows it
+            quote = envelope.platform_message_id if envelope.scope.type != "dm" else None
+            outbox_id = await self._delivery.send(
+                envelope.scope.id, reply.text, kind="reply", reply_to=quote, in_reply_to_envelope=envelope.id
+            )
+        return TurnOutcome(reply.text, reply.kind, outbox_id=outbox_id, reason=reason)
 
     async def joined(self, scope_id: str, speaker: Speaker) -> None:
         scope = resolve_scope(self._family(), scope_id)

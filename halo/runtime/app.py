@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from agents import Model
@@ -40,7 +41,7 @@ from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
 from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
-from halo.safety.notify import Notifier, Outbox
+from halo.safety.notify import Notifier
 from halo.safety.profiles import model_name
 from halo.safety.tone import ProfileSource
 from halo.tools.guarded import default_tools
@@ -88,6 +89,7 @@ class Halo:
         the semantic index's sync schedule."""
         await self.services.memory.start()
         await self.services.semantic.start()
+        await self.services.delivery.start()  # what a previous run left in the outbox goes now
         if self.services.graph is not None:
             await self.services.graph.start()  # FalkorDB (its own, or memory.graph.url); never raises
         if self.backups is not None:
@@ -100,7 +102,6 @@ class Halo:
             await self.home.start()  # before MQTT: the first observation finds the rules ready
         for adapter in self.adapters:
             await adapter.start()
-        self.services.notifier.retry_soon()  # alerts a stopped adapter could not deliver
 
     async def close(self) -> None:
         if self.backups is not None:
@@ -115,6 +116,7 @@ class Halo:
         await self.gateway.drain()
         if self.digest is not None:
             self.digest.close()
+        await self.services.delivery.close()
         await self.services.memory.close()
         await self.services.semantic.close()
         if self.services.graph is not None:
@@ -137,7 +139,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
     transcripts = TranscriptStore(paths.transcripts)
     db = HaloDB(paths.halo_db)
-    delivery = Delivery(transcripts, lambda: policy.family)
+    delivery = Delivery(db, transcripts, lambda: policy.family, audit=audit)
     tasks = TaskStore(db)
     main_model = model if model is not None else build_model(settings.llm)
     extraction_model = _extraction_model(settings, model, main_model)
@@ -146,8 +148,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
     graph = build_graph(settings, memory, semantic)  # ingests scopes when they go quiet
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
-    # safety alerts reach parents through whichever adapters register with `delivery`
-    notifier = Notifier(lambda: policy.family, transcripts, Outbox(paths.notifications), audit, delivery)
+    # safety alerts reach parents through the outbox: their web inbox and their other DMs
+    notifier = Notifier(lambda: policy.family, delivery, audit)
     safety = build_safety(settings, policy, notifier, audit, main_model)
     # home events (issue 13): MQTT → observations → home rules → Delivery
     home = HomeEvents(
@@ -221,8 +223,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
     gateway.after_turn.append(index_later)
     admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
-    inbound = GatewayInbound(gateway, services.groups, services.commands, lambda: policy.family, admin_token)
-    adapters: list[Adapter] = [WebChatAdapter(inbound)]
+    inbound = GatewayInbound(gateway, services.groups, services.commands, lambda: policy.family, delivery, admin_token)
+    adapters: list[Adapter] = [WebChatAdapter(inbound, db)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
 
@@ -236,11 +238,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
         adapters.append(MqttAdapter(settings.mqtt, home))  # home events only: it sends nothing
     for adapter in adapters:
-        if adapter.platform not in ("web", "mqtt"):  # web: HTTP replies and the inbox; mqtt: inbound only
+        if adapter.platform != "mqtt":  # mqtt: home events in only; it sends nothing
             delivery.register(adapter.platform, adapter)
         if isinstance(adapter, PresenceCheck):
             services.groups.register_presence(adapter.platform, adapter.still_in_chat)
-    digest = WorkDigest.from_family(lambda: policy.family, tasks, delivery.send)
+    digest = WorkDigest.from_family(lambda: policy.family, tasks, partial(delivery.send, kind="digest"))
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
     backups = None

@@ -94,7 +94,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
         halo = build_halo(settings)
         try:
             await halo.start_background()
-            await TerminalChat(halo.inbound, halo.inbound.speaker("cli", member.id)).run()
+            chat = TerminalChat(halo.inbound, halo.inbound.speaker("cli", member.id))
+            halo.services.delivery.register("cli", chat)  # replies and notices come back through it
+            await chat.run()
         finally:
             await halo.close()
 

@@ -245,7 +245,8 @@ discord: {{token: {secrets["dc"]}}}
         "gateway_background_tasks": 0,
         "busy_scopes": 0,
         "pending_pairing_requests": 0,
-        "undelivered_notifications": 0,
+        "outbox_pending": 0,
+        "outbox_failed": 0,
     }
     assert status["uptime_seconds"] >= 0 and status["version"]
 

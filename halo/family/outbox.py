@@ -1,0 +1,180 @@
+"""The outbox table in halo.db: every message halo sends, written before its first attempt.
+
+A row is `pending` until an adapter takes it (`sent`) or refuses it for good (`failed`); it
+is never deleted, so a failure stays visible and the web inbox can be read from it. Rows of
+one scope are delivered oldest first: a later one waits while an earlier one is retried.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, func, select
+
+from halo.family.db import HaloDB
+from halo.port import Outbound, OutboundKind
+
+metadata = MetaData()
+outbox_table = Table(
+    "outbox",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),  # the order rows were queued in
+    Column("id", String(32), nullable=False, unique=True),
+    Column("scope_id", String(200), nullable=False, index=True),
+    Column("kind", String(16), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("reply_to", String(64)),
+    Column("in_reply_to_envelope", String(64)),
+    Column("about", String(100)),  # the member an alert concerns
+    Column("batch", String(32)),  # copies of one notification to several scopes share it
+    Column("created", DateTime(timezone=True), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    Column("state", String(8), nullable=False, default="pending", index=True),  # pending | sent | failed
+    Column("last_error", Text),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One queued message as stored; `message` is what the adapter is handed."""
+
+    seq: int
+    message: Outbound
+    attempts: int
+    next_attempt_at: datetime
+    state: str
+    about: str | None = None
+    batch: str | None = None
+    last_error: str | None = None
+
+
+def _aware(ts: datetime) -> datetime:
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)  # SQLite drops the zone
+
+
+def _row(r: object) -> Row:
+    m = r._mapping  # type: ignore[attr-defined]
+    message = Outbound(
+        m["id"],
+        m["scope_id"],
+        m["text"],
+        kind=m["kind"],
+        reply_to=m["reply_to"],
+        in_reply_to_envelope=m["in_reply_to_envelope"],
+        created_at=_aware(m["created"]),
+    )
+    return Row(
+        m["seq"],
+        message,
+        m["attempts"],
+        _aware(m["next_attempt_at"]),
+        m["state"],
+        m["about"],
+        m["batch"],
+        m["last_error"],
+    )
+
+
+class OutboxStore:
+    """Reads and writes of the outbox table; each write is one durable transaction."""
+
+    def __init__(self, db: HaloDB) -> None:
+        self.db = db
+
+    async def add(
+        self,
+        scope_id: str,
+        text: str,
+        *,
+        kind: OutboundKind,
+        reply_to: str | None,
+        in_reply_to_envelope: str | None = None,
+        about: str | None = None,
+        batch: str | None = None,
+        now: datetime,
+    ) -> str:
+        message_id = uuid.uuid4().hex
+        async with self.db.write(metadata) as conn:
+            await conn.execute(
+                outbox_table.insert().values(
+                    id=message_id,
+                    scope_id=scope_id,
+                    kind=kind,
+                    text=text,
+                    reply_to=reply_to,
+                    in_reply_to_envelope=in_reply_to_envelope,
+                    about=about,
+                    batch=batch,
+                    created=now,
+                    attempts=0,
+                    next_attempt_at=now,
+                    state="pending",
+                )
+            )
+        return message_id
+
+    async def oldest_pending(self, scope_id: str) -> Row | None:
+        async with self.db.read(metadata) as conn:
+            found = await conn.execute(
+                select(outbox_table)
+                .where(outbox_table.c.scope_id == scope_id, outbox_table.c.state == "pending")
+                .order_by(outbox_table.c.seq)
+                .limit(1)
+            )
+            row = found.first()
+        return _row(row) if row is not None else None
+
+    async def sent(self, message_id: str) -> None:
+        await self._update(message_id, state="sent", attempts=outbox_table.c.attempts + 1, last_error=None)
+
+    async def failed(self, message_id: str, error: str) -> None:
+        await self._update(message_id, state="failed", attempts=outbox_table.c.attempts + 1, last_error=error[:500])
+
+    async def retry_at(self, message_id: str, at: datetime, error: str) -> None:
+        await self._update(message_id, next_attempt_at=at, attempts=outbox_table.c.attempts + 1, last_error=error[:500])
+
+    async def _update(self, message_id: str, **values: object) -> None:
+        async with self.db.write(metadata) as conn:
+            await conn.execute(outbox_table.update().where(outbox_table.c.id == message_id).values(**values))
+
+    async def waiting(self) -> list[tuple[str, datetime]]:
+        """Each scope with a pending message, and when its oldest pending message is due."""
+        async with self.db.read(metadata) as conn:
+            first = (
+                select(outbox_table.c.scope_id, func.min(outbox_table.c.seq).label("seq"))
+                .where(outbox_table.c.state == "pending")
+                .group_by(outbox_table.c.scope_id)
+                .subquery()
+            )
+            rows = (
+                await conn.execute(
+                    select(outbox_table.c.scope_id, outbox_table.c.next_attempt_at).join(
+                        first, outbox_table.c.seq == first.c.seq
+                    )
+                )
+            ).all()
+        return [(scope_id, _aware(due)) for scope_id, due in rows]
+
+    async def counts(self) -> dict[str, int]:
+        async with self.db.read(metadata) as conn:
+            rows = (await conn.execute(select(outbox_table.c.state, func.count()).group_by(outbox_table.c.state))).all()
+        found = {state: int(n) for state, n in rows}
+        return {state: found.get(state, 0) for state in ("pending", "sent", "failed")}
+
+    async def rows(
+        self, *, scope_id: str | None = None, batch: str | None = None, kind: str | None = None, limit: int = 50
+    ) -> list[Row]:
+        """The latest matching rows, oldest first."""
+        query = select(outbox_table)
+        if scope_id is not None:
+            query = query.where(outbox_table.c.scope_id == scope_id)
+        if batch is not None:
+            query = query.where(outbox_table.c.batch == batch)
+        if kind is not None:
+            query = query.where(outbox_table.c.kind == kind)
+        async with self.db.read(metadata) as conn:
+            found = (await conn.execute(query.order_by(outbox_table.c.seq.desc()).limit(max(limit, 0)))).all()
+        return [_row(r) for r in reversed(found)]
