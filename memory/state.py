@@ -189,6 +189,6 @@ def _from_row(row: Any) -> JobState:
 
 def _sqlite_pragmas(dbapi_connection: Any, _: Any) -> None:
     cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=30000")  # first: switching to WAL waits on a busy file too
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()

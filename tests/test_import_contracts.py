@@ -26,10 +26,7 @@ CONTRACTS = {
 CONTRACT_IDS = list(CONTRACTS)
 
 # contract id -> why it does not hold yet
-BROKEN_TODAY: dict[str, str] = {
-    "adapters-know-only-the-port": "telegram, web and terminal still import halo.gateway, halo.db, transcripts and "
-    "memory.redact; they hold once they are on halo.port (issue 10 item 1)",
-}
+BROKEN_TODAY: dict[str, str] = {}  # every contract holds
 
 
 @pytest.fixture(scope="module")

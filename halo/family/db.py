@@ -21,9 +21,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 def _sqlite_durable_pragmas(dbapi_connection: Any, _: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
+        cursor.execute("PRAGMA busy_timeout = 5000")  # first: switching to WAL waits on a busy file too
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
-        cursor.execute("PRAGMA busy_timeout = 5000")
     finally:
         cursor.close()
 

@@ -246,9 +246,12 @@ class Delivery:
         self._wake.set()
 
     async def drain(self) -> None:
-        """Wait for the attempts in flight (shutdown, tests); retries due later stay queued."""
-        while self._flushing:
-            await asyncio.gather(*list(self._flushing.values()), return_exceptions=True)
+        """Wait for the attempts in flight now (shutdown, tests). A retry the worker starts after
+        this is not waited for — it stays queued like any retry due later; waiting for it would
+        never end while an adapter keeps failing (a stopped one, say)."""
+        in_flight = list(self._flushing.values())
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)
 
     async def close(self) -> None:
         """Stop retrying (what is pending stays in the outbox for the next start), then let the
