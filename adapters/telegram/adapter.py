@@ -159,7 +159,7 @@ class TelegramAdapter:
             )
         elif app.updater is not None and not app.updater.running:
             await app.updater.start_polling(
-                timeout=self.settings.poll_timeout_seconds,
+                timeout=timedelta(seconds=self.settings.poll_timeout_seconds),
                 allowed_updates=ALLOWED_UPDATES,
                 error_callback=self._polling_error,
             )
