@@ -18,6 +18,8 @@ from typing import Any, Literal
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, create_engine, event, select
 from sqlalchemy.engine import Engine
 
+from transcripts.sqlite import durable_sqlite_connection, use_wal
+
 Job = Literal["distill", "extract", "graph"]
 
 BACKOFF_BASE_SECONDS = 30.0
@@ -121,7 +123,7 @@ class JobStateStore:
     def __init__(self, db_path: Path | None = None, *, url: str | None = None) -> None:
         if url is None:
             assert db_path is not None
-            db_path.parent.mkdir(parents=True, exist_ok=True)
+            use_wal(db_path)
             url = f"sqlite:///{db_path}"
         self.engine: Engine = create_engine(url, connect_args={"timeout": 30} if url.startswith("sqlite") else {})
         if url.startswith("sqlite"):
@@ -188,7 +190,4 @@ def _from_row(row: Any) -> JobState:
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout=30000")  # first: switching to WAL waits on a busy file too
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.close()
+    durable_sqlite_connection(dbapi_connection, busy_ms=30000, synchronous="FULL")

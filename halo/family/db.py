@@ -17,21 +17,17 @@ from typing import Any
 from sqlalchemy import MetaData, event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from transcripts.sqlite import durable_sqlite_connection, use_wal
+
 
 def _sqlite_durable_pragmas(dbapi_connection: Any, _: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("PRAGMA busy_timeout = 5000")  # first: switching to WAL waits on a busy file too
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = FULL")
-    finally:
-        cursor.close()
+    durable_sqlite_connection(dbapi_connection, busy_ms=5000, synchronous="FULL")
 
 
 class HaloDB:
     def __init__(self, path: Path, url: str | None = None) -> None:
         if url is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            use_wal(path)
             url = f"sqlite+aiosqlite:///{path}"
         self.engine: AsyncEngine = create_async_engine(url)
         if self.engine.dialect.name == "sqlite":
