@@ -193,6 +193,16 @@ class SessionSettings(BaseModel):
         description="deprecated and ignored: the model's session is read from the transcript (no sessions.db)",
     )
     history_token_budget: int = Field(default=4000, ge=200, description="tokens of history the model is sent")
+    answer_missed_minutes: float = Field(
+        default=10,
+        ge=0,
+        description="on start, a chat message this recent that a crash left unanswered is answered (0: never)",
+    )
+    apologise_missed_hours: float = Field(
+        default=24,
+        ge=0,
+        description="an older unanswered message, up to this old, gets one short 'sorry, I was restarted'",
+    )
 
     @field_validator("url")
     @classmethod

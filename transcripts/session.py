@@ -249,6 +249,15 @@ class TranscriptSessions:
         history.over_budget = n < len(items)
         return [cast(TResponseInputItem, dict(i)) for i in items[len(items) - n :]]  # copies: not the cache
 
+    async def take_up_last_message(self, scope_id: str) -> bool:
+        """After a restart: the scope's last item is a person's message no run answered. The next
+        run takes it as its input again instead of seeing it twice (halo/pipeline/missed.py)."""
+        history = await self._history(scope_id)
+        if history.entries and history.entries[-1].user_line:
+            self._awaiting[scope_id] = history.entries[-1].offset
+            return True
+        return False
+
     async def all_items(self, scope_id: str) -> list[TResponseInputItem]:
         """Every item of the current session, budget or not."""
         history = await self._history(scope_id)

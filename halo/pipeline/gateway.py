@@ -11,7 +11,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -42,6 +42,7 @@ AfterTurnHook = Callable[[Turn, "Reply"], Awaitable[None]]
 # answers made in code before the model is asked (status questions in work channels); None: not mine
 Answerer = Callable[[Turn, ModelStartCallback | None], Awaitable[str | None]]
 
+OPEN_MESSAGE_TAIL = 40  # lines read back to find a message a crash left open (its tool items sit after it)
 PROVIDER_DOWN = "I can't reach my language model right now — your message is saved."
 NO_MODEL = (
     "No language model is configured yet, so I can only answer commands (try /help). "
@@ -68,6 +69,7 @@ class Gateway:
         self.answerers: list[Answerer] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self._seen_since_start: set[str] = set()  # scopes whose transcript end was checked for an open message
 
     def scope_lock(self, scope_id: str) -> asyncio.Lock:
         """Held while a scope handles a message; admin work on the scope (purge) takes it too."""
@@ -93,17 +95,66 @@ class Gateway:
         model is asked (an adapter shows "typing…" from then on)."""
         async with self.scope_lock(envelope.scope.id):
             envelope = await self.services.groups.current(envelope)
+            if envelope.platform_message_id is not None and envelope.scope.id not in self._seen_since_start:
+                self._seen_since_start.add(envelope.scope.id)
+                # a chat app sends a message again when a crash kept it from being confirmed: it is in
+                # the transcript already, answered (by the catch-up, halo/pipeline/missed.py) or not
+                tail = await asyncio.to_thread(self.services.transcripts.tail, envelope.scope.id, OPEN_MESSAGE_TAIL)
+                seen = [line for line in tail if _is_message(line, envelope.platform_message_id)]
+                if seen:
+                    found = open_message(tail)
+                    if found is None or found.id != seen[-1].id:
+                        return Reply(None, envelope.scope.id, "silent")  # answered already
+                    return await self._answer_open(
+                        replace(envelope, id=found.id, ts=found.ts), on_delta, on_model_start
+                    )
             return await self._handle(Turn(envelope, self.services), on_delta, on_model_start)
 
+    async def answer_again(self, envelope: Envelope) -> Reply:
+        """Answer a message already in the transcript that a crash left unanswered: the same turn,
+        without recording the message a second time (halo/pipeline/missed.py). Silent when it
+        was answered meanwhile (the chat app sent it again, and that answered it)."""
+        async with self.scope_lock(envelope.scope.id):
+            found = await self._open_message(envelope.scope.id)
+            if found is None or found.id != envelope.id:
+                return Reply(None, envelope.scope.id, "silent")
+            return await self._answer_open(await self.services.groups.current(envelope))
+
+    async def _answer_open(
+        self,
+        envelope: Envelope,
+        on_delta: DeltaCallback | None = None,
+        on_model_start: ModelStartCallback | None = None,
+    ) -> Reply:
+        await self.services.sessions.take_up_last_message(envelope.scope.id)
+        return await self._handle(Turn(envelope, self.services), on_delta, on_model_start, recorded=True)
+
+    async def _open_message(self, scope_id: str) -> TranscriptLine | None:
+        tail = await asyncio.to_thread(self.services.transcripts.tail, scope_id, OPEN_MESSAGE_TAIL)
+        return open_message(tail)
+
     async def _handle(
-        self, turn: Turn, on_delta: DeltaCallback | None, on_model_start: ModelStartCallback | None
+        self,
+        turn: Turn,
+        on_delta: DeltaCallback | None,
+        on_model_start: ModelStartCallback | None,
+        *,
+        recorded: bool = False,
     ) -> Reply:
         env = turn.envelope
         decision = turn.decide("converse")
         if not decision.allowed:
             return await self._denied(turn, decision)
         model_input = _model_input(turn)  # the model's view, when it differs (who said it, in a group)
-        await self._record(turn, "user", env.text, model_input=model_input if model_input != env.text else None)
+        if not recorded:
+            await self._record(
+                turn,
+                "user",
+                env.text,
+                model_input=model_input if model_input != env.text else None,
+                unaddressed=None if env.addressed else True,  # kept, not to be answered (even after a crash)
+                message_id=env.platform_message_id,
+            )
         if not env.addressed:  # kept, not answered: the line is in the scope's history all the same
             await self.services.safety.watch(turn)  # a child's cry for help still reaches the parents
             reply = Reply(None, env.scope.id, "kept", decision)
@@ -123,10 +174,13 @@ class Gateway:
         if safety is not None:
             await safety.settle(turn)
 
+        # `answers`: the message this line closes; a message without one was cut off by a crash
         if reply.kind == "provider_error":
-            await self._record(turn, "event", "model unavailable: the message was kept, no reply was made")
+            await self._record(
+                turn, "event", "model unavailable: the message was kept, no reply was made", answers=env.id
+            )
         else:  # the reply line is what the model's history keeps of this turn (unless it is a command's)
-            await self._record(turn, "assistant", reply.text or "", reply=reply.kind)
+            await self._record(turn, "assistant", reply.text or "", reply=reply.kind, answers=env.id)
         await self.services.sessions.settle(env.scope.id)
         self._after(turn, reply)
         return reply
@@ -185,7 +239,7 @@ class Gateway:
         return Reply(None, env.scope.id, "silent", decision)  # groups: silence, the audit log has it
 
     async def _record(
-        self, turn: Turn, role: Literal["user", "assistant", "event"], text: str, **fields: str | None
+        self, turn: Turn, role: Literal["user", "assistant", "event"], text: str, **fields: str | bool | None
     ) -> int:
         """Append a transcript line; `fields` (`model_input`, `reply`) are what the session reads."""
         env = turn.envelope
@@ -267,6 +321,21 @@ class Gateway:
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
         await self.services.delivery.drain()
+
+
+def open_message(tail: list[TranscriptLine]) -> TranscriptLine | None:
+    """The last person's message of a transcript's tail when no line after it closes it: a reply
+    line, or an event that `answers` it. A message only kept (`unaddressed`) is not open."""
+    for line in reversed(tail):
+        if line.role == "assistant" or (line.role == "event" and "answers" in line.extra):
+            return None  # the newest turn was answered (an older reply line without `answers` too)
+        if line.role == "user":
+            return None if line.extra.get("unaddressed") else line
+    return None
+
+
+def _is_message(line: TranscriptLine, platform_message_id: str) -> bool:
+    return line.role == "user" and line.extra.get("message_id") == platform_message_id
 
 
 def _model_input(turn: Turn) -> str:

@@ -17,7 +17,7 @@ from halo.commands.builtin import CommandRegistry
 from halo.family.delivery import Delivery
 from halo.family.groups import GroupGuard
 from halo.pipeline.envelope import Envelope, Platform, Scope, Speaker
-from halo.pipeline.gateway import Gateway
+from halo.pipeline.gateway import Gateway, Reply
 from halo.pipeline.scopes import resolve_scope
 from halo.port import Progress, TurnOutcome
 from halo.web_auth import member_of
@@ -98,6 +98,13 @@ class GatewayInbound(FamilyDirectory):
             on_delta=progress.delta if progress is not None else None,
             on_model_start=progress.model_started if progress is not None else None,
         )
+        return await self._queue(envelope, reply)
+
+    async def answer_again(self, envelope: Envelope) -> TurnOutcome:
+        """A message a crash left unanswered (halo/pipeline/missed.py): answered now, once."""
+        return await self._queue(envelope, await self._gateway.answer_again(envelope))
+
+    async def _queue(self, envelope: Envelope, reply: Reply) -> TurnOutcome:
         reason = reply.decision.reason if reply.decision is not None and not reply.decision.allowed else None
         outbox_id = None
         if reply.text:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -30,6 +32,7 @@ from halo.home.store import HomeStore
 from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.gateway import Gateway, Reply
 from halo.pipeline.inbound import GatewayInbound
+from halo.pipeline.missed import CatchUp, MissedMessages
 from halo.pipeline.services import Services
 from halo.pipeline.turn import Turn
 from halo.port import Adapter, PresenceCheck
@@ -76,6 +79,8 @@ class Halo:
     backups: BackupSchedule | None = None  # backups.schedule, when set
     tasks: TaskStore | None = None  # the work task list (GET /tasks, the dashboard's Tasks panel)
     digest: WorkDigest | None = None  # work.digest's schedule, when configured
+    missed: MissedMessages | None = None  # messages a crash left unanswered, caught up on start
+    catching_up: asyncio.Task[CatchUp] | None = None
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.platform: a.status() for a in self.adapters}
@@ -83,6 +88,8 @@ class Halo:
     async def start(self) -> None:
         await self.start_background()
         await self.start_adapters()
+        if self.missed is not None:  # in the background: a model call must not hold up the start
+            self.catching_up = asyncio.create_task(self.missed.catch_up())
 
     async def start_background(self) -> None:
         """Work that needs a running loop: extraction left over from before a restart, and
@@ -104,6 +111,9 @@ class Halo:
             await adapter.start()
 
     async def close(self) -> None:
+        if self.catching_up is not None and not self.catching_up.done():
+            self.catching_up.cancel()  # what it did not reach is still open, and caught up next start
+            await asyncio.gather(self.catching_up, return_exceptions=True)
         if self.backups is not None:
             self.backups.close()
         for adapter in reversed(self.adapters):
@@ -249,11 +259,22 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     if settings.backups.schedule:
         zone = settings.family.timezone
         backups = BackupSchedule(paths.home, paths.backups, settings.backups.schedule, settings.backups.keep, zone)
+    missed = MissedMessages(
+        transcripts,
+        gateway,
+        inbound,
+        delivery,
+        lambda: policy.family,
+        audit,
+        answer_within=timedelta(minutes=settings.sessions.answer_missed_minutes),
+        apologise_within=timedelta(hours=settings.sessions.apologise_missed_hours),
+    )
     return Halo(
         settings,
         services,
         gateway,
         inbound,
+        missed=missed,
         adapters=adapters,
         owned_models=owned,
         home=home,
