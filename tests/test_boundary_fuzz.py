@@ -1,5 +1,5 @@
 """Generated input at every boundary that takes it from outside (issue 15): the web chat's
-body, Telegram's updates, MQTT payloads. Whatever arrives, halo answers with a clear error or
+body, Telegram's updates, Discord's messages, MQTT payloads. Whatever arrives, halo answers with a clear error or
 a reply, keeps running, and loses nothing it accepted.
 
 Each part runs one real halo on its own event loop in a thread (hypothesis drives examples
@@ -19,7 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from adapters.mqtt.parse import Malformed, parse
@@ -28,8 +28,11 @@ from halo.port import Observation
 from halo.runtime.app import Halo, build_halo
 from tests.admin.threaded import ThreadedHalo
 from tests.conftest import llm_yaml, low_risk_classifier, write_home
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
+from tests.test_discord import adapter_of as discord_adapter_of
+from tests.test_discord import discord_yaml
 from tests.test_telegram import COMMENTED_FAMILY, adapter_of, telegram_yaml
 from tests.waiting import eventually
 from transcripts import TranscriptStore
@@ -303,7 +306,131 @@ def test_a_well_formed_dm_with_odd_text_is_answered_once(telegram: TelegramRig, 
     assert user_line(text)[:4000] in [line.text for _, line in said if line.role == "user"]
 
 
-# --- (c) MQTT ---------------------------------------------------------------------------
+# --- (c) Discord -------------------------------------------------------------------------
+
+
+class DiscordRig:
+    """halo with its Discord adapter on the stand-in Discord's gateway, on a loop of its own."""
+
+    def __init__(self, home: Path, model: FakeOpenAI) -> None:
+        self.loop = LoopThread()
+        self.dc: FakeDiscord = self.loop.run(FakeDiscord(channels=(WORK, 3002)).__aenter__())
+        write_home(home, llm_yaml(model) + discord_yaml(self.dc))
+        self.halo: Halo = self.loop.run(self._start(home))
+        self.priya = self.dc.person(PRIYA, "Priya")
+
+    async def _start(self, home: Path) -> Halo:
+        halo = build_halo(load_settings(home))
+        await halo.start_adapters()
+        await eventually(lambda: discord_adapter_of(halo).status()["connected"], what="discord READY")
+        return halo
+
+    def dispatch(self, message: dict[str, Any]) -> None:
+        self.loop.run(self.dc.dispatch_message(message))
+
+    def close(self) -> None:
+        self.loop.run(self.halo.close())
+        self.loop.run(self.dc.__aexit__(None, None, None))
+        self.loop.stop()
+
+
+@pytest.fixture(scope="module")
+def discord(model: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DiscordRig]:
+    rig = DiscordRig(tmp_path_factory.mktemp("fuzz-discord") / "halo-home", model)
+    yield rig
+    rig.close()
+
+
+WORK, PRIYA = 3001, 2001
+snowflakes = st.one_of(
+    st.sampled_from([PRIYA, 1001, 1002, 3001, 3002, 9000, 7000]).map(str),
+    st.integers(0, 2**64 - 1).map(str),
+)
+discord_users = st.fixed_dictionaries(
+    {
+        "id": snowflakes,
+        "username": odd_text,
+        "discriminator": st.sampled_from(["0", "1234"]),
+        "avatar": st.none(),
+        "bot": st.booleans(),
+    },
+    optional={"global_name": st.one_of(st.none(), odd_text)},
+)
+# Shaped as Discord's gateway promises (its fields and their types), odd in every value: the
+# author (a bot, a stranger, a member's id), the channel, the guild, mentions, a reply to nothing.
+odd_discord_messages = st.fixed_dictionaries(
+    {
+        "id": snowflakes,
+        "channel_id": st.one_of(st.just(str(WORK)), snowflakes),
+        "author": discord_users,
+        "content": st.one_of(odd_text, st.sampled_from(["/whoami", "<@9000> /whoami", "<@9000> who am I?"])),
+        "timestamp": st.just("2026-11-23T10:00:00+00:00"),
+        "edited_timestamp": st.none(),
+        "tts": st.booleans(),
+        "mention_everyone": st.booleans(),
+        "mentions": st.lists(discord_users, max_size=2),
+        "mention_roles": st.just([]),
+        "attachments": st.just([]),
+        "embeds": st.just([]),
+        "pinned": st.booleans(),
+        "type": st.sampled_from([0, 19, 7, 6]),
+    },
+    optional={
+        "guild_id": st.sampled_from(["7000", "123"]),
+        "message_reference": st.fixed_dictionaries({"message_id": snowflakes, "channel_id": snowflakes}),
+    },
+).map(lambda m: {**m, "author": {**m["author"], "bot": True}} if m["author"]["id"] == str(PRIYA) else m)
+# Priya's own id is only ever a bot here (a bot wearing her id must not be answered as her): a
+# real message from her would rightly be answered
+
+
+def _discord_message(author_id: int, *, bot: bool, content: str = "/whoami") -> dict[str, Any]:
+    return {
+        "id": "555",
+        "channel_id": str(WORK),
+        "guild_id": "7000",
+        "author": {"id": str(author_id), "username": "x", "discriminator": "0", "avatar": None, "bot": bot},
+        "content": content,
+        "timestamp": "2026-11-23T10:00:00+00:00",
+        "edited_timestamp": None,
+        "tts": False,
+        "mention_everyone": False,
+        "mentions": [],
+        "mention_roles": [],
+        "attachments": [],
+        "embeds": [],
+        "pinned": False,
+        "type": 0,
+    }
+
+
+@settings(FUZZ, max_examples=40)
+@given(message=odd_discord_messages)
+@example(message=_discord_message(PRIYA, bot=True))  # a bot wearing Priya's id
+@example(message=_discord_message(4242, bot=False))  # a stranger in the work channel
+@example(message=_discord_message(PRIYA, bot=True, content="<@9000> what is left to do?"))
+def test_an_odd_discord_message_never_stops_halo_nor_speaks_as_a_member(
+    discord: DiscordRig, message: dict[str, Any]
+) -> None:
+    """Whatever arrives, the next well-formed message in the work channel is answered exactly
+    once, and nothing the odd message said is answered as Priya's."""
+
+    def answers_to_priya() -> list[str]:
+        return [text for text in discord.dc.texts(WORK) if "Priya" in text and text.startswith("You are")]
+
+    def answered(message_id: int) -> bool:
+        return any(
+            str((m.get("message_reference") or {}).get("message_id")) == str(message_id) for m in discord.dc.sent(WORK)
+        )
+
+    before = len(answers_to_priya())
+    discord.dispatch(message)
+    asked = discord.loop.run(discord.dc.say(WORK, discord.priya, "/whoami"))
+    discord.loop.run(eventually(lambda: answered(asked), what="the answer to Priya's /whoami"))
+    assert len(answers_to_priya()) == before + 1, "an odd message was answered as Priya's"
+
+
+# --- (d) MQTT ---------------------------------------------------------------------------
 
 topics = st.one_of(
     st.sampled_from(

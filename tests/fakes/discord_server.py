@@ -161,6 +161,10 @@ class FakeDiscord:
         """A direct message from `author` to the bot; returns its id."""
         return await self._post(self.dm_channel(int(author["id"])), author, content, guild=False)
 
+    async def dispatch_message(self, message: JSON) -> None:
+        """Dispatch a MESSAGE_CREATE exactly as given (the fuzz tests shape odd ones)."""
+        await self._dispatch("MESSAGE_CREATE", message)
+
     async def redeliver(self, message_id: int) -> None:
         """Dispatch a message again, as Discord may after a reconnect."""
         await self._dispatch("MESSAGE_CREATE", self._messages[message_id])
