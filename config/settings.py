@@ -59,8 +59,17 @@ class TelegramSettings(BaseModel):
     webhook_url: str | None = Field(default=None, description="public https URL; unset means long polling")
     webhook_secret: SecretStr | None = Field(default=None, description="default: derived from the token")
     poll_timeout_seconds: float = Field(default=30, ge=0, le=60, description="long-poll wait per getUpdates")
-    send_retries: int = Field(default=3, ge=0, le=10, description="tries before a reply waits in the outbox")
+    send_retries: int | None = Field(
+        default=None, description="deprecated and ignored: halo's outbox retries every message with backoff"
+    )
     retry_backoff_seconds: float = Field(default=1.0, gt=0, description="first wait after a network error")
+
+    @field_validator("send_retries")
+    @classmethod
+    def _send_retries_is_ignored(cls, value: int | None) -> int | None:
+        if value is not None:
+            log.warning("telegram.send_retries is deprecated and ignored: the outbox retries every message")
+        return value
 
 
 class DiscordSettings(BaseModel):

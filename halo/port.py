@@ -167,6 +167,16 @@ class Inbound(Protocol):
         """Someone left a group chat."""
         ...
 
+    async def reconnected(self, platform: Platform) -> None:
+        """The platform answers again after an outage: what waits in halo's outbox for it is
+        tried now rather than at its next retry."""
+        ...
+
+    async def notice(self, scope_id: str, text: str, *, reply_to: str | None = None) -> None:
+        """Queue a notice of the adapter's own (a group halo is not configured for) in halo's
+        outbox, the one way anything is sent: it comes back through the adapter's `send`."""
+        ...
+
     def http_speaker(self, request: web.BaseRequest) -> Speaker | None:
         """Whom an HTTP request (the web chat) speaks for: the member whose `web_token` it
         carries, or the local owner for a parent signed in to the dashboard (its cookie), else

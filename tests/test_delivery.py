@@ -75,6 +75,18 @@ async def test_a_429_is_retried_and_the_message_arrives_once(home, fake_llm, tg,
     assert len(tg.calls_to("sendMessage")) == 3
 
 
+async def test_a_long_message_retried_midway_sends_each_piece_once(home, fake_llm, tg, started):
+    halo = await start(home, fake_llm, tg, started)
+    pieces = ["A" * 4000, "B" * 4000, "C" * 100]  # Telegram takes 4096 a message: three pieces
+    tg.fail("sendMessage", 429, retry_after=1, after=1)  # the first piece goes, the second is refused once
+
+    await halo.services.delivery.send(MOM, "\n".join(pieces))
+
+    [row] = await eventually(lambda: sent_rows(halo, MOM), what="the long message after a 429")
+    assert [m["text"] for m in tg.sent(1002)] == pieces
+    assert row.attempts == 2 and len(tg.calls_to("sendMessage")) == 4
+
+
 async def test_a_later_message_waits_while_an_earlier_one_is_retried(home, fake_llm, tg, started):
     halo = await start(home, fake_llm, tg, started)
     tg.fail("sendMessage", 429, retry_after=1, times=3)

@@ -213,7 +213,7 @@ async def test_a_stranger_in_dm_gets_a_pairing_code_and_nothing_reaches_the_mode
 
 
 async def test_an_unconfigured_channel_gets_one_notice_and_then_silence(start, dc, fake_llm):
-    await start()
+    halo = await start()
     priya = dc.person(PRIYA, "Priya")
 
     await dc.say(OTHER, priya, "just chatting here")
@@ -226,6 +226,9 @@ async def test_an_unconfigured_channel_gets_one_notice_and_then_silence(start, d
     assert str(OTHER) in notice and "work.discord_channel_ids" in notice
     assert dc.texts(OTHER) == [notice]
     assert fake_llm.model_requests == []
+    [row] = await halo.services.delivery.store.rows(scope_id=f"discord:{OTHER}")  # the one way to send
+    assert (row.message.kind, row.state, row.message.text) == ("notice", "sent", notice)
+    assert str(dc.sent(OTHER)[0]["message_reference"]["message_id"]) == row.message.reply_to
 
 
 async def test_bots_are_ignored_and_a_replayed_message_is_answered_once(start, dc, fake_llm):

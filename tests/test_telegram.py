@@ -33,7 +33,6 @@ def telegram_yaml(base_url: str, **extra: Any) -> str:
         "token": TOKEN,
         "base_url": base_url,
         "poll_timeout_seconds": 1,
-        "send_retries": 1,
         "retry_backoff_seconds": 0.05,
         **extra,
     }
@@ -245,6 +244,8 @@ async def test_an_unconfigured_group_gets_one_notice_then_silence(start, tg, fak
     later = [tg.message(other, 1001, "hello halo", mention=True), tg.message(other, 1002, "/help")]
     await handled(halo, later[-1])
     assert tg.texts(other) == [notice] and fake_llm.model_requests == []
+    [row] = await halo.services.delivery.store.rows(scope_id=f"telegram:{other}")  # the one way to send
+    assert (row.message.kind, row.state, row.message.text) == ("notice", "sent", notice)
     denied = halo.services.audit.tail(10, kind="policy")
     assert any(e["resource"] == f"telegram:{other}" and e["policy_ids"] == ["group-untrusted"] for e in denied)
 
@@ -306,6 +307,21 @@ async def test_a_reply_that_cannot_be_sent_is_kept_and_retried(start, tg, fake_l
     assert await tg.wait_sent(1001) == ["Saved for later."]
     await eventually(lambda: _async(outbox(halo)["pending"] == 0))
     assert len(tg.sent(1001)) == 1
+
+
+async def test_when_telegram_answers_again_what_waits_goes_at_once_not_at_its_next_retry(start, tg, fake_llm):
+    halo = await start()
+    adapter = adapter_of(halo)
+    delivery = halo.services.delivery
+    delivery.base_delay = delivery.max_delay = 3600  # the next retry would be an hour away
+    tg.unreachable.update({"sendMessage", "getUpdates"})  # Telegram is down
+    await delivery.send("telegram:1001", "Sent while Telegram was down.")
+    await eventually(lambda: _async(not adapter.status()["connected"]), what="the outage to be seen")
+    [row] = await delivery.store.rows(scope_id="telegram:1001")
+    assert row.state == "pending" and row.attempts == 1
+
+    tg.unreachable.clear()  # back: the next long poll succeeds, and the outbox is nudged
+    assert await tg.wait_sent(1001) == ["Sent while Telegram was down."]
 
 
 async def _async(value: Any) -> Any:

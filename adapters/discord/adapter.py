@@ -126,6 +126,7 @@ class DiscordAdapter:
         self._last_error: str | None = None
         self._handled = 0
         self._dm_channels: dict[int, discord.abc.Messageable] = {}  # user id → DM channel
+        self._guild_channels: set[int] = set()  # unconfigured guild channels halo was addressed in
         self._typing: dict[int, _Typing] = {}  # channel id → its typing indicator
         self._in_order: dict[int, asyncio.Lock] = {}  # channel id → messages handled in order
         self._parts_sent: dict[str, int] = {}  # outbox id → parts already delivered
@@ -231,10 +232,10 @@ class DiscordAdapter:
             scope = self.inbound.scope("discord", str(message.channel.id))
             addressed = self._addressed(message, me, text)
             if scope.type != "work_channel" or not scope.configured:
+                self._guild_channels.add(message.channel.id)  # its notice goes to the channel, not a DM
                 if addressed and await self.seen.notice_once(message.channel.id):
-                    notice = Outbound(f"notice-{message.id}", scope.id, unconfigured_notice(message.channel.id))
-                    with contextlib.suppress(SendFailed):
-                        await self._deliver(message.channel, notice, reply_to=message)
+                    notice = unconfigured_notice(message.channel.id)
+                    await self.inbound.notice(scope.id, notice, reply_to=str(message.id))  # via the outbox
                 return
         if not text:
             return
@@ -274,7 +275,8 @@ class DiscordAdapter:
         if platform != "discord" or not chat.lstrip("-").isdigit():
             raise SendFailed(f"{message.scope_id} is not a Discord scope", permanent=True)
         scope = self.inbound.scope("discord", chat)
-        channel = await self._channel_for(client, int(chat), is_dm=scope.type == "dm")
+        is_dm = scope.type == "dm" and int(chat) not in self._guild_channels
+        channel = await self._channel_for(client, int(chat), is_dm=is_dm)
         typing = self._typing.get(getattr(channel, "id", int(chat)))
         if typing is not None:
             await typing.stop()

@@ -75,7 +75,8 @@ class TelegramAdapter:
         token = settings.token.get_secret_value()
         hide_token_in_logs(token)
         self.describe = describer(token)
-        self.health = Health()
+        self.health = Health(on_back=self._back)
+        self._nudges: set[asyncio.Task[None]] = set()
         self.store = TelegramStore(tables)
         self.identity: BotIdentity | None = None
         self.last_update_id: int | None = None
@@ -90,6 +91,7 @@ class TelegramAdapter:
         self.audit = audit
         self.app = self._application(token)
         self._migrated: dict[int, int] = {}  # groups that became supergroups: old chat id → new
+        self._parts_sent: dict[str, int] = {}  # outbox id → pieces already delivered
         self._runner: asyncio.Task[None] | None = None
 
     def _application(self, token: str) -> Application[Any, Any, Any, Any, Any, Any]:
@@ -195,6 +197,12 @@ class TelegramAdapter:
         await app.shutdown()
         await app.bot.shutdown()  # also when initialising never succeeded
 
+    def _back(self) -> None:
+        """Telegram answers again: what waits in the outbox goes now, not at its next retry."""
+        task = asyncio.get_running_loop().create_task(self.inbound.reconnected("telegram"))
+        self._nudges.add(task)
+        task.add_done_callback(self._nudges.discard)
+
     def status(self) -> dict[str, Any]:
         health = self.health
         return {
@@ -221,12 +229,18 @@ class TelegramAdapter:
             raise SendFailed("Telegram is not connected yet", retry_after=self.settings.retry_backoff_seconds)
         chat_id = self._migrated.get(int(chat), int(chat))
         reply_to = int(message.reply_to) if message.reply_to and message.reply_to.isdigit() else None
+        done = self._parts_sent.get(message.id, 0)  # a retry does not repeat pieces that went out
         try:
             for n, piece in enumerate(split_message(message.text)):
+                if n < done:
+                    continue
                 chat_id = await self._send_piece(chat_id, piece, reply_to if n == 0 else None)
+                self._parts_sent[message.id] = n + 1
+            self._parts_sent.pop(message.id, None)
         except RetryAfter as exc:
             raise SendFailed(self.describe(exc), retry_after=_retry_after(exc)) from exc
         except (Forbidden, BadRequest) as exc:  # blocked, kicked, chat not found: no retry helps
+            self._parts_sent.pop(message.id, None)
             self.audit.write(
                 "telegram_delivery_failed", chat_id=chat_id, outbox_id=message.id, error=self.describe(exc)
             )
@@ -283,7 +297,7 @@ class TelegramAdapter:
         chat = message.chat
         scope = inbound.scope("telegram", str(chat.id))  # live: a member approved a moment ago is known now
         if chat.type != "private" and not scope.configured and await self.store.first_notice(chat.id):
-            await self._say_once(scope.id, unconfigured_notice(chat.id))
+            await inbound.notice(scope.id, unconfigured_notice(chat.id))  # through halo's outbox
         for user in message.new_chat_members or ():
             if user.id != self.identity.id:
                 await inbound.joined(scope.id, speaker_of(user, inbound))
@@ -298,13 +312,6 @@ class TelegramAdapter:
             await inbound.handle(envelope, typing)
         finally:
             await typing.stop()
-
-    async def _say_once(self, scope_id: str, text: str) -> None:
-        """The adapter's own one-off notice (an unconfigured group): best effort, not queued."""
-        try:
-            await self.send(Outbound(f"notice-{scope_id}", scope_id, text, kind="notice"))
-        except SendFailed as exc:
-            log.warning("could not tell %s it is not configured: %s", scope_id, exc.reason)
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         error = context.error

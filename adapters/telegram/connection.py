@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +33,14 @@ class Health:
     last_ok_at: float | None = None
     last_error: str | None = None
     last_error_at: float | None = None
+    on_back: Callable[[], None] | None = None  # called when Telegram answers again after an error
 
     def ok(self) -> None:
+        back = not self.connected and self.last_error is not None
         self.connected = True
         self.last_ok_at = time.time()
+        if back and self.on_back is not None:
+            self.on_back()
 
     def failed(self, error: str) -> None:
         self.connected = False

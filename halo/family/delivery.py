@@ -137,6 +137,11 @@ class Delivery:
             log.warning("no parent DM is reachable for a notice: %s", text[:80])
         return reached
 
+    async def retry_now(self, platform: str) -> None:
+        """The platform is back: its waiting messages are due now (their order is kept)."""
+        if await self.store.due_now(f"{platform}:", self.clock()):
+            self._wake.set()
+
     # --- delivering ------------------------------------------------------------------
 
     async def _flush(self, scope_id: str) -> None:

@@ -136,6 +136,20 @@ class OutboxStore:
     async def retry_at(self, message_id: str, at: datetime, error: str) -> None:
         await self._update(message_id, next_attempt_at=at, attempts=outbox_table.c.attempts + 1, last_error=error[:500])
 
+    async def due_now(self, scope_prefix: str, now: datetime) -> int:
+        """Pending messages of scopes starting with `scope_prefix` become due at `now`."""
+        async with self.db.write(metadata) as conn:
+            changed = await conn.execute(
+                outbox_table.update()
+                .where(
+                    outbox_table.c.state == "pending",
+                    outbox_table.c.scope_id.startswith(scope_prefix, autoescape=True),
+                    outbox_table.c.next_attempt_at > now,
+                )
+                .values(next_attempt_at=now)
+            )
+        return int(changed.rowcount or 0)
+
     async def _update(self, message_id: str, **values: object) -> None:
         async with self.db.write(metadata) as conn:
             await conn.execute(outbox_table.update().where(outbox_table.c.id == message_id).values(**values))

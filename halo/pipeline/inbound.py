@@ -121,3 +121,9 @@ class GatewayInbound(FamilyDirectory):
 
     async def left(self, scope_id: str, platform_user_id: str) -> None:
         await self._groups.left(scope_id, platform_user_id)
+
+    async def reconnected(self, platform: Platform) -> None:
+        await self._delivery.retry_now(platform)
+
+    async def notice(self, scope_id: str, text: str, *, reply_to: str | None = None) -> None:
+        await self._delivery.send(scope_id, text, kind="notice", reply_to=reply_to)

@@ -48,6 +48,7 @@ class _Failure:
     description: str
     retry_after: int | None
     times: int
+    after: int = 0  # calls that still succeed before the failures start
 
 
 @dataclass(slots=True)
@@ -200,12 +201,13 @@ class FakeTelegram:
         *,
         retry_after: int | None = None,
         times: int = 1,
+        after: int = 0,
     ) -> None:
-        """The next `times` calls of `method` get this error."""
+        """The next `times` calls of `method` get this error (once `after` more have succeeded)."""
         if code == 429 and retry_after is None:
             retry_after = 1
         text = description or (f"Too Many Requests: retry after {retry_after}" if code == 429 else "Bad Request")
-        self._failures.append(_Failure(method, code, text, retry_after, times))
+        self._failures.append(_Failure(method, code, text, retry_after, times, after))
 
     # --- what happened -------------------------------------------------------------------
 
@@ -249,6 +251,9 @@ class FakeTelegram:
                 request.transport.abort()
             return web.Response()
         failure = next((f for f in self._failures if f.method == method), None)
+        if failure is not None and failure.after > 0:
+            failure.after -= 1
+            failure = None
         if failure is not None:
             failure.times -= 1
             if failure.times <= 0:
