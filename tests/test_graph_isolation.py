@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from config.loader import load_settings  # noqa: E402
-from halo.context.graph import facts_about, readable_graph_scopes  # noqa: E402
 from halo.pipeline.envelope import Envelope, Speaker  # noqa: E402
 from halo.pipeline.scopes import resolve_scope  # noqa: E402
 from halo.pipeline.turn import Turn  # noqa: E402
@@ -77,7 +76,7 @@ def turn_for(world: World, member_id: str, scope_id: str, text: str = "?") -> Tu
     family = services.family
     member = family.member(member_id)
     envelope = Envelope("telegram", resolve_scope(family, scope_id), Speaker(member_id, member=member), text)
-    return Turn(envelope, services)
+    return Turn(envelope, services.policy)
 
 
 FACTS = st.lists(
@@ -109,7 +108,9 @@ def test_graph_recall_never_crosses_a_scope_the_policy_refuses(world: World, fac
     for member, scope_id in VIEWERS:
         turn = turn_for(world, member, scope_id)
         for _, subject, thing in facts:
-            lines = world.loop.run_until_complete(facts_about(turn, f"{subject}'s {thing}", limit=30, audit=False))
+            lines = world.loop.run_until_complete(
+                world.halo.services.graph_recall.facts_about(turn, f"{subject}'s {thing}", limit=30, audit=False)
+            )
             text = "\n".join(lines)
             for value, origin in placed.items():
                 if value in text:  # the policy itself is the oracle, asked here
@@ -126,7 +127,10 @@ def test_graph_recall_never_crosses_a_scope_the_policy_refuses(world: World, fac
 def test_who_reads_which_graph(world: World) -> None:
     def readable(member: str, scope_id: str) -> set[str]:
         known = set(world.halo.services.graph.known_scopes()) | {scope_id}  # type: ignore[attr-defined]
-        return set(readable_graph_scopes(turn_for(world, member, scope_id), audit=False)) & known
+        return (
+            set(world.halo.services.graph_recall.readable_graph_scopes(turn_for(world, member, scope_id), audit=False))
+            & known
+        )
 
     assert PARENTS not in readable("aarav", "telegram:1003"), "the parents group never reaches a child's DM"
     assert not readable("mom", PARENTS) & {"telegram:1001", "telegram:1002", "telegram:1003"}, (

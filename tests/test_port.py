@@ -9,7 +9,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from adapters.terminal import TerminalChat
 from adapters.web import WebChatAdapter
-from halo.commands.builtin import BUILTIN_COMMANDS, CommandRegistry
+from halo.commands.builtin import Command, CommandRegistry
 from halo.port import Adapter, AdminRoutes, Envelope, PresenceCheck
 
 
@@ -40,7 +40,8 @@ def test_the_command_menu_is_the_composed_set_in_order(halo: Any):
     assert names[:3] == ["help", "whoami", "new"]
     assert {"remember", "forget", "memory", "share", "recall"} <= set(names)
     with pytest.raises(ValueError, match="/help"):
-        CommandRegistry([*BUILTIN_COMMANDS, BUILTIN_COMMANDS[0]])
+        CommandRegistry([*halo.services.commands, next(iter(halo.services.commands))])
+    assert isinstance(next(iter(halo.services.commands)), Command)
 
 
 async def test_handle_returns_the_reply_and_refusals_say_why(halo: Any):

@@ -206,7 +206,7 @@ async def test_recall_skips_what_the_context_already_shows(fake_llm, settings_fo
     await running.halo.services.semantic.sync_all([DM])
     sources = running.halo.services.context.sources
     sources[:] = [s for s in sources if not isinstance(s, RecallSource)]
-    sources.append(RecallSource(already_in_context=memory_files_in_context))
+    sources.append(RecallSource(running.halo.services.recall, already_in_context=memory_files_in_context))
     fake_llm.reply("ok")
     await running.chat(QUESTION, token="mom-token")
     prompt = fake_llm.last_prompt_text()

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from config.loader import load_settings
 from config.paths import scope_hash
-from halo.context.recall import readable_scopes, search_readable
 from halo.pipeline.envelope import Envelope, Speaker
 from halo.pipeline.scopes import resolve_scope
 from halo.pipeline.turn import Turn
@@ -84,7 +83,7 @@ def turn_for(world: World, member_id: str | None, scope_id: str) -> Turn:
     scope = resolve_scope(family, scope_id)
     platform = scope_id.split(":", 1)[0]
     envelope = Envelope(platform, scope, Speaker(member_id or "999", member=member), "?")  # type: ignore[arg-type]
-    return Turn(envelope, services)
+    return Turn(envelope, services.policy)
 
 
 MEMBERS = st.sampled_from(["wags", "mom", "aarav", "tara", "priya", None])
@@ -95,13 +94,13 @@ QUERIES = st.lists(st.sampled_from([secret(s) for s in SCOPES] + COMMON), min_si
 @given(member=MEMBERS, scope_id=st.sampled_from(SCOPES), query=QUERIES)
 def test_recall_never_crosses_a_scope_the_policy_refuses(world: World, member, scope_id, query) -> None:
     turn = turn_for(world, member, scope_id)
-    hits = world.loop.run_until_complete(search_readable(turn, query, limit=10, audit=False))
-    policy = turn.services.policy
+    hits = world.loop.run_until_complete(world.halo.services.recall.search_readable(turn, query, limit=10, audit=False))
+    policy = turn.policy
     for hit in hits:
         decision = policy.decide(
             "read_memory",
             principal=turn.member,
-            resource=resolve_scope(turn.services.family, hit.scope_id),
+            resource=resolve_scope(turn.family, hit.scope_id),
             from_scope=turn.scope,
             unknown_id="999",
             audit=False,
@@ -116,7 +115,7 @@ def test_who_reads_what(world: World) -> None:
     """The property above, pinned to the family's rules so a policy regression shows here too."""
 
     def readable(member: str | None, scope_id: str) -> set[str]:
-        return set(readable_scopes(turn_for(world, member, scope_id), audit=False))
+        return set(world.halo.services.recall.readable_scopes(turn_for(world, member, scope_id), audit=False))
 
     assert readable("mom", "telegram:1002") == {"telegram:1002", "telegram:-1001234", "telegram:1004"}, (
         "her DM, the parents group, and young Tara's DM"
@@ -131,7 +130,9 @@ def test_who_reads_what(world: World) -> None:
     assert readable("mom", "telegram:-777") == set(), "an unconfigured group reads nothing"
 
     turn = turn_for(world, "aarav", "telegram:1003")
-    hits = world.loop.run_until_complete(search_readable(turn, f"{secret('telegram:1002')} dentist", limit=10))
+    hits = world.loop.run_until_complete(
+        world.halo.services.recall.search_readable(turn, f"{secret('telegram:1002')} dentist", limit=10)
+    )
     assert {h.scope_id for h in hits} <= {"telegram:1003"}
     assert not any(secret("telegram:1002") in h.text for h in hits)
 

@@ -7,18 +7,31 @@ composition root (halo/runtime/app.py) puts that list into the `CommandRegistry`
         return "pong"
 
     PING = Command("ping", "Check that I am here", ping)
+
+A command that needs one of halo's parts (the memory, the audit log) is built by a function
+that takes exactly those parts and returns its `Command`s with handlers closed over them
+(`builtin_commands` below, `memory_commands`, `task_commands`): no command reaches for a
+part it was not given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from config.family import Member
 from halo.family.pairing import APPROVE_USAGE, PairingError, parse_approve
 from halo.pipeline.turn import Turn
 from halo.safety.profiles import effective_profile
 from policy import SYSTEM
+
+if TYPE_CHECKING:
+    from config.settings import LLMSettings
+    from halo.family.groups import GroupGuard
+    from halo.family.pairing import Pairing
+    from transcripts import AuditLog
+    from transcripts.session import TranscriptSessions
 
 Handler = Callable[[Turn, str], Awaitable[str]]
 
@@ -61,9 +74,9 @@ class CommandRegistry:
         return await command.handler(turn, args)
 
 
-async def help_command(turn: Turn, args: str) -> str:
+def help_text(commands: Iterable[Command]) -> str:
     lines = ["I'm halo. Talk to me in plain words, or use a command:"]
-    for cmd in turn.services.commands:
+    for cmd in commands:
         usage = f" {cmd.usage}" if cmd.usage else ""
         lines.append(f"/{cmd.name}{usage} — {cmd.summary}")
     return "\n".join(lines)
@@ -72,7 +85,7 @@ async def help_command(turn: Turn, args: str) -> str:
 WHOAMI_ACTIONS = ("converse", "read_memory", "write_memory", "share", "use_tool", "admin")
 
 
-async def whoami_command(turn: Turn, args: str) -> str:
+async def whoami(turn: Turn, llm: LLMSettings) -> str:
     member = turn.member
     if member is None:
         who = f"You are not in this family's config (id {turn.envelope.speaker.platform_user_id})."
@@ -85,13 +98,13 @@ async def whoami_command(turn: Turn, args: str) -> str:
         mark = "yes" if decision.allowed else "no"
         lines.append(f"- {action}: {mark} — {decision.reason}")
     if member is not None:
-        lines.extend(_profile_lines(turn, member))
+        lines.extend(_profile_lines(turn, member, llm))
     return "\n".join(lines)
 
 
-def _profile_lines(turn: Turn, member: Member) -> list[str]:
+def _profile_lines(turn: Turn, member: Member, llm: LLMSettings) -> list[str]:
     """A child's age profile, as the guardrails enforce it."""
-    profile = effective_profile(turn.services.policy, member, turn.services.settings.llm)
+    profile = effective_profile(turn.policy, member, llm)
     if not profile["guarded"]:
         return []
     readers = ", ".join(profile["parents_who_may_read_transcript"]) or "none"
@@ -107,12 +120,6 @@ def _profile_lines(turn: Turn, member: Member) -> list[str]:
     ]
 
 
-async def new_command(turn: Turn, args: str) -> str:
-    await turn.services.sessions.clear(turn.scope.id, why="session cleared: /new")
-    turn.services.audit.write("session_cleared", scope_id=turn.scope.id, by=turn.envelope.speaker.label)
-    return "Fresh start: I've cleared this chat's working memory. The transcript is kept."
-
-
 def _refuse_unless_admin(turn: Turn, what: str) -> str | None:
     """Administering halo is for those the policy says may (parents). Asked without a
     from-scope: it is about who the person is, and works from a suspended group too."""
@@ -120,48 +127,66 @@ def _refuse_unless_admin(turn: Turn, what: str) -> str | None:
     return None if decision.allowed else f"Sorry, only parents can {what}: {decision.reason}"
 
 
-async def approve_command(turn: Turn, args: str) -> str:
-    if refusal := _refuse_unless_admin(turn, "approve join requests"):
-        return refusal
-    try:
-        code, role, name, age_group = parse_approve(args)
-        member = await turn.services.pairing.approve(
-            code, role=role, name=name, age_group=age_group, by=turn.envelope.speaker.label
+def builtin_commands(
+    *,
+    registry: Callable[[], Iterable[Command]],
+    llm: LLMSettings,
+    sessions: TranscriptSessions,
+    audit: AuditLog,
+    pairing: Pairing,
+    groups: GroupGuard,
+) -> list[Command]:
+    """The built-in commands, bound to what each needs; `registry` lists every command for /help."""
+
+    async def help_command(turn: Turn, args: str) -> str:
+        return help_text(registry())
+
+    async def whoami_command(turn: Turn, args: str) -> str:
+        return await whoami(turn, llm)
+
+    async def new_command(turn: Turn, args: str) -> str:
+        await sessions.clear(turn.scope.id, why="session cleared: /new")
+        audit.write("session_cleared", scope_id=turn.scope.id, by=turn.envelope.speaker.label)
+        return "Fresh start: I've cleared this chat's working memory. The transcript is kept."
+
+    async def approve_command(turn: Turn, args: str) -> str:
+        if refusal := _refuse_unless_admin(turn, "approve join requests"):
+            return refusal
+        try:
+            code, role, name, age_group = parse_approve(args)
+            member = await pairing.approve(
+                code, role=role, name=name, age_group=age_group, by=turn.envelope.speaker.label
+            )
+        except PairingError as exc:
+            return str(exc)
+        extra = f", {member.age_group}" if member.role == "child" else ""
+        return (
+            f"Approved: {member.name} ({member.role}{extra}, id {member.id}) can talk to me now. "
+            "I added them to halo.yaml and kept the previous file as halo.yaml.bak."
         )
-    except PairingError as exc:
-        return str(exc)
-    extra = f", {member.age_group}" if member.role == "child" else ""
-    return (
-        f"Approved: {member.name} ({member.role}{extra}, id {member.id}) can talk to me now. "
-        "I added them to halo.yaml and kept the previous file as halo.yaml.bak."
-    )
 
+    async def deny_command(turn: Turn, args: str) -> str:
+        if refusal := _refuse_unless_admin(turn, "deny join requests"):
+            return refusal
+        if not args.split():
+            return "Usage: /deny CODE"
+        try:
+            request = await pairing.deny(args.split()[0], by=turn.envelope.speaker.label)
+        except PairingError as exc:
+            return str(exc)
+        return f"Denied: {request.who} will not hear from me again."
 
-async def deny_command(turn: Turn, args: str) -> str:
-    if refusal := _refuse_unless_admin(turn, "deny join requests"):
-        return refusal
-    if not args.split():
-        return "Usage: /deny CODE"
-    try:
-        request = await turn.services.pairing.deny(args.split()[0], by=turn.envelope.speaker.label)
-    except PairingError as exc:
-        return str(exc)
-    return f"Denied: {request.who} will not hear from me again."
+    async def resume_command(turn: Turn, args: str) -> str:
+        if refusal := _refuse_unless_admin(turn, "resume the parents group"):
+            return refusal
+        assert turn.member is not None  # the policy permits admin only to members
+        return await groups.resume(turn.member, turn.scope.id if groups.guards(turn.scope) else None)
 
-
-async def resume_command(turn: Turn, args: str) -> str:
-    if refusal := _refuse_unless_admin(turn, "resume the parents group"):
-        return refusal
-    assert turn.member is not None  # the policy permits admin only to members
-    groups = turn.services.groups
-    return await groups.resume(turn.member, turn.scope.id if groups.guards(turn.scope) else None)
-
-
-BUILTIN_COMMANDS = (
-    Command("help", "What I can do", help_command),
-    Command("whoami", "Who I think you are, and what you may do here", whoami_command),
-    Command("new", "Start a fresh conversation here (the transcript is kept)", new_command),
-    Command("approve", "Let someone who asked to join talk to me", approve_command, usage=APPROVE_USAGE),
-    Command("deny", "Turn down a join request", deny_command, usage="CODE"),
-    Command("resume", "Start using the parents group again after I stopped", resume_command),
-)
+    return [
+        Command("help", "What I can do", help_command),
+        Command("whoami", "Who I think you are, and what you may do here", whoami_command),
+        Command("new", "Start a fresh conversation here (the transcript is kept)", new_command),
+        Command("approve", "Let someone who asked to join talk to me", approve_command, usage=APPROVE_USAGE),
+        Command("deny", "Turn down a join request", deny_command, usage="CODE"),
+        Command("resume", "Start using the parents group again after I stopped", resume_command),
+    ]

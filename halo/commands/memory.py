@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-from halo.commands import memory_actions
 from halo.commands.builtin import Command
-from halo.pipeline.turn import Turn
+from halo.commands.memory_actions import MemoryActions
 
 
-async def remember_command(turn: Turn, args: str) -> str:
-    return await memory_actions.remember(turn, args)
-
-
-async def forget_command(turn: Turn, args: str) -> str:
-    return await memory_actions.forget(turn, args)
-
-
-async def memory_command(turn: Turn, args: str) -> str:
-    return await memory_actions.show(turn, args)
-
-
-async def share_command(turn: Turn, args: str) -> str:
-    return await memory_actions.share(turn, args)
-
-
-MEMORY_COMMANDS = (
-    Command("remember", "Keep a fact in this chat's memory", remember_command, usage="<fact>"),
-    Command("forget", "Remove matching facts from this chat's memory", forget_command, usage="<words>"),
-    Command("memory", "Show what I remember in this chat", memory_command, usage="[page]"),
-    Command("share", "Share something from your private chat with the parents group", share_command, usage="<text>"),
-)
+def memory_commands(actions: MemoryActions) -> list[Command]:
+    return [
+        Command("remember", "Keep a fact in this chat's memory", actions.remember, usage="<fact>"),
+        Command("forget", "Remove matching facts from this chat's memory", actions.forget, usage="<words>"),
+        Command("memory", "Show what I remember in this chat", actions.show, usage="[page]"),
+        Command(
+            "share", "Share something from your private chat with the parents group", actions.share, usage="<text>"
+        ),
+    ]

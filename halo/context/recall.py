@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 
-from agents import RunContextWrapper
+from agents import FunctionTool, RunContextWrapper
 
 from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
@@ -20,7 +20,8 @@ from halo.pipeline.envelope import Scope
 from halo.pipeline.scopes import UnknownScopeError, resolve_scope
 from halo.pipeline.turn import Turn
 from halo.tools.guarded import guarded_tool
-from memory.semantic import Hit
+from memory.semantic import Hit, SemanticMemory
+from transcripts import AuditLog
 from transcripts.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -28,18 +29,6 @@ log = logging.getLogger(__name__)
 RECENT_SECONDS = 3 * 3600  # this chat's own recent turns are in the session history already
 TOOL_LIMIT = 8
 COMMAND_LIMIT = 5
-
-
-def readable_scopes(turn: Turn, *, audit: bool) -> list[str]:
-    """The indexed scopes this turn may read: its own, and any other the policy allows.
-
-    `audit=False` for the per-turn context lookup (it would write a line per scope per turn);
-    explicit searches (the tool, /recall) are audited decision by decision.
-    """
-    semantic = turn.services.semantic
-    if not semantic.enabled:
-        return []
-    return readable_among(turn, semantic.known_scopes(), audit=audit)
 
 
 def readable_among(turn: Turn, scope_ids: Iterable[str], *, audit: bool) -> list[str]:
@@ -57,26 +46,9 @@ def readable_among(turn: Turn, scope_ids: Iterable[str], *, audit: bool) -> list
 
 def _resolve(turn: Turn, scope_id: str) -> Scope | None:
     try:
-        return resolve_scope(turn.services.family, scope_id)
+        return resolve_scope(turn.family, scope_id)
     except UnknownScopeError:
         return None
-
-
-async def search_readable(turn: Turn, query: str, *, limit: int | None = None, audit: bool = True) -> list[Hit]:
-    """Search every scope this turn may read, merged by score."""
-    semantic = turn.services.semantic
-    if not query.strip():
-        return []
-    scopes = readable_scopes(turn, audit=audit)
-    if not scopes:
-        return []
-    hits = await semantic.search(scopes, query, limit=limit)
-    other = sorted({h.scope_id for h in hits} - {turn.scope.id})
-    if other:  # reading another scope's memory is worth a line in the audit log
-        turn.services.audit.write(
-            "memory_recalled", scope_id=turn.scope.id, by=turn.envelope.speaker.label, from_scopes=other, hits=len(hits)
-        )
-    return hits
 
 
 def scope_label(turn: Turn, scope_id: str) -> str:
@@ -86,7 +58,7 @@ def scope_label(turn: Turn, scope_id: str) -> str:
     if scope is None:
         return scope_id
     if scope.type == "dm":
-        owner = turn.services.family.member(scope.owner_id) if scope.owner_id else None
+        owner = turn.family.member(scope.owner_id) if scope.owner_id else None
         return f"{owner.name}'s private chat" if owner else "a private chat"
     return {
         "parents_group": "the parents group",
@@ -117,20 +89,22 @@ class RecallSource:
 
     def __init__(
         self,
+        recall: Recall,
         title: str = "Recalled from memory",
         priority: int = 6,
         already_in_context: Callable[[Turn], set[str]] | None = None,
     ) -> None:
+        self.recall = recall
         self.title = title
         self.priority = priority
         self.already_in_context = already_in_context
 
     async def sections(self, turn: Turn) -> list[ContextSection]:
-        semantic = turn.services.semantic
+        semantic = self.recall.semantic
         if not semantic.enabled or turn.envelope.text.lstrip().startswith("/"):
             return []
         try:
-            hits = await search_readable(turn, turn.envelope.text, audit=False)
+            hits = await self.recall.search_readable(turn, turn.envelope.text, audit=False)
         except Exception:  # recall helps a turn; it must never break one
             log.exception("semantic recall failed for %s", turn.scope.id)
             return []
@@ -161,30 +135,70 @@ class RecallSource:
         return [ContextSection(self.title, "\n".join([intro, *lines]), self.priority)]
 
 
-@guarded_tool()
-async def recall(ctx: RunContextWrapper[Turn], query: str) -> str:
-    """Search what was noted or said before (memory files and past conversations) for `query`.
-    Only memory this conversation may read is searched. Returns the best matches with their sources."""
-    turn = ctx.context
-    hits = await search_readable(turn, query, limit=TOOL_LIMIT)
-    if not hits:
-        return "Nothing found."
-    return "\n\n".join(f"{describe(turn, h)}\n{h.text.strip()}" for h in hits)
+class Recall:
+    """Semantic recall over this halo's index: what a turn may search, the tool, /recall."""
 
+    def __init__(self, semantic: SemanticMemory, audit: AuditLog) -> None:
+        self.semantic = semantic
+        self.audit = audit
 
-async def recall_command(turn: Turn, args: str) -> str:
-    if not turn.services.semantic.enabled:
-        return "Recall is off here (memory.semantic is disabled or unavailable)."
-    if not args:
-        return "Usage: /recall <words to look for>"
-    hits = await search_readable(turn, args, limit=COMMAND_LIMIT)
-    if not hits:
-        return f"Nothing found for “{args}”."
-    lines = [f"Found {len(hits)} for “{args}”:"]
-    for n, hit in enumerate(hits, start=1):
-        text = " ".join(hit.text.split())
-        lines.append(f"{n}. {describe(turn, hit)} {text[:300]}{'…' if len(text) > 300 else ''}")
-    return "\n".join(lines)
+    def readable_scopes(self, turn: Turn, *, audit: bool) -> list[str]:
+        """The indexed scopes this turn may read: its own, and any other the policy allows.
 
+        `audit=False` for the per-turn context lookup (it would write a line per scope per turn);
+        explicit searches (the tool, /recall) are audited decision by decision.
+        """
+        if not self.semantic.enabled:
+            return []
+        return readable_among(turn, self.semantic.known_scopes(), audit=audit)
 
-RECALL_COMMAND = Command("recall", "Search what was noted or said before", recall_command, usage="<words>")
+    async def search_readable(
+        self, turn: Turn, query: str, *, limit: int | None = None, audit: bool = True
+    ) -> list[Hit]:
+        """Search every scope this turn may read, merged by score."""
+        if not query.strip():
+            return []
+        scopes = self.readable_scopes(turn, audit=audit)
+        if not scopes:
+            return []
+        hits = await self.semantic.search(scopes, query, limit=limit)
+        other = sorted({h.scope_id for h in hits} - {turn.scope.id})
+        if other:  # reading another scope's memory is worth a line in the audit log
+            self.audit.write(
+                "memory_recalled",
+                scope_id=turn.scope.id,
+                by=turn.envelope.speaker.label,
+                from_scopes=other,
+                hits=len(hits),
+            )
+        return hits
+
+    def tool(self) -> FunctionTool:
+        @guarded_tool()
+        async def recall(ctx: RunContextWrapper[Turn], query: str) -> str:
+            """Search what was noted or said before (memory files and past conversations) for `query`.
+            Only memory this conversation may read is searched. Returns the best matches with their sources."""
+            turn = ctx.context
+            hits = await self.search_readable(turn, query, limit=TOOL_LIMIT)
+            if not hits:
+                return "Nothing found."
+            return "\n\n".join(f"{describe(turn, h)}\n{h.text.strip()}" for h in hits)
+
+        return recall
+
+    def command(self) -> Command:
+        return Command("recall", "Search what was noted or said before", self._command, usage="<words>")
+
+    async def _command(self, turn: Turn, args: str) -> str:
+        if not self.semantic.enabled:
+            return "Recall is off here (memory.semantic is disabled or unavailable)."
+        if not args:
+            return "Usage: /recall <words to look for>"
+        hits = await self.search_readable(turn, args, limit=COMMAND_LIMIT)
+        if not hits:
+            return f"Nothing found for “{args}”."
+        lines = [f"Found {len(hits)} for “{args}”:"]
+        for n, hit in enumerate(hits, start=1):
+            text = " ".join(hit.text.split())
+            lines.append(f"{n}. {describe(turn, hit)} {text[:300]}{'…' if len(text) > 300 else ''}")
+        return "\n".join(lines)

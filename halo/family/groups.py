@@ -28,6 +28,7 @@ from policy import PolicyEngine
 from transcripts import AuditLog
 
 if TYPE_CHECKING:
+    from halo.commands.builtin import CommandRegistry as CommandMatcher
     from halo.pipeline.turn import Turn
 
 log = logging.getLogger(__name__)
@@ -109,14 +110,14 @@ class GroupGuard:
             audit=False,
         ).allowed
 
-    async def on_denied(self, turn: Turn) -> str | None:
+    async def on_denied(self, turn: Turn, commands: CommandMatcher) -> str | None:
         """A message the policy refused in a guarded group. Someone who may not be there
         suspends the group; a parent's /resume in a suspended group is the one thing
         answered there. Returns the reply to send in the group, if any."""
         env = turn.envelope
         if not await self.seen(env.scope, env.speaker, "wrote there"):
             return None
-        found = turn.services.commands.match(env.text)
+        found = commands.match(env.text)
         if env.scope.suspended and found is not None and found[0].name == "resume":
             return await found[0].handler(turn, found[1])
         return None

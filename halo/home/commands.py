@@ -81,7 +81,7 @@ async def mute(home: HomeEvents, turn: Turn, args: str) -> str:
     length = min(length, MAX_MUTE)
     until = now + length
     await home.store.mute(member.id, until.timestamp())
-    turn.services.audit.write("home_muted", member=member.id, until=until.isoformat())
+    home.audit.write("home_muted", member=member.id, until=until.isoformat())
     local = until.astimezone(home.zone()).strftime("%a %H:%M")
     return f"Muted non-urgent home messages for you until {local}. Urgent ones (a leak, an alarm) still come."
 

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agents import (
     InputGuardrailTripwireTriggered,
@@ -24,13 +24,24 @@ from agents import (
 from openai.types.responses import ResponseTextDeltaEvent
 
 from halo.pipeline.envelope import Envelope
-from halo.pipeline.services import Services
 from halo.pipeline.turn import Turn
 from halo.pipeline.turn_agents import TurnAgents
 from memory.redact import redact
 from policy import Decision
 from transcripts import TranscriptLine
 from transcripts.text import clean_text
+
+if TYPE_CHECKING:
+    from config.settings import LLMSettings
+    from halo.commands.builtin import CommandRegistry
+    from halo.family.delivery import Delivery
+    from halo.family.groups import GroupGuard
+    from halo.family.pairing import Pairing
+    from halo.safety.gate import SafetyGate
+    from memory.service import MemoryService
+    from policy import PolicyEngine
+    from transcripts import AuditLog, TranscriptStore
+    from transcripts.session import TranscriptSessions
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +73,38 @@ class Reply:
 
 
 class Gateway:
-    def __init__(self, services: Services) -> None:
-        self.services = services
+    """Runs each message through policy, transcript, command or model; given exactly the parts
+    a turn uses (the composition root, halo/runtime/app.py, builds them)."""
+
+    def __init__(
+        self,
+        *,
+        policy: PolicyEngine,
+        groups: GroupGuard,
+        pairing: Pairing,
+        safety: SafetyGate,
+        commands: CommandRegistry,
+        transcripts: TranscriptStore,
+        sessions: TranscriptSessions,
+        memory: MemoryService,
+        delivery: Delivery,
+        audit: AuditLog,
+        llm: LLMSettings,
+        agents: TurnAgents,
+    ) -> None:
+        self.policy = policy
+        self.groups = groups
+        self.pairing = pairing
+        self.safety = safety
+        self.commands = commands
+        self.transcripts = transcripts
+        self.sessions = sessions
+        self.memory = memory
+        self.delivery = delivery
+        self.audit = audit
+        self.llm = llm
         self.after_turn: list[AfterTurnHook] = []
-        self.agents = TurnAgents(services)
+        self.agents = agents
         self.answerers: list[Answerer] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -94,12 +133,12 @@ class Gateway:
         """`on_delta` receives streamed reply text; `on_model_start` is awaited just before the
         model is asked (an adapter shows "typing…" from then on)."""
         async with self.scope_lock(envelope.scope.id):
-            envelope = await self.services.groups.current(envelope)
+            envelope = await self.groups.current(envelope)
             if envelope.platform_message_id is not None and envelope.scope.id not in self._seen_since_start:
                 self._seen_since_start.add(envelope.scope.id)
                 # a chat app sends a message again when a crash kept it from being confirmed: it is in
                 # the transcript already, answered (by the catch-up, halo/pipeline/missed.py) or not
-                tail = await asyncio.to_thread(self.services.transcripts.tail, envelope.scope.id, OPEN_MESSAGE_TAIL)
+                tail = await asyncio.to_thread(self.transcripts.tail, envelope.scope.id, OPEN_MESSAGE_TAIL)
                 seen = [line for line in tail if _is_message(line, envelope.platform_message_id)]
                 if seen:
                     found = open_message(tail)
@@ -108,7 +147,7 @@ class Gateway:
                     return await self._answer_open(
                         replace(envelope, id=found.id, ts=found.ts), on_delta, on_model_start
                     )
-            return await self._handle(Turn(envelope, self.services), on_delta, on_model_start)
+            return await self._handle(Turn(envelope, self.policy), on_delta, on_model_start)
 
     async def answer_again(self, envelope: Envelope) -> Reply:
         """Answer a message already in the transcript that a crash left unanswered: the same turn,
@@ -118,7 +157,7 @@ class Gateway:
             found = await self._open_message(envelope.scope.id)
             if found is None or found.id != envelope.id:
                 return Reply(None, envelope.scope.id, "silent")
-            return await self._answer_open(await self.services.groups.current(envelope))
+            return await self._answer_open(await self.groups.current(envelope))
 
     async def _answer_open(
         self,
@@ -126,11 +165,11 @@ class Gateway:
         on_delta: DeltaCallback | None = None,
         on_model_start: ModelStartCallback | None = None,
     ) -> Reply:
-        await self.services.sessions.take_up_last_message(envelope.scope.id)
-        return await self._handle(Turn(envelope, self.services), on_delta, on_model_start, recorded=True)
+        await self.sessions.take_up_last_message(envelope.scope.id)
+        return await self._handle(Turn(envelope, self.policy), on_delta, on_model_start, recorded=True)
 
     async def _open_message(self, scope_id: str) -> TranscriptLine | None:
-        tail = await asyncio.to_thread(self.services.transcripts.tail, scope_id, OPEN_MESSAGE_TAIL)
+        tail = await asyncio.to_thread(self.transcripts.tail, scope_id, OPEN_MESSAGE_TAIL)
         return open_message(tail)
 
     async def _handle(
@@ -156,20 +195,20 @@ class Gateway:
                 message_id=env.platform_message_id,
             )
         if not env.addressed:  # kept, not answered: the line is in the scope's history all the same
-            await self.services.safety.watch(turn)  # a child's cry for help still reaches the parents
+            await self.safety.watch(turn)  # a child's cry for help still reaches the parents
             reply = Reply(None, env.scope.id, "kept", decision)
             self._after(turn, reply)
             return reply
 
         # the child guardrails: only a child's turn, or the family group with children, pays for them
-        safety = self.services.safety if self.services.safety.begin(turn) is not None else None
-        deadline = self.services.settings.llm.reply_deadline_seconds
+        safety = self.safety if self.safety.begin(turn) is not None else None
+        deadline = self.llm.reply_deadline_seconds
         try:  # everything in the turn (classifier, commands, retries, model, tools) shares one deadline
             async with asyncio.timeout(deadline):
                 reply = await self._answer(turn, decision, safety, on_delta, on_model_start)
         except TimeoutError:
             log.warning("no reply for %s within %ss; the message is kept", env.scope.id, deadline)
-            self.services.audit.write("reply_deadline", scope_id=env.scope.id, seconds=deadline)
+            self.audit.write("reply_deadline", scope_id=env.scope.id, seconds=deadline)
             reply = Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
         if safety is not None:
             await safety.settle(turn)
@@ -181,7 +220,7 @@ class Gateway:
             )
         else:  # the reply line is what the model's history keeps of this turn (unless it is a command's)
             await self._record(turn, "assistant", reply.text or "", reply=reply.kind, answers=env.id)
-        await self.services.sessions.settle(env.scope.id)
+        await self.sessions.settle(env.scope.id)
         self._after(turn, reply)
         return reply
 
@@ -195,17 +234,17 @@ class Gateway:
     ) -> Reply:
         env = turn.envelope
         stopped = await safety.screen_input(turn) if safety is not None else None
-        command_reply = None if stopped is not None else await self.services.commands.run(turn, env.text)
+        command_reply = None if stopped is not None else await self.commands.run(turn, env.text)
         if stopped is None and command_reply is None:
             command_reply = await self._answer_in_code(turn, on_model_start)
         if stopped is not None:
             reply = Reply(stopped, env.scope.id, "guarded", decision)
         elif command_reply is not None:
             reply = Reply(command_reply, env.scope.id, "command", decision)
-        elif self.services.model is None:
+        elif self.agents.model is None:
             noted = (
                 "Noted — I'll keep that in this chat's memory (/memory shows it). "
-                if self.services.memory.is_memory_request(env.text)
+                if self.memory.is_memory_request(env.text)
                 else ""
             )
             reply = Reply(noted + NO_MODEL, env.scope.id, "no_model", decision)
@@ -225,15 +264,14 @@ class Gateway:
 
     async def _denied(self, turn: Turn, decision: Decision) -> Reply:
         env = turn.envelope
-        services = self.services
         if env.speaker.member is None and env.scope.type == "dm":
             # A stranger: one pairing reply at most, and the message goes nowhere else.
-            text = await services.pairing.on_stranger(env.platform, env.speaker)
+            text = await self.pairing.on_stranger(env.platform, env.speaker)
             return Reply(text, env.scope.id, "denied" if text else "silent", decision)
         if env.scope.type == "dm" or env.platform in ("web", "cli"):
             return Reply(f"Sorry, I can't do that here: {decision.reason}", env.scope.id, "denied", decision)
-        if services.groups.guards(env.scope):
-            text = await services.groups.on_denied(turn)
+        if self.groups.guards(env.scope):
+            text = await self.groups.on_denied(turn, self.commands)
             if text is not None:
                 return Reply(text, env.scope.id, "command", decision)
         return Reply(None, env.scope.id, "silent", decision)  # groups: silence, the audit log has it
@@ -255,15 +293,14 @@ class Gateway:
             platform=env.platform,
             extra={k: v for k, v in fields.items() if v is not None},
         )
-        return await self.services.transcripts.append(line)
+        return await self.transcripts.append(line)
 
     async def _run_agent(self, turn: Turn, on_delta: DeltaCallback | None, decision: Decision) -> Reply:
-        services = self.services
         env = turn.envelope
-        safety = services.safety if turn.safety is not None else None
+        safety = self.safety if turn.safety is not None else None
         agent = self.agents.agent(turn)  # built once per model, tools and guard; instructions per turn
-        run_config = RunConfig(tracing_disabled=not services.settings.llm.tracing)
-        session = services.sessions.get(env.scope.id)
+        run_config = RunConfig(tracing_disabled=not self.llm.tracing)
+        session = self.sessions.get(env.scope.id)
         text_in = _model_input(turn)  # the SDK hands it to the session, which knows it is there already
         try:
             if on_delta is None:
@@ -288,16 +325,16 @@ class Gateway:
             return Reply(text, env.scope.id, "guarded", decision)
         except Exception as exc:  # any provider failure becomes a clear reply, never a crash
             log.warning("model run failed for %s: %s", env.scope.id, _describe_error(exc))
-            services.audit.write(
+            self.audit.write(
                 "provider_error",
                 scope_id=env.scope.id,
-                provider=services.settings.llm.provider,
+                provider=self.llm.provider,
                 error=_describe_error(exc),
             )
             return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
         if not text:  # nothing readable came back (an empty or unparseable answer): say so, never "…"
             log.warning("model answered %s with no text", env.scope.id)
-            services.audit.write("provider_error", scope_id=env.scope.id, error="the answer had no text")
+            self.audit.write("provider_error", scope_id=env.scope.id, error="the answer had no text")
             return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
         if safety is not None:
             text = safety.final_text(turn, text)
@@ -320,7 +357,7 @@ class Gateway:
         """Wait for after-turn work and deliveries in flight (on shutdown, and in tests)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-        await self.services.delivery.drain()
+        await self.delivery.drain()
 
 
 def open_message(tail: list[TranscriptLine]) -> TranscriptLine | None:

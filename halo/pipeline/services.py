@@ -1,4 +1,8 @@
-"""The parts a turn may use, gathered by the composition root (halo/runtime/app.py)."""
+"""The composition root's inventory of the parts it built (halo/runtime/app.py).
+
+For the runtime itself, the CLI and the admin API. It is never handed to a turn, a command,
+a tool or the gateway: each of those is given exactly the parts it uses when it is built.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ if TYPE_CHECKING:
     from config.settings import Settings
     from halo.commands.builtin import CommandRegistry
     from halo.context.builder import ContextBuilder
+    from halo.context.graph import GraphRecall
+    from halo.context.recall import Recall
     from halo.family.db import HaloDB
     from halo.family.delivery import Delivery
     from halo.family.groups import GroupGuard
@@ -51,6 +57,8 @@ class Services:
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
     graph: GraphMemory | None = None  # graph memory (memory.graph); built even when off, so /status can say why
+    recall: Recall | None = None  # what a turn may search in the semantic index
+    graph_recall: GraphRecall | None = None  # the same for graph memory
 
     @property
     def family(self) -> Family:

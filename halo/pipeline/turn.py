@@ -1,7 +1,10 @@
 """The run context of one turn: what every command and tool is handed.
 
-Tools receive it through the Agents SDK's `RunContextWrapper[Turn]` and ask the policy
-themselves; nothing in a tool trusts the model to have respected a permission.
+A turn is the message and the one way to ask the policy about it (`decide`); nothing else.
+What a command or a tool needs besides (memory, the index, the audit log) it was given when
+the composition root built it. Tools receive the turn through the Agents SDK's
+`RunContextWrapper[Turn]` and ask the policy themselves; nothing in a tool trusts the model
+to have respected a permission.
 """
 
 from __future__ import annotations
@@ -9,24 +12,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from config.family import Member
+from config.family import Family, Member
 from halo.pipeline.envelope import Envelope, Scope
 
 if TYPE_CHECKING:
-    from halo.pipeline.services import Services
     from halo.safety.gate import SafetyState
-    from policy import Decision
+    from policy import Decision, PolicyEngine
 
 
 @dataclass(slots=True)
 class Turn:
     envelope: Envelope
-    services: Services
+    policy: PolicyEngine
     safety: SafetyState | None = None  # set for a child's turn (and the family group): see halo/safety
 
     @property
     def scope(self) -> Scope:
         return self.envelope.scope
+
+    @property
+    def family(self) -> Family:
+        """The live family (the policy is rebuilt when members change)."""
+        return self.policy.family
 
     @property
     def member(self) -> Member | None:
@@ -39,7 +46,7 @@ class Turn:
         from this turn's scope (`from_here=False` for questions about who the person is, such
         as administering halo, that must work from a suspended group too). `audit=False` for
         routine reads made on every turn (the scope's own memory), which would flood the log."""
-        return self.services.policy.decide(
+        return self.policy.decide(
             action,  # type: ignore[arg-type]
             principal=self.member,
             resource=self.scope if resource is None else resource,

@@ -12,40 +12,50 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from agents import Agent, Model, RunContextWrapper, Tool
+from agents import Agent, Model, ModelSettings, RunContextWrapper, Tool
 
 from halo.pipeline.turn import Turn
 from halo.tools.guarded import tool_class
 
 if TYPE_CHECKING:
-    from halo.pipeline.services import Services
+    from halo.context.builder import ContextBuilder
+    from halo.safety.gate import SafetyGate
+    from policy import PolicyEngine
 
 CACHE_SIZE = 1024
 
 
-async def _instructions(ctx: RunContextWrapper[Turn], agent: Agent[Turn]) -> str:
-    turn = ctx.context
-    return await turn.services.context.instructions(turn)
-
-
 class TurnAgents:
-    def __init__(self, services: Services) -> None:
-        self.services = services
+    def __init__(
+        self,
+        *,
+        context: ContextBuilder,
+        policy: PolicyEngine,
+        safety: SafetyGate,
+        model: Model | None,
+        model_settings: ModelSettings,
+        tools: list[Tool],
+    ) -> None:
+        self.context = context
+        self.policy = policy
+        self.safety = safety
+        self.model = model
+        self.model_settings = model_settings
+        self.tools = tools
         self._offered: OrderedDict[tuple[Any, ...], tuple[Tool, ...]] = OrderedDict()
         self._agents: OrderedDict[tuple[Any, ...], Agent[Turn]] = OrderedDict()
 
     def agent(self, turn: Turn) -> Agent[Turn]:
-        services = self.services
-        safety = services.safety if turn.safety is not None else None
-        model: Model | None = safety.model_for(turn, services.model) if safety else services.model
+        safety = self.safety if turn.safety is not None else None
+        model: Model | None = safety.model_for(turn, self.model) if safety else self.model
         tools = self.offered_tools(turn)
         key = (id(model), tuple(id(t) for t in tools), safety is not None)
         if (agent := _get(self._agents, key)) is None:
             agent = Agent[Turn](
                 name="halo",
-                instructions=_instructions,
+                instructions=self._instructions,
                 model=model,
-                model_settings=services.model_settings,
+                model_settings=self.model_settings,
                 tools=list(tools),
                 input_guardrails=[safety.input_guardrail()] if safety else [],
                 output_guardrails=[safety.output_guardrail()] if safety else [],
@@ -53,12 +63,15 @@ class TurnAgents:
             _put(self._agents, key, agent)
         return agent
 
+    async def _instructions(self, ctx: RunContextWrapper[Turn], agent: Agent[Turn]) -> str:
+        return await self.context.instructions(ctx.context)
+
     def offered_tools(self, turn: Turn) -> tuple[Tool, ...]:
         """Only the tools the policy would let this turn use: a refused tool is not even shown
         to the model (each tool still asks the policy itself when called)."""
-        policy = self.services.policy
+        policy = self.policy
         unknown_id = None if turn.member else turn.envelope.speaker.platform_user_id
-        tools = self.services.tools
+        tools = self.tools
         key = (
             policy.generation,
             turn.member.id if turn.member else None,

@@ -10,17 +10,16 @@ from datetime import timedelta
 from functools import partial
 from typing import Any
 
-from agents import Model
+from agents import Model, Tool
 
 from config.settings import Settings
-from halo.commands.builtin import BUILTIN_COMMANDS, CommandRegistry
-from halo.commands.memory import MEMORY_COMMANDS
+from halo.commands.builtin import CommandRegistry, builtin_commands
+from halo.commands.memory import memory_commands
+from halo.commands.memory_actions import MemoryActions
 from halo.context.builder import ContextBuilder, PersonaSource
-from halo.context.graph import FACTS_COMMAND, GraphFactsSource
-from halo.context.graph import facts as facts_tool
+from halo.context.graph import GraphRecall
 from halo.context.memory import MemorySource
-from halo.context.recall import RECALL_COMMAND, RecallSource, memory_files_in_context
-from halo.context.recall import recall as recall_tool
+from halo.context.recall import Recall, RecallSource, memory_files_in_context
 from halo.family.db import HaloDB
 from halo.family.delivery import Delivery
 from halo.family.groups import GroupGuard
@@ -35,6 +34,7 @@ from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.missed import CatchUp, MissedMessages
 from halo.pipeline.services import Services
 from halo.pipeline.turn import Turn
+from halo.pipeline.turn_agents import TurnAgents
 from halo.port import Adapter, PresenceCheck
 from halo.runtime.backups import BackupSchedule
 from halo.runtime.graph_wiring import build_graph
@@ -160,7 +160,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
     # safety alerts reach parents through the outbox: their web inbox and their other DMs
     notifier = Notifier(lambda: policy.family, delivery, audit)
-    safety = build_safety(settings, policy, notifier, audit, main_model)
+    safety = build_safety(settings, policy, notifier, audit, transcripts, main_model)
     # home events (issue 13): MQTT → observations → home rules → Delivery
     home = HomeEvents(
         settings.home_events,
@@ -170,52 +170,99 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         delivery,
         audit,
     )
+    sessions = TranscriptSessions(transcripts, settings.sessions.history_token_budget)
+    pairing = Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit)
+    groups = GroupGuard(db, policy, delivery, audit)
+    recall = Recall(semantic, audit)
+    graph_recall = GraphRecall(graph, audit)
+    memory_actions = MemoryActions(memory, audit)
+    context = ContextBuilder(
+        [
+            PersonaSource(paths.soul),
+            ProfileSource(),
+            MemorySource(paths, daily_section=daily_section),
+            RecallSource(recall, already_in_context=memory_files_in_context),
+            graph_recall.source(),
+        ]
+    )
+    commands = CommandRegistry(
+        [
+            *builtin_commands(
+                registry=lambda: commands,
+                llm=settings.llm,
+                sessions=sessions,
+                audit=audit,
+                pairing=pairing,
+                groups=groups,
+            ),
+            *memory_commands(memory_actions),
+            recall.command(),
+            graph_recall.command(),
+            *task_commands(tasks),
+            *home_commands(home),
+        ]
+    )
+    tools: list[Tool] = [
+        *default_tools(),
+        *memory_tools(memory_actions),
+        recall.tool(),
+        graph_recall.tool(),
+        *task_tools(tasks),
+    ]
+    settings_for_model = model_settings(settings.llm)
+    agents = TurnAgents(
+        context=context,
+        policy=policy,
+        safety=safety,
+        model=main_model,
+        model_settings=settings_for_model,
+        tools=tools,
+    )
+    gateway = Gateway(
+        policy=policy,
+        groups=groups,
+        pairing=pairing,
+        safety=safety,
+        commands=commands,
+        transcripts=transcripts,
+        sessions=sessions,
+        memory=memory,
+        delivery=delivery,
+        audit=audit,
+        llm=settings.llm,
+        agents=agents,
+    )
+    # what the runtime, the CLI and the admin API reach: the parts built here, never given to a turn
     services = Services(
         settings=settings,
         paths=paths,
         policy=policy,
         transcripts=transcripts,
-        sessions=TranscriptSessions(transcripts, settings.sessions.history_token_budget),
+        sessions=sessions,
         audit=audit,
-        context=ContextBuilder(
-            [
-                PersonaSource(paths.soul),
-                ProfileSource(),
-                MemorySource(paths, daily_section=daily_section),
-                RecallSource(already_in_context=memory_files_in_context),
-                GraphFactsSource(),
-            ]
-        ),
-        commands=CommandRegistry(
-            [
-                *BUILTIN_COMMANDS,
-                *MEMORY_COMMANDS,
-                RECALL_COMMAND,
-                FACTS_COMMAND,
-                *task_commands(tasks),
-                *home_commands(home),
-            ]
-        ),
+        context=context,
+        commands=commands,
         db=db,
         delivery=delivery,
-        pairing=Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit),
-        groups=GroupGuard(db, policy, delivery, audit),
+        pairing=pairing,
+        groups=groups,
         model=main_model,
-        model_settings=model_settings(settings.llm),
-        tools=[*default_tools(), *memory_tools(), recall_tool, facts_tool, *task_tools(tasks)],
+        model_settings=settings_for_model,
+        tools=tools,
         memory=memory,
         semantic=semantic,
         notifier=notifier,
         safety=safety,
         graph=graph,
+        recall=recall,
+        graph_recall=graph_recall,
     )
-    gateway = Gateway(services)
     gateway.answerers.append(
         StatusAnswers(
             tasks,
             paths,
             model=main_model,
-            model_settings=services.model_settings,
+            model_settings=settings_for_model,
             tracing=settings.llm.tracing,
             deadline_seconds=settings.llm.timeout_seconds,
         )
@@ -223,7 +270,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
     async def keep_session_in_budget(turn: Turn, reply: Reply) -> None:
         if reply.kind == "model":
-            await compact_if_needed(services.sessions, turn.scope.id, services.model, settings.llm.tracing)
+            await compact_if_needed(sessions, turn.scope.id, main_model, settings.llm.tracing)
 
     gateway.after_turn.append(keep_session_in_budget)
     gateway.after_turn.append(memory_after_turn(memory))
@@ -233,7 +280,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
     gateway.after_turn.append(index_later)
     admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
-    inbound = GatewayInbound(gateway, services.groups, services.commands, lambda: policy.family, delivery, admin_token)
+    inbound = GatewayInbound(gateway, groups, commands, lambda: policy.family, delivery, admin_token)
     adapters: list[Adapter] = [WebChatAdapter(inbound, db)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
@@ -251,7 +298,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         if adapter.platform != "mqtt":  # mqtt: home events in only; it sends nothing
             delivery.register(adapter.platform, adapter)
         if isinstance(adapter, PresenceCheck):
-            services.groups.register_presence(adapter.platform, adapter.still_in_chat)
+            groups.register_presence(adapter.platform, adapter.still_in_chat)
     digest = WorkDigest.from_family(lambda: policy.family, tasks, partial(delivery.send, kind="digest"))
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
     owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
@@ -285,7 +332,12 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
 
 def build_safety(
-    settings: Settings, policy: PolicyEngine, notifier: Notifier, audit: AuditLog, main_model: Model | None
+    settings: Settings,
+    policy: PolicyEngine,
+    notifier: Notifier,
+    audit: AuditLog,
+    transcripts: TranscriptStore,
+    main_model: Model | None,
 ) -> SafetyGate:
     """The child guardrails, with the cheap-tier classifier and per-profile models when a
     provider is configured (built now, so a bad model name fails at start-up)."""
@@ -303,7 +355,9 @@ def build_safety(
                     models[profile.model] = built
     # the classifier gets a third of the reply deadline (input and output each), the model the rest
     classify_within = llm.reply_deadline_seconds / 3
-    return SafetyGate(policy, notifier, audit, classifier=classifier, models=models, classify_within=classify_within)
+    return SafetyGate(
+        policy, notifier, audit, transcripts, classifier=classifier, models=models, classify_within=classify_within
+    )
 
 
 def _extraction_model(settings: Settings, override: Model | None, main: Model | None) -> Model | None:

@@ -33,7 +33,7 @@ from halo.safety.profiles import TurnProfile, parents_may_read, turn_profile
 from halo.safety.screen import LOW, Assessment, screen, stricter
 from halo.safety.topics import blocked_topic
 from policy import PolicyEngine
-from transcripts import AuditLog, TranscriptLine
+from transcripts import AuditLog, TranscriptLine, TranscriptStore
 
 if TYPE_CHECKING:
     from halo.pipeline.turn import Turn
@@ -65,6 +65,7 @@ class SafetyGate:
         policy: PolicyEngine,
         notifier: Notifier,
         audit: AuditLog,
+        transcripts: TranscriptStore,
         *,
         classifier: RiskClassifier | None = None,
         models: dict[str, Model] | None = None,
@@ -73,6 +74,7 @@ class SafetyGate:
         self.policy = policy
         self.notifier = notifier
         self.audit = audit
+        self.transcripts = transcripts  # a safety event goes into the child's transcript
         self.classifier = classifier
         self.models = models or {}  # profile model key → a model other than the main one
         # a share of the reply deadline: past it the built-in screen decides alone
@@ -283,7 +285,7 @@ class SafetyGate:
                 )
                 continue
             state.notified.append(parent.id)
-        await turn.services.transcripts.append(
+        await self.transcripts.append(
             _event_line(
                 turn,
                 f"safety: {found.level} risk ({replies.label(found.category)}); parents told: "

@@ -6,32 +6,30 @@ from __future__ import annotations
 
 from agents import FunctionTool, RunContextWrapper
 
-from halo.commands import memory_actions
+from halo.commands.memory_actions import MemoryActions
 from halo.pipeline.turn import Turn
 from halo.tools.guarded import guarded_tool
 
 
-@guarded_tool()
-async def remember(ctx: RunContextWrapper[Turn], fact: str) -> str:
-    """Keep a lasting fact in this chat's memory, in the person's words (e.g. "my shoe size is 38").
+def memory_tools(actions: MemoryActions) -> list[FunctionTool]:
+    @guarded_tool()
+    async def remember(ctx: RunContextWrapper[Turn], fact: str) -> str:
+        """Keep a lasting fact in this chat's memory, in the person's words (e.g. "my shoe size is 38").
 
-    Use it when someone asks you to remember something or states a lasting preference.
+        Use it when someone asks you to remember something or states a lasting preference.
 
-    Args:
-        fact: the fact, one sentence.
-    """
-    return await memory_actions.remember(ctx.context, fact)
+        Args:
+            fact: the fact, one sentence.
+        """
+        return await actions.remember(ctx.context, fact)
 
+    @guarded_tool()
+    async def share(ctx: RunContextWrapper[Turn], text: str) -> str:
+        """Share something from this private chat with the parents group, only when the person asks.
 
-@guarded_tool()
-async def share(ctx: RunContextWrapper[Turn], text: str) -> str:
-    """Share something from this private chat with the parents group, only when the person asks.
+        Args:
+            text: what to share, one or two sentences.
+        """
+        return await actions.share(ctx.context, text)
 
-    Args:
-        text: what to share, one or two sentences.
-    """
-    return await memory_actions.share(ctx.context, text)
-
-
-def memory_tools() -> list[FunctionTool]:
     return [remember, share]

@@ -176,7 +176,7 @@ def rules_answer(facts: StatusFacts) -> str:
 
 def readable_work_scopes(turn: Turn, candidates: set[str]) -> list[Scope]:
     """The work scopes this turn may read, decided by the policy in code."""
-    family = turn.services.family
+    family = turn.family
     allowed = []
     for scope_id in sorted(candidates | {f"discord:{c}" for c in family.work.discord_channel_ids}):
         try:
