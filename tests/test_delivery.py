@@ -100,6 +100,7 @@ async def test_a_later_message_waits_while_an_earlier_one_is_retried(home, fake_
     await eventually(lambda: sent_rows(halo, DAD), what="the one to dad")
     assert [m["text"] for m in tg.sent(1002)] == ["first", "second", "third"]
     assert [m["text"] for m in tg.sent(1001)] == ["to dad"]
+    assert delivery.status() == await delivery.store.counts() == {"pending": 0, "sent": 4, "failed": 0}
 
 
 async def test_a_blocked_bot_is_recorded_and_the_next_message_goes(home, fake_llm, tg, started):

@@ -64,7 +64,9 @@ class Delivery:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self.clock = clock
-        self.counts = {"pending": 0, "sent": 0, "failed": 0}
+        self.counts = {"pending": 0, "sent": 0, "failed": 0}  # kept as rows change (read once, at first use)
+        self._counted = False
+        self._clear: set[str] = set()  # scopes with nothing pending, as far as this run has seen
         self._adapters: dict[str, Adapter] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._flushing: dict[str, asyncio.Task[None]] = {}
@@ -104,7 +106,8 @@ class Delivery:
     ) -> str:
         """Queue one message; returns its id once the row is committed and the first attempt
         was made (when the scope has nothing older waiting and its adapter is registered)."""
-        message_id = await self.store.add(
+        await self._count_once()
+        row = await self.store.add(
             scope_id,
             text,
             kind=kind,
@@ -114,9 +117,24 @@ class Delivery:
             batch=batch,
             now=self.clock(),
         )
+        self.counts["pending"] += 1
         self._ensure_worker()
+        lock = self._locks.setdefault(scope_id, asyncio.Lock())
+        adapter = self._adapters.get(platform_of(scope_id))
+        if scope_id in self._clear and adapter is not None and not lock.locked():
+            # nothing older waits in this scope: try the row in hand, without reading it back
+            async with lock:
+                self._clear.discard(scope_id)
+                if await self._attempt(adapter, row):
+                    self._clear.add(scope_id)
+            return row.message.id
         await self._flush(scope_id)
-        return message_id
+        return row.message.id
+
+    async def _count_once(self) -> None:
+        if not self._counted:
+            self._counted = True
+            self.counts = await self.store.counts()
 
     async def to_member(self, member_id: str, text: str, kind: OutboundKind = "notice") -> list[str]:
         """Send to every chat-app DM of one member that halo runs; returns the scope ids."""
@@ -146,15 +164,17 @@ class Delivery:
 
     async def _flush(self, scope_id: str) -> None:
         """Deliver the scope's due messages oldest first; stop at one that has to wait."""
+        await self._count_once()
         lock = self._locks.setdefault(scope_id, asyncio.Lock())
         async with lock:
+            self._clear.discard(scope_id)
             while (row := await self.store.oldest_pending(scope_id)) is not None:
                 adapter = self._adapters.get(platform_of(scope_id))
                 if adapter is None or row.next_attempt_at > self.clock():
-                    break
+                    return
                 if not await self._attempt(adapter, row):
-                    break
-            self.counts = await self.store.counts()
+                    return
+            self._clear.add(scope_id)
 
     async def _attempt(self, adapter: Adapter, row: Row) -> bool:
         """One try. False when the message has to wait for a retry."""
@@ -172,6 +192,7 @@ class Delivery:
             await self._retry_later(row, f"{type(exc).__name__}: {exc}", None)
             return False
         await self.store.sent(message.id)
+        self._counted_move("sent")
         await self._record(row)
         if message.kind == "alert" and self.audit is not None:
             self.audit.write("notification_delivered", notification_id=row.batch, scope_id=message.scope_id)
@@ -189,8 +210,13 @@ class Delivery:
         await self.store.retry_at(row.message.id, self.clock() + timedelta(seconds=pause), error)
         self._wake.set()
 
+    def _counted_move(self, to: str) -> None:
+        self.counts["pending"] = max(self.counts["pending"] - 1, 0)
+        self.counts[to] += 1
+
     async def _give_up(self, row: Row, error: str) -> None:
         await self.store.failed(row.message.id, error)
+        self._counted_move("failed")
         log.warning("a message to %s was refused for good, kept as failed: %s", row.message.scope_id, error)
         if self.audit is not None:
             self.audit.write(

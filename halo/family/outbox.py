@@ -95,10 +95,11 @@ class OutboxStore:
         about: str | None = None,
         batch: str | None = None,
         now: datetime,
-    ) -> str:
+    ) -> Row:
+        """The new pending row, committed."""
         message_id = uuid.uuid4().hex
         async with self.db.write(metadata) as conn:
-            await conn.execute(
+            inserted = await conn.execute(
                 outbox_table.insert().values(
                     id=message_id,
                     scope_id=scope_id,
@@ -114,7 +115,17 @@ class OutboxStore:
                     state="pending",
                 )
             )
-        return message_id
+        message = Outbound(
+            message_id,
+            scope_id,
+            text,
+            kind=kind,
+            reply_to=reply_to,
+            in_reply_to_envelope=in_reply_to_envelope,
+            created_at=now,
+        )
+        seq = inserted.inserted_primary_key[0] if inserted.inserted_primary_key else 0
+        return Row(int(seq), message, 0, now, "pending", about, batch)
 
     async def oldest_pending(self, scope_id: str) -> Row | None:
         async with self.db.read(metadata) as conn:
