@@ -79,6 +79,12 @@ class DiscordSettings(BaseModel):
         default=None, description="a stand-in Discord REST API (tests only), e.g. http://127.0.0.1:9000/api/v10"
     )
     gateway_url: str | None = Field(default=None, description="a stand-in Discord gateway (tests only), ws://…")
+    guild_ready_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="how long discord.py waits after the last server arrives before halo is ready (its default)",
+    )
 
 
 DEFAULT_MQTT_TOPICS = [

@@ -28,7 +28,10 @@ PRIYA = 2001
 
 
 def discord_yaml(fake: FakeDiscord) -> str:
-    return f"discord:\n  token: {TOKEN!r}\n  api_base_url: {fake.api_base_url!r}\n  gateway_url: {fake.gateway_url!r}\n"
+    return (
+        f"discord:\n  token: {TOKEN!r}\n  api_base_url: {fake.api_base_url!r}\n  gateway_url: {fake.gateway_url!r}\n"
+        "  guild_ready_seconds: 0.05\n"  # the stand-in sends its one server at once: no need to wait 2 s for more
+    )
 
 
 def adapter_of(halo: Halo) -> DiscordAdapter:

@@ -70,7 +70,11 @@ class _Client(discord.Client):
         intents.guild_messages = True
         intents.dm_messages = True
         intents.message_content = True
-        super().__init__(intents=intents, allowed_mentions=discord.AllowedMentions.none())
+        super().__init__(
+            intents=intents,
+            allowed_mentions=discord.AllowedMentions.none(),
+            guild_ready_timeout=adapter.settings.guild_ready_seconds,
+        )
         self.adapter = adapter
 
     async def on_ready(self) -> None:
