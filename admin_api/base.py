@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from halo.family.scope_admin import known_scope_ids, parse_scope_id
+from halo.family.scope_admin import parse_scope_id
 from halo.http_body import BadBody
 from halo.pipeline.envelope import Scope
 from halo.pipeline.scopes import UnknownScopeError
@@ -96,12 +96,12 @@ async def known_scope(request: web.Request, scope_id: str | None) -> Scope:
     """The scope a request names: 400 when the id cannot be a scope, 404 when halo has nothing of it."""
     if scope_id is None:
         raise ApiError(400, "scopeId is required, e.g. scopeId=telegram:123456")
-    services = halo_of(request).services
+    scopes = halo_of(request).scope_admin
     try:
-        scope = parse_scope_id(services.family, scope_id)
+        scope = parse_scope_id(scopes.family(), scope_id)
     except UnknownScopeError as exc:
         raise ApiError(400, str(exc)) from None
-    if scope.id not in await known_scope_ids(services):
+    if scope.id not in await scopes.known_scope_ids():
         raise ApiError(404, f"no scope {scope.id!r}: halo has no session, transcript or memory for it")
     return scope
 

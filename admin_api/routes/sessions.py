@@ -9,26 +9,25 @@ from aiohttp import web
 from admin_api.base import ApiError, halo_of, path_scope
 from admin_api.guards import actor
 from admin_api.routes import Route
-from halo.family.scope_admin import active_scope_ids, clear_session, purge_scope, scope_summaries
 from memory.distill import DistillResult
 from memory.service import DistillationDisabled
 
 
 async def sessions(request: web.Request) -> web.Response:
     """Every scope with a stored session or a transcript, as scope id strings."""
-    return web.json_response(await active_scope_ids(halo_of(request).services))
+    return web.json_response(await halo_of(request).scope_admin.active_scope_ids())
 
 
 async def sessions_with_counts(request: web.Request) -> web.Response:
     services = halo_of(request).services
     counts = await services.sessions.item_counts()
-    ids = await active_scope_ids(services)
+    ids = await halo_of(request).scope_admin.active_scope_ids()
     return web.json_response([{"scopeId": scope_id, "itemCount": counts.get(scope_id, 0)} for scope_id in ids])
 
 
 async def scopes(request: web.Request) -> web.Response:
     """Configured and active scopes with counts and last activity: the dashboard's list."""
-    summaries = await scope_summaries(halo_of(request).services)
+    summaries = await halo_of(request).scope_admin.scope_summaries()
     return web.json_response(
         [
             {
@@ -51,7 +50,7 @@ async def clear(request: web.Request) -> web.Response:
     scope = await path_scope(request)
     halo = halo_of(request)
     async with halo.gateway.scope_lock(scope.id):
-        removed = await clear_session(halo.services, scope.id, actor=actor(request))
+        removed = await halo.scope_admin.clear_session(scope.id, actor=actor(request))
     return web.json_response({"scopeId": scope.id, "cleared": True, "itemsRemoved": removed})
 
 
@@ -92,7 +91,7 @@ async def purge(request: web.Request) -> web.Response:
     scope = await path_scope(request)
     halo = halo_of(request)
     async with halo.gateway.scope_lock(scope.id):
-        result = await purge_scope(halo.services, scope.id, actor=actor(request))
+        result = await halo.scope_admin.purge_scope(scope.id, actor=actor(request))
     return web.json_response(
         {
             "scopeId": scope.id,

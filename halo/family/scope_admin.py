@@ -13,14 +13,23 @@ import json
 import logging
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from config.family import Family
 from halo.pipeline.envelope import Scope
 from halo.pipeline.scopes import UnknownScopeError, member_scopes, resolve_scope
-from halo.pipeline.services import Services
+
+if TYPE_CHECKING:
+    from config.paths import HaloPaths
+    from memory.graph.service import GraphMemory
+    from memory.semantic import SemanticMemory
+    from memory.service import MemoryService
+    from transcripts import AuditLog, TranscriptStore
+    from transcripts.session import TranscriptSessions
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +69,6 @@ def parse_scope_id(family: Family, scope_id: str) -> Scope:
     return resolve_scope(family, scope_id)
 
 
-async def active_scope_ids(services: Services) -> list[str]:
-    """Scopes with a stored session or a transcript: what `/sessions` lists."""
-    counts = await services.sessions.item_counts()
-    found = set(counts) | set(await asyncio.to_thread(services.transcripts.scope_ids))
-    return sorted(found)
-
-
 def _memory_scope_ids(scopes_root: Path) -> set[str]:
     """Scopes that have only a memory folder left; `scope.json` names them (ARCHITECTURE §4)."""
     found: set[str] = set()
@@ -85,80 +87,107 @@ def _memory_scope_ids(scopes_root: Path) -> set[str]:
     return found
 
 
-async def known_scope_ids(services: Services) -> set[str]:
-    """Every scope halo has something about, or that halo.yaml names."""
-    configured = {scope.id for scope in member_scopes(services.family)}
-    on_disk = await asyncio.to_thread(_memory_scope_ids, services.paths.scopes)
-    return set(await active_scope_ids(services)) | configured | on_disk
+class ScopeAdmin:
+    """Look at, clear and purge whole scopes, over exactly the stores a scope lives in."""
 
+    def __init__(
+        self,
+        *,
+        sessions: TranscriptSessions,
+        transcripts: TranscriptStore,
+        memory: MemoryService,
+        semantic: SemanticMemory,
+        graph: GraphMemory | None,
+        paths: HaloPaths,
+        audit: AuditLog,
+        family: Callable[[], Family],
+    ) -> None:
+        self.sessions = sessions
+        self.transcripts = transcripts
+        self.memory = memory
+        self.semantic = semantic
+        self.graph = graph
+        self.paths = paths
+        self.audit = audit
+        self.family = family  # live: members change while halo runs
 
-async def scope_summaries(services: Services) -> list[ScopeSummary]:
-    """Configured and active scopes with their counts and last activity, configured first."""
-    family = services.family
-    configured = {scope.id: scope for scope in member_scopes(family)}
-    counts = await services.sessions.item_counts()
-    ids = set(configured) | set(await active_scope_ids(services))
+    async def active_scope_ids(self) -> list[str]:
+        """Scopes with a stored session or a transcript: what `/sessions` lists."""
+        counts = await self.sessions.item_counts()
+        found = set(counts) | set(await asyncio.to_thread(self.transcripts.scope_ids))
+        return sorted(found)
 
-    def gather() -> list[ScopeSummary]:
-        summaries = []
-        for scope_id in ids:
-            try:
-                scope = configured.get(scope_id) or resolve_scope(family, scope_id)
-            except UnknownScopeError:
-                log.warning("skipping unparseable scope id %r found in the store", scope_id)
-                continue
-            last = services.transcripts.tail(scope_id, 1)
-            summaries.append(
-                ScopeSummary(
-                    scope=scope,
-                    item_count=counts.get(scope_id, 0),
-                    transcript_lines=services.transcripts.count(scope_id),
-                    last_activity=last[0].ts if last else None,
-                    has_memory=services.memory.memory_path(scope_id).is_file(),
-                    configured=scope_id in configured,
+    async def known_scope_ids(self) -> set[str]:
+        """Every scope halo has something about, or that halo.yaml names."""
+        configured = {scope.id for scope in member_scopes(self.family())}
+        on_disk = await asyncio.to_thread(_memory_scope_ids, self.paths.scopes)
+        return set(await self.active_scope_ids()) | configured | on_disk
+
+    async def scope_summaries(self) -> list[ScopeSummary]:
+        """Configured and active scopes with their counts and last activity, configured first."""
+        family = self.family()
+        configured = {scope.id: scope for scope in member_scopes(family)}
+        counts = await self.sessions.item_counts()
+        ids = set(configured) | set(await self.active_scope_ids())
+
+        def gather() -> list[ScopeSummary]:
+            summaries = []
+            for scope_id in ids:
+                try:
+                    scope = configured.get(scope_id) or resolve_scope(family, scope_id)
+                except UnknownScopeError:
+                    log.warning("skipping unparseable scope id %r found in the store", scope_id)
+                    continue
+                last = self.transcripts.tail(scope_id, 1)
+                summaries.append(
+                    ScopeSummary(
+                        scope=scope,
+                        item_count=counts.get(scope_id, 0),
+                        transcript_lines=self.transcripts.count(scope_id),
+                        last_activity=last[0].ts if last else None,
+                        has_memory=self.memory.memory_path(scope_id).is_file(),
+                        configured=scope_id in configured,
+                    )
                 )
-            )
+            return summaries
+
+        summaries = await asyncio.to_thread(gather)
+        summaries.sort(key=lambda s: (not s.configured, s.scope.id))
         return summaries
 
-    summaries = await asyncio.to_thread(gather)
-    summaries.sort(key=lambda s: (not s.configured, s.scope.id))
-    return summaries
+    async def clear_session(self, scope_id: str, *, actor: str) -> int:
+        """Forget the derived session (the model's history); the transcript stays. Returns items removed."""
+        removed = len(await self.sessions.all_items(scope_id))
+        await self.sessions.clear(scope_id, why=f"session cleared by {actor}")
+        self.audit.write("admin_clear", scope_id=scope_id, actor=actor, items_removed=removed)
+        return removed
 
+    async def purge_scope(self, scope_id: str, *, actor: str) -> PurgeResult:
+        """Delete the scope's session, transcript, memory folder and index. Final: callers must have
+        asked for explicit confirmation, and should hold the gateway's scope lock.
 
-async def clear_session(services: Services, scope_id: str, *, actor: str) -> int:
-    """Forget the derived session (the model's history); the transcript stays. Returns items removed."""
-    removed = len(await services.sessions.all_items(scope_id))
-    await services.sessions.clear(scope_id, why=f"session cleared by {actor}")
-    services.audit.write("admin_clear", scope_id=scope_id, actor=actor, items_removed=removed)
-    return removed
-
-
-async def purge_scope(services: Services, scope_id: str, *, actor: str) -> PurgeResult:
-    """Delete the scope's session, transcript, memory folder and index. Final: callers must have
-    asked for explicit confirmation, and should hold the gateway's scope lock.
-
-    The transcript goes before memory's state: a distillation running meanwhile then finds
-    nothing to read, and the watermark it leaves is deleted with the rest, so the next
-    transcript of this scope is distilled from its start. The index is closed after that (a
-    distillation asks for a sync) and is not rebuilt until the scope is active again."""
-    items = len(await services.sessions.all_items(scope_id))
-    transcript = await services.transcripts.purge(scope_id)
-    memory_files = await services.memory.purge(scope_id)  # its files and its state in halo.db
-    await services.semantic.forget_scope(scope_id)
-    graph = services.graph is not None and await services.graph.purge(scope_id)  # its group's whole graph
-    folder = await asyncio.to_thread(_remove_tree, services.paths.scope_dir(scope_id))
-    memory = memory_files or folder
-    outcome = PurgeResult(scope_id, items, transcript, memory)
-    services.audit.write(
-        "admin_purge",
-        scope_id=scope_id,
-        actor=actor,
-        session_items=items,
-        transcript=transcript,
-        memory=memory,
-        graph=graph,
-    )
-    return outcome
+        The transcript goes before memory's state: a distillation running meanwhile then finds
+        nothing to read, and the watermark it leaves is deleted with the rest, so the next
+        transcript of this scope is distilled from its start. The index is closed after that (a
+        distillation asks for a sync) and is not rebuilt until the scope is active again."""
+        items = len(await self.sessions.all_items(scope_id))
+        transcript = await self.transcripts.purge(scope_id)
+        memory_files = await self.memory.purge(scope_id)  # its files and its state in halo.db
+        await self.semantic.forget_scope(scope_id)
+        graph = self.graph is not None and await self.graph.purge(scope_id)  # its group's whole graph
+        folder = await asyncio.to_thread(_remove_tree, self.paths.scope_dir(scope_id))
+        memory = memory_files or folder
+        outcome = PurgeResult(scope_id, items, transcript, memory)
+        self.audit.write(
+            "admin_purge",
+            scope_id=scope_id,
+            actor=actor,
+            session_items=items,
+            transcript=transcript,
+            memory=memory,
+            graph=graph,
+        )
+        return outcome
 
 
 def _remove_tree(folder: Path) -> bool:

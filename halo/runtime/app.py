@@ -25,6 +25,7 @@ from halo.family.delivery import Delivery
 from halo.family.groups import GroupGuard
 from halo.family.members import FamilyEditor
 from halo.family.pairing import Pairing
+from halo.family.scope_admin import ScopeAdmin
 from halo.home.commands import home_commands
 from halo.home.events import HomeEvents
 from halo.home.store import HomeStore
@@ -79,6 +80,7 @@ class Halo:
     backups: BackupSchedule | None = None  # backups.schedule, when set
     tasks: TaskStore | None = None  # the work task list (GET /tasks, the dashboard's Tasks panel)
     digest: WorkDigest | None = None  # work.digest's schedule, when configured
+    scope_admin: ScopeAdmin = field(kw_only=True)  # look at, clear and purge whole scopes (admin API)
     missed: MissedMessages | None = None  # messages a crash left unanswered, caught up on start
     catching_up: asyncio.Task[CatchUp] | None = None
 
@@ -316,11 +318,22 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         answer_within=timedelta(minutes=settings.sessions.answer_missed_minutes),
         apologise_within=timedelta(hours=settings.sessions.apologise_missed_hours),
     )
+    scope_admin = ScopeAdmin(
+        sessions=sessions,
+        transcripts=transcripts,
+        memory=memory,
+        semantic=semantic,
+        graph=graph,
+        paths=paths,
+        audit=audit,
+        family=lambda: policy.family,
+    )
     return Halo(
         settings,
         services,
         gateway,
         inbound,
+        scope_admin=scope_admin,
         missed=missed,
         adapters=adapters,
         owned_models=owned,
