@@ -1,0 +1,186 @@
+"""Fetch a web page for the model: an "outward" tool, so the policy decides who gets it (no
+young child does; see policy/family.cedar), and the tool asks again when it is called.
+
+A page on the family's own network must stay out of reach, whatever the model is talked into:
+only http(s); the host is resolved first and every address it resolves to must be a public
+one; the connection then goes to exactly the addresses that were checked (no second DNS
+lookup that could answer differently), and each redirect is checked the same way. The body is
+read up to a cap, within a time limit, and only text comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+from agents import FunctionTool, RunContextWrapper
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from halo.pipeline.turn import Turn
+from halo.tools.guarded import guarded_tool
+
+MAX_BYTES = 1_000_000
+MAX_CHARS = 6_000  # what the model is given of a page
+MAX_REDIRECTS = 5
+TIMEOUT_SECONDS = 10.0
+TEXT_TYPES = ("text/html", "text/plain", "application/xhtml+xml")
+
+# Whether a connection to this address and port may be made; the default allows public
+# addresses only. Tests pass a rule that also allows their own server on 127.0.0.1.
+AddressRule = Callable[[ipaddress.IPv4Address | ipaddress.IPv6Address, int], bool]
+
+
+def public_only(address: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_global and not address.is_multicast
+
+
+class Refused(Exception):
+    """The page may not be fetched; the message says why, in words for the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    url: str
+    title: str
+    text: str
+    truncated: bool
+
+
+class _Pinned(AbstractResolver):
+    """Answers for one host with the addresses already checked, and for nothing else."""
+
+    def __init__(self, host: str, addresses: list[str]) -> None:
+        self.host = host
+        self.addresses = addresses
+
+    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[ResolveResult]:
+        if host != self.host:
+            raise OSError(f"unexpected host {host!r}")
+        return [
+            ResolveResult(
+                hostname=host,
+                host=address,
+                port=port,
+                family=socket.AF_INET6 if ":" in address else socket.AF_INET,
+                proto=0,
+                flags=socket.AI_NUMERICHOST,
+            )
+            for address in self.addresses
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+class PageFetcher:
+    def __init__(self, allowed: AddressRule = public_only, *, timeout: float = TIMEOUT_SECONDS) -> None:
+        self.allowed = allowed
+        self.timeout = timeout
+
+    async def fetch(self, url: str) -> Page:
+        async with asyncio.timeout(self.timeout):
+            for _ in range(MAX_REDIRECTS + 1):
+                host, _, addresses = await self._checked(url)
+                connector = aiohttp.TCPConnector(resolver=_Pinned(host, addresses), use_dns_cache=False)
+                async with (
+                    aiohttp.ClientSession(connector=connector) as http,
+                    http.get(url, allow_redirects=False, headers={"User-Agent": "halo (family assistant)"}) as resp,
+                ):
+                    if resp.status in (301, 302, 303, 307, 308) and "Location" in resp.headers:
+                        url = urljoin(url, resp.headers["Location"])
+                        continue
+                    if resp.status >= 400:
+                        raise Refused(f"the site answered {resp.status}")
+                    kind = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
+                    if kind not in TEXT_TYPES:
+                        raise Refused(f"that is not a text page ({kind or 'no content type'})")
+                    body = await resp.content.read(MAX_BYTES + 1)
+                    text = body[:MAX_BYTES].decode(resp.charset or "utf-8", errors="replace")
+                    title, words = _html_text(text) if "html" in kind else ("", text)
+                    words = " ".join(words.split())
+                    cut = len(body) > MAX_BYTES or len(words) > MAX_CHARS
+                    return Page(url, title, words[:MAX_CHARS], cut)
+            raise Refused(f"more than {MAX_REDIRECTS} redirects")
+
+    async def _checked(self, url: str) -> tuple[str, int, list[str]]:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise Refused("only http and https addresses can be fetched")
+        host = parts.hostname
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise Refused("the address has a bad port") from None
+        try:
+            found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError:
+            raise Refused(f"{host} could not be found") from None
+        addresses = sorted({str(info[4][0]) for info in found})
+        for address in addresses:
+            if not self.allowed(ipaddress.ip_address(address.split("%", 1)[0]), port):
+                raise Refused(f"{host} is on a private or local network, which I may not reach")
+        return host, port, addresses
+
+
+class _Text(HTMLParser):
+    SKIP = frozenset({"script", "style", "noscript", "template", "svg"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.title: list[str] = []
+        self._skipping = 0
+        self._in_title = False
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag in self.SKIP:
+            self._skipping += 1
+        self._in_title = tag == "title"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.SKIP and self._skipping:
+            self._skipping -= 1
+        if tag == "title":
+            self._in_title = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.title.append(data)
+        elif not self._skipping:
+            self.parts.append(data)
+
+
+def _html_text(html: str) -> tuple[str, str]:
+    parser = _Text()
+    parser.feed(html)
+    parser.close()
+    return " ".join("".join(parser.title).split()), " ".join(parser.parts)
+
+
+def web_tools(fetcher: PageFetcher) -> list[FunctionTool]:
+    @guarded_tool("outward")
+    async def fetch_page(ctx: RunContextWrapper[Turn], url: str) -> str:
+        """Read a public web page (http or https) and return its text, to answer from it.
+
+        Args:
+            url: the page's full address.
+        """
+        try:
+            page = await fetcher.fetch(url)
+        except Refused as exc:
+            return f"Could not fetch {url}: {exc}."
+        except (TimeoutError, aiohttp.ClientError, UnicodeError) as exc:
+            return f"Could not fetch {url}: {type(exc).__name__}."
+        more = " (cut short)" if page.truncated else ""
+        return f"{page.title}\n{page.url}{more}\n\n{page.text}".strip()
+
+    return [fetch_page]

@@ -1,0 +1,146 @@
+"""The fetch_page tool: public pages only, checked on every hop, and only for whom the policy
+allows ("outward" tools: no young child). A real aiohttp site on 127.0.0.1 stands in for the
+web; the fetcher is given a rule that lets it reach that one server and nothing else private."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from config.loader import load_settings
+from halo.tools.web import PageFetcher, Refused
+from tests.conftest import FAMILY_YAML, llm_yaml, write_home
+from tests.fakes.llm_server import FakeOpenAI, ToolCall
+
+LETTER = """<html><head><title>Oak School: trip letter</title><script>var secret = 1;</script></head>
+<body><h1>Year 4 trip</h1><p>The school trip to the science museum is on Friday 4 December.</p>
+<style>p {color: red}</style></body></html>"""
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[TestServer]:
+    async def letter(request: web.Request) -> web.Response:
+        return web.Response(text=LETTER, content_type="text/html")
+
+    async def to_metadata(request: web.Request) -> web.Response:
+        raise web.HTTPFound("http://169.254.169.254/latest/meta-data/")
+
+    async def to_other_port(request: web.Request) -> web.Response:
+        raise web.HTTPFound(f"http://127.0.0.1:{request.url.port + 1}/")
+
+    async def to_letter(request: web.Request) -> web.Response:
+        raise web.HTTPFound("/letter")
+
+    async def binary(request: web.Request) -> web.Response:
+        return web.Response(body=b"\x00\x01", content_type="application/octet-stream")
+
+    async def big(request: web.Request) -> web.Response:
+        return web.Response(text="word " * 400_000, content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/letter", letter)
+    app.router.add_get("/to-metadata", to_metadata)
+    app.router.add_get("/to-other-port", to_other_port)
+    app.router.add_get("/to-letter", to_letter)
+    app.router.add_get("/binary", binary)
+    app.router.add_get("/big", big)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    yield server
+    await server.close()
+
+
+def only(server: TestServer) -> PageFetcher:
+    """Public addresses, and this one test server: everything else private stays refused."""
+
+    def rule(address: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) -> bool:
+        return (str(address), port) == ("127.0.0.1", server.port) or address.is_global
+
+    return PageFetcher(rule)
+
+
+async def test_a_page_comes_back_as_its_text_with_its_title(site: TestServer) -> None:
+    page = await only(site).fetch(f"http://127.0.0.1:{site.port}/to-letter")
+    assert page.title == "Oak School: trip letter"
+    assert "science museum is on Friday 4 December" in page.text
+    assert "secret" not in page.text and "color" not in page.text  # no script, no style
+    assert page.url.endswith("/letter") and not page.truncated
+
+
+async def test_a_big_page_is_cut_and_says_so(site: TestServer) -> None:
+    page = await only(site).fetch(f"http://127.0.0.1:{site.port}/big")
+    assert page.truncated and len(page.text) <= 6000
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/to-metadata", "private or local network"),  # a redirect to the cloud metadata address
+        ("/to-other-port", "private or local network"),  # a redirect to another local service
+        ("/binary", "not a text page"),
+    ],
+)
+async def test_redirects_and_bodies_are_checked_on_every_hop(site: TestServer, path: str, why: str) -> None:
+    with pytest.raises(Refused, match=why):
+        await only(site).fetch(f"http://127.0.0.1:{site.port}{path}")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}/letter",
+        "http://localhost:{port}/letter",  # a name that resolves to loopback
+        "http://[::1]:{port}/letter",
+        "http://10.0.0.1/",
+        "http://192.168.1.1/admin",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::ffff:127.0.0.1]:{port}/letter",
+        "http://0.0.0.0:{port}/",
+    ],
+)
+async def test_private_loopback_and_link_local_addresses_are_refused(site: TestServer, url: str) -> None:
+    with pytest.raises(Refused, match="private or local network"):
+        await PageFetcher().fetch(url.format(port=site.port))
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.org/", "gopher://x/", "http:///nohost"])
+async def test_only_http_and_https_are_fetched(url: str) -> None:
+    with pytest.raises(Refused, match="only http and https"):
+        await PageFetcher().fetch(url)
+
+
+FAMILY_WITH_TARA_ON_WEB = FAMILY_YAML.replace(
+    "{id: tara,  name: Tara,  role: child, age_group: young_child, telegram_user_id: 1004}",
+    "{id: tara,  name: Tara,  role: child, age_group: young_child, telegram_user_id: 1004, web_token: tara-token}",
+)
+
+
+async def test_the_policy_decides_who_may_fetch_and_the_address_check_holds_inside_a_turn(
+    home: Path, fake_llm: FakeOpenAI, site: TestServer, serve_halo
+) -> None:
+    assert "tara-token" in FAMILY_WITH_TARA_ON_WEB
+    write_home(home, llm_yaml(fake_llm), family=FAMILY_WITH_TARA_ON_WEB)
+    running = await serve_halo(load_settings(home))
+    local = f"http://127.0.0.1:{site.port}/letter"
+
+    fake_llm.tool_calls(ToolCall("fetch_page", {"url": local}))
+    fake_llm.reply("I could not read that page.")
+    status, body = await running.chat(f"What does {local} say?", token="mom-token")
+    assert status == 200 and body["reply"] == "I could not read that page."
+    offered = [t["function"]["name"] for t in fake_llm.model_requests[0].json.get("tools", [])]
+    assert "fetch_page" in offered  # a parent may reach the web...
+    tool_output = fake_llm.prompt_text(fake_llm.model_requests[1])
+    assert "private or local network" in tool_output and "science museum" not in tool_output  # ...not the LAN
+
+    fake_llm.reply("Let's ask a grown-up.")
+    before = len(fake_llm.model_requests)
+    status, body = await running.chat("read this page for me", token="tara-token")
+    assert (status, body["reply"]) == (200, "Let's ask a grown-up.")
+    [asked] = [r for r in fake_llm.model_requests[before:] if not r.intercepted]
+    offered = [t["function"]["name"] for t in asked.json.get("tools", [])]
+    assert offered and "fetch_page" not in offered  # a young child is not offered an outward tool
