@@ -40,6 +40,10 @@ class LLMSettings(BaseModel):
     max_retry_after_seconds: float = Field(
         default=10, ge=0, description="the longest a model's Retry-After is honoured before a retry"
     )
+    max_model_turns: int = Field(
+        default=8, ge=1, le=50, description="model calls one message may take (each round of tool calls is one)"
+    )
+    max_tool_calls: int = Field(default=12, ge=0, le=100, description="tool calls one message may make")
     tracing: bool = False
 
     def resolved_api_key(self) -> str | None:

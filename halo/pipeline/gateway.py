@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agents import (
     InputGuardrailTripwireTriggered,
+    MaxTurnsExceeded,
     OutputGuardrailTripwireTriggered,
     RunConfig,
     Runner,
@@ -147,7 +148,7 @@ class Gateway:
                     return await self._answer_open(
                         replace(envelope, id=found.id, ts=found.ts), on_delta, on_model_start
                     )
-            return await self._handle(Turn(envelope, self.policy), on_delta, on_model_start)
+            return await self._handle(self._turn(envelope), on_delta, on_model_start)
 
     async def answer_again(self, envelope: Envelope) -> Reply:
         """Answer a message already in the transcript that a crash left unanswered: the same turn,
@@ -166,7 +167,10 @@ class Gateway:
         on_model_start: ModelStartCallback | None = None,
     ) -> Reply:
         await self.sessions.take_up_last_message(envelope.scope.id)
-        return await self._handle(Turn(envelope, self.policy), on_delta, on_model_start, recorded=True)
+        return await self._handle(self._turn(envelope), on_delta, on_model_start, recorded=True)
+
+    def _turn(self, envelope: Envelope) -> Turn:
+        return Turn(envelope, self.policy, tool_budget=self.llm.max_tool_calls)
 
     async def _open_message(self, scope_id: str) -> TranscriptLine | None:
         tail = await asyncio.to_thread(self.transcripts.tail, scope_id, OPEN_MESSAGE_TAIL)
@@ -302,13 +306,18 @@ class Gateway:
         run_config = RunConfig(tracing_disabled=not self.llm.tracing)
         session = self.sessions.get(env.scope.id)
         text_in = _model_input(turn)  # the SDK hands it to the session, which knows it is there already
+        max_turns = self.llm.max_model_turns
         try:
             if on_delta is None:
                 output = (
-                    await Runner.run(agent, text_in, context=turn, session=session, run_config=run_config)
+                    await Runner.run(
+                        agent, text_in, context=turn, session=session, run_config=run_config, max_turns=max_turns
+                    )
                 ).final_output
             else:
-                streamed = Runner.run_streamed(agent, text_in, context=turn, session=session, run_config=run_config)
+                streamed = Runner.run_streamed(
+                    agent, text_in, context=turn, session=session, run_config=run_config, max_turns=max_turns
+                )
                 async for event in streamed.stream_events():
                     if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
                         await on_delta(clean_text(event.data.delta))
@@ -323,6 +332,16 @@ class Gateway:
             else:
                 text = safety.deflect_output(turn)
             return Reply(text, env.scope.id, "guarded", decision)
+        except MaxTurnsExceeded:
+            log.warning("the model took more than %d steps for %s; stopped", max_turns, env.scope.id)
+            self.audit.write("turn_cut_short", scope_id=env.scope.id, reason="max_model_turns", limit=max_turns)
+            return Reply(
+                f"I stopped after {max_turns} steps without finishing (llm.max_model_turns). "
+                "Could you ask a narrower question?",
+                env.scope.id,
+                "model",
+                decision,
+            )
         except Exception as exc:  # any provider failure becomes a clear reply, never a crash
             log.warning("model run failed for %s: %s", env.scope.id, _describe_error(exc))
             self.audit.write(
@@ -336,6 +355,9 @@ class Gateway:
             log.warning("model answered %s with no text", env.scope.id)
             self.audit.write("provider_error", scope_id=env.scope.id, error="the answer had no text")
             return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
+        if turn.cut_short is not None:
+            self.audit.write("turn_cut_short", scope_id=env.scope.id, reason=turn.cut_short)
+            text = f"{text}\n\n(I stopped looking things up early: {turn.cut_short}.)"
         if safety is not None:
             text = safety.final_text(turn, text)
         return Reply(text or "…", env.scope.id, "model", decision)

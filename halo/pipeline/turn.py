@@ -9,7 +9,7 @@ to have respected a permission.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from config.family import Family, Member
@@ -25,6 +25,9 @@ class Turn:
     envelope: Envelope
     policy: PolicyEngine
     safety: SafetyState | None = None  # set for a child's turn (and the family group): see halo/safety
+    tool_budget: int = 12  # tool calls this message may make (llm.max_tool_calls)
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (tool, arguments) made so far
+    cut_short: str | None = None  # why tool work stopped early, said in the reply
 
     @property
     def scope(self) -> Scope:

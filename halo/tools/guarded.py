@@ -32,9 +32,12 @@ def guarded_tool(tool_class: str = "internal") -> Callable[[ToolFn[P]], Function
     def wrap(fn: ToolFn[P]) -> FunctionTool:
         @functools.wraps(fn)
         async def checked(ctx: RunContextWrapper[Turn], *args: Any, **kwargs: Any) -> str:
-            decision = ctx.context.allow_tool(fn.__name__, tool_class)
+            turn = ctx.context
+            decision = turn.allow_tool(fn.__name__, tool_class)
             if not decision.allowed:
                 return f"Not allowed: {decision.reason}"
+            if (refusal := _over_budget(turn, fn.__name__, getattr(ctx, "tool_arguments", repr(kwargs)))) is not None:
+                return refusal
             return await fn(ctx, *args, **kwargs)
 
         tool = function_tool(checked)
@@ -42,6 +45,20 @@ def guarded_tool(tool_class: str = "internal") -> Callable[[ToolFn[P]], Function
         return tool
 
     return wrap
+
+
+def _over_budget(turn: Turn, name: str, arguments: str) -> str | None:
+    """Bounded tool loops, in code: the same call twice, or more calls than the budget, are
+    not run; the model is told to answer with what it has, and the reply says why."""
+    call = (name, arguments)
+    if call in turn.tool_calls:
+        turn.cut_short = f"{name} was asked for the same thing twice"
+        return "You already called this tool with exactly these arguments. Answer now with what you have."
+    if len(turn.tool_calls) >= turn.tool_budget:
+        turn.cut_short = f"the limit of {turn.tool_budget} tool calls for one message was reached"
+        return "The tool limit for this message is reached. Answer now with what you have."
+    turn.tool_calls.append(call)
+    return None
 
 
 @guarded_tool()

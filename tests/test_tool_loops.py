@@ -1,0 +1,59 @@
+"""Bounded tool loops (issue 16): a message may take at most llm.max_model_turns model calls
+and llm.max_tool_calls tool calls, the same call is never run twice, and the person is told
+when a cap cut the work short. The real Agents SDK against the scripted model."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import OWNER_TOKEN, llm_yaml
+from tests.fakes.llm_server import FakeOpenAI
+
+
+def capped(fake: FakeOpenAI, turns: int, tools: int) -> str:
+    return llm_yaml(fake) + f"  max_model_turns: {turns}\n  max_tool_calls: {tools}\n"
+
+
+def tool_outputs(fake: FakeOpenAI) -> list[str]:
+    """What each tool call answered, as the model was sent it (the last request holds them all)."""
+    messages = fake.model_requests[-1].json["messages"]
+    return [m["content"] for m in messages if m["role"] == "tool"]
+
+
+async def test_a_model_that_keeps_calling_tools_is_stopped_and_the_person_told(
+    fake_llm: FakeOpenAI, settings_for, serve_halo
+) -> None:
+    running = await serve_halo(settings_for(capped(fake_llm, turns=4, tools=12)))
+    for n in range(10):  # a model stuck in a loop: a new question for the index every time
+        fake_llm.tool_call("recall", {"query": f"trip {n}"})
+
+    status, body = await running.chat("When is the school trip?", token=OWNER_TOKEN)
+
+    assert status == 200
+    assert "I stopped after 4 steps without finishing" in body["reply"]
+    assert len([r for r in fake_llm.model_requests if not r.intercepted]) == 4  # not one more model call
+    assert fake_llm.pending_replies == 6
+
+
+async def test_the_same_call_twice_and_calls_over_the_budget_are_not_run(
+    fake_llm: FakeOpenAI, settings_for, serve_halo
+) -> None:
+    running = await serve_halo(settings_for(capped(fake_llm, turns=8, tools=2)))
+    fake_llm.tool_call("recall", {"query": "trip"})
+    fake_llm.tool_call("recall", {"query": "trip"})  # again, word for word
+    fake_llm.tool_call("recall", {"query": "museum"})
+    fake_llm.tool_call("recall", {"query": "bus"})  # the third distinct call: over a budget of 2
+    fake_llm.reply("The trip is on Friday.")
+
+    status, body = await running.chat("When is the school trip?", token=OWNER_TOKEN)
+
+    assert status == 200
+    assert body["reply"].startswith("The trip is on Friday.")
+    assert "(I stopped looking things up early: the limit of 2 tool calls" in body["reply"]
+    outputs = tool_outputs(fake_llm)
+    assert len(outputs) == 4
+    assert "already called this tool with exactly these arguments" in outputs[1]
+    assert "tool limit for this message is reached" in outputs[3]
+    assert not any("already called" in o or "limit" in o for o in (outputs[0], outputs[2]))
+    events = [json.loads(line) for line in running.halo.settings.paths.events_log.read_text().splitlines()]
+    assert any(e["kind"] == "turn_cut_short" for e in events)
