@@ -231,6 +231,23 @@ class SessionSettings(BaseModel):
         return value
 
 
+class ToolSettings(BaseModel):
+    model_config = _STRICT
+    search_url: str | None = Field(
+        default=None,
+        description="a SearXNG instance (its JSON API, e.g. http://127.0.0.1:8888) for the web_search tool; "
+        "unset: no web search",
+    )
+    search_results: int = Field(default=5, ge=1, le=20, description="results web_search gives the model")
+
+    @field_validator("search_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("tools.search_url must start with http:// or https://")
+        return value.rstrip("/") if value else value
+
+
 class Settings(BaseSettings, Family):
     """The whole halo.yaml. Unknown keys are errors; the environment wins over the file."""
 
@@ -247,6 +264,7 @@ class Settings(BaseSettings, Family):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     sessions: SessionSettings = Field(default_factory=SessionSettings)
     backups: BackupSettings = Field(default_factory=BackupSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
 
     @model_validator(mode="after")
     def _home_names_members(self) -> Settings:

@@ -12,10 +12,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from config.loader import load_settings
+from config.loader import ConfigError, load_settings
 from halo.tools.web import PageFetcher, Refused
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, ToolCall
+from tests.fakes.searxng_server import FakeSearxng
 
 LETTER = """<html><head><title>Oak School: trip letter</title><script>var secret = 1;</script></head>
 <body><h1>Year 4 trip</h1><p>The school trip to the science museum is on Friday 4 December.</p>
@@ -144,3 +145,45 @@ async def test_the_policy_decides_who_may_fetch_and_the_address_check_holds_insi
     [asked] = [r for r in fake_llm.model_requests[before:] if not r.intercepted]
     offered = [t["function"]["name"] for t in asked.json.get("tools", [])]
     assert offered and "fetch_page" not in offered  # a young child is not offered an outward tool
+
+
+async def test_web_search_goes_through_the_familys_searxng_and_only_for_whom_the_policy_allows(
+    home: Path, fake_llm: FakeOpenAI, serve_halo
+) -> None:
+    trip = [{"url": "https://museum.example/school-trips", "title": "School trips", "content": "Groups 9:30-15:00"}]
+    async with FakeSearxng({"museum": trip}) as searx:
+        write_home(
+            home, llm_yaml(fake_llm) + f"tools:\n  search_url: {searx.base_url}\n", family=FAMILY_WITH_TARA_ON_WEB
+        )
+        running = await serve_halo(load_settings(home))
+
+        fake_llm.tool_call("web_search", {"query": "science museum school trips"})
+        fake_llm.reply("Groups visit from 9:30.")
+        status, body = await running.chat("When do school groups visit the science museum?", token="mom-token")
+        assert (status, body["reply"]) == (200, "Groups visit from 9:30.")
+        assert searx.queries == ["science museum school trips"]
+        assert "https://museum.example/school-trips" in fake_llm.prompt_text(fake_llm.model_requests[-1])
+
+        fake_llm.reply("Let's ask a grown-up.")
+        before = len(fake_llm.model_requests)
+        await running.chat("search the web for me", token="tara-token")
+        [asked] = [r for r in fake_llm.model_requests[before:] if not r.intercepted]
+        offered = [t["function"]["name"] for t in asked.json.get("tools", [])]
+        assert offered and "web_search" not in offered  # a young child: no outward tools
+        assert searx.queries == ["science museum school trips"]
+
+
+async def test_without_a_search_service_no_search_tool_is_offered(
+    fake_llm: FakeOpenAI, settings_for, serve_halo
+) -> None:
+    running = await serve_halo(settings_for(llm_yaml(fake_llm)))
+    fake_llm.reply("ok")
+    await running.chat("hello", token="mom-token")
+    offered = [t["function"]["name"] for t in fake_llm.model_requests[-1].json.get("tools", [])]
+    assert "fetch_page" in offered and "web_search" not in offered
+
+
+def test_a_search_url_that_is_not_http_stops_start_up_and_says_which_key(home: Path) -> None:
+    write_home(home, "tools:\n  search_url: searx.local\n")
+    with pytest.raises(ConfigError, match="search_url"):
+        load_settings(home)

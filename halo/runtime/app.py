@@ -50,7 +50,7 @@ from halo.safety.profiles import model_name
 from halo.safety.tone import ProfileSource
 from halo.tools.guarded import default_tools
 from halo.tools.memory import memory_tools
-from halo.tools.web import PageFetcher, web_tools
+from halo.tools.web import PageFetcher, WebSearch, search_tools, web_tools
 from halo.work.commands import task_commands
 from halo.work.digest import WorkDigest
 from halo.work.status import StatusAnswers
@@ -212,6 +212,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         graph_recall.tool(),
         *task_tools(tasks),
         *web_tools(PageFetcher()),  # "outward": the policy decides who may reach the web
+        *search_tools(
+            WebSearch(settings.tools.search_url, settings.tools.search_results) if settings.tools.search_url else None
+        ),
     ]
     settings_for_model = model_settings(settings.llm)
     agents = TurnAgents(

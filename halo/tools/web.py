@@ -184,3 +184,64 @@ def web_tools(fetcher: PageFetcher) -> list[FunctionTool]:
         return f"{page.title}\n{page.url}{more}\n\n{page.text}".strip()
 
     return [fetch_page]
+
+
+class WebSearch:
+    """Searches through the family's SearXNG (`tools.search_url`, its JSON API). The address is
+    the family's own configuration, so it may be on their network; what comes back is text."""
+
+    def __init__(self, base_url: str, results: int = 5, *, timeout: float = TIMEOUT_SECONDS) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.results = results
+        self.timeout = timeout
+
+    async def search(self, query: str) -> list[dict[str, str]]:
+        params = {"q": query, "format": "json"}
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as http,
+            http.get(f"{self.base_url}/search", params=params) as resp,
+        ):
+            if resp.status != 200:
+                raise Refused(f"the search service answered {resp.status}")
+            data = await resp.json(content_type=None)
+        found = data.get("results") if isinstance(data, dict) else None
+        if not isinstance(found, list):
+            raise Refused("the search service sent no results list")
+        hits = []
+        for item in found:
+            if isinstance(item, dict) and isinstance(item.get("url"), str):
+                hits.append(
+                    {
+                        "title": str(item.get("title") or "")[:200],
+                        "url": item["url"][:500],
+                        "content": " ".join(str(item.get("content") or "").split())[:400],
+                    }
+                )
+            if len(hits) == self.results:
+                break
+        return hits
+
+
+def search_tools(search: WebSearch | None) -> list[FunctionTool]:
+    if search is None:
+        return []
+
+    @guarded_tool("outward")
+    async def web_search(ctx: RunContextWrapper[Turn], query: str) -> str:
+        """Search the web; returns the best results with their addresses (read one with fetch_page).
+
+        Args:
+            query: what to look for.
+        """
+        try:
+            hits = await search.search(query)
+        except Refused as exc:
+            return f"Search failed: {exc}."
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            return f"Search failed: {type(exc).__name__}."
+        if not hits:
+            return "No results."
+        return "\n\n".join(f"{n}. {h['title']}\n{h['url']}\n{h['content']}" for n, h in enumerate(hits, 1))
+
+    return [web_search]
