@@ -187,3 +187,19 @@ def test_a_search_url_that_is_not_http_stops_start_up_and_says_which_key(home: P
     write_home(home, "tools:\n  search_url: searx.local\n")
     with pytest.raises(ConfigError, match="search_url"):
         load_settings(home)
+
+
+async def test_whoami_lists_the_tools_the_policy_gives_each_person(
+    home: Path, fake_llm: FakeOpenAI, serve_halo
+) -> None:
+    write_home(home, llm_yaml(fake_llm), family=FAMILY_WITH_TARA_ON_WEB)
+    running = await serve_halo(load_settings(home))
+
+    _, mom = await running.chat("/whoami", token="mom-token")
+    _, tara = await running.chat("/whoami", token="tara-token")
+
+    [mom_tools] = [line for line in mom["reply"].splitlines() if line.startswith("Tools I may use")]
+    [tara_tools] = [line for line in tara["reply"].splitlines() if line.startswith("Tools I may use")]
+    assert "fetch_page" in mom_tools and "recall" in mom_tools
+    assert "fetch_page" not in tara_tools and "recall" in tara_tools
+    assert fake_llm.model_requests == []  # answered in code

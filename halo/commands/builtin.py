@@ -85,7 +85,7 @@ def help_text(commands: Iterable[Command]) -> str:
 WHOAMI_ACTIONS = ("converse", "read_memory", "write_memory", "share", "use_tool", "admin")
 
 
-async def whoami(turn: Turn, llm: LLMSettings) -> str:
+async def whoami(turn: Turn, llm: LLMSettings, tools: Callable[[Turn], Iterable[str]] | None = None) -> str:
     member = turn.member
     if member is None:
         who = f"You are not in this family's config (id {turn.envelope.speaker.platform_user_id})."
@@ -97,6 +97,9 @@ async def whoami(turn: Turn, llm: LLMSettings) -> str:
         decision = turn.decide(action, audit=False)
         mark = "yes" if decision.allowed else "no"
         lines.append(f"- {action}: {mark} — {decision.reason}")
+    if tools is not None:  # the same answer the model's tool list is built from
+        names = sorted(tools(turn))
+        lines.append(f"Tools I may use for you here: {', '.join(names) if names else 'none'}.")
     if member is not None:
         lines.extend(_profile_lines(turn, member, llm))
     return "\n".join(lines)
@@ -135,6 +138,7 @@ def builtin_commands(
     audit: AuditLog,
     pairing: Pairing,
     groups: GroupGuard,
+    tools: Callable[[Turn], Iterable[str]] | None = None,
 ) -> list[Command]:
     """The built-in commands, bound to what each needs; `registry` lists every command for /help."""
 
@@ -142,7 +146,7 @@ def builtin_commands(
         return help_text(registry())
 
     async def whoami_command(turn: Turn, args: str) -> str:
-        return await whoami(turn, llm)
+        return await whoami(turn, llm, tools)
 
     async def new_command(turn: Turn, args: str) -> str:
         await sessions.clear(turn.scope.id, why="session cleared: /new")

@@ -197,6 +197,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
                 audit=audit,
                 pairing=pairing,
                 groups=groups,
+                tools=lambda turn: [tool.name for tool in agents.offered_tools(turn)],
             ),
             *memory_commands(memory_actions),
             recall.command(),
