@@ -231,6 +231,16 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
     ),
     ("unknown", "use_tool", "dm:wags", None, {"tool": "weather"}, False, "unknown-sender"),
     (
+        "priya",
+        "use_tool",
+        "work",
+        None,
+        {"tool": "fetch_page", "tool_class": "outward"},
+        False,
+        "colleagues-work-tools-only",
+    ),
+    ("priya", "use_tool", "work", None, {"tool": "update_task", "tool_class": "work"}, True, "tool-in-scope"),
+    (
         "tara",
         "use_tool",
         "dm:tara",
