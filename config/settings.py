@@ -43,6 +43,11 @@ class LLMSettings(BaseModel):
     max_model_turns: int = Field(
         default=8, ge=1, le=50, description="model calls one message may take (each round of tool calls is one)"
     )
+    transcription_model: str | None = Field(
+        default=None, description="turns voice notes into text (e.g. whisper-1, gpt-4o-mini-transcribe); unset: none"
+    )
+    max_voice_seconds: int = Field(default=300, ge=1, le=3600, description="longest voice note transcribed")
+    max_voice_mb: int = Field(default=20, ge=1, le=25, description="largest voice note transcribed")
     max_tool_calls: int = Field(default=12, ge=0, le=100, description="tool calls one message may make")
     tracing: bool = False
 

@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from halo.http_body import BadBody, read_json
-from halo.pipeline.envelope import Envelope, Platform, Scope, ScopeType, Speaker
+from halo.pipeline.envelope import Envelope, Platform, Scope, ScopeType, Speaker, VoiceNote
 from transcripts.text import clean_text
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ __all__ = [
     "Speaker",
     "Tables",
     "TurnOutcome",
+    "VoiceNote",
     "clean_text",
     "read_json",
 ]

@@ -106,6 +106,8 @@ class TelegramAdapter:
         )
         if self.settings.base_url:
             builder = builder.base_url(self.settings.base_url)
+            if self.settings.base_url.rstrip("/").endswith("/bot"):  # a self-hosted Bot API serves files too
+                builder = builder.base_file_url(self.settings.base_url.rstrip("/")[: -len("/bot")] + "/file/bot")
         if self.settings.webhook_url:
             builder = builder.updater(None)
         app = builder.build()

@@ -10,10 +10,11 @@ to `respond_to_all`. Telegram's `/start`, sent when someone opens the chat, is `
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from telegram import Message, MessageEntity, User
 
-from halo.port import Envelope, Inbound, Scope, Speaker, clean_text
+from halo.port import Envelope, Inbound, Scope, Speaker, VoiceNote, clean_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +62,9 @@ def _entity_text(text: str, entity: MessageEntity) -> str:
 
 def to_envelope(message: Message, scope: Scope, inbound: Inbound, bot: BotIdentity) -> Envelope | None:
     """None for what halo does not read: messages without text, and posts with no sender."""
-    text = message.text or message.caption
-    if not isinstance(text, str) or not text.strip() or message.from_user is None:
+    text = message.text or message.caption or ""
+    voice = _voice_note(message)
+    if not isinstance(text, str) or (not text.strip() and voice is None) or message.from_user is None:
         return None  # also a `text` that is not a string: Telegram never sends one, a forger might
     if message.from_user.is_bot:
         return None  # bots are not members, whatever id they carry
@@ -80,5 +82,21 @@ def to_envelope(message: Message, scope: Scope, inbound: Inbound, bot: BotIdenti
         addressed=addressed,
         platform_message_id=str(message.message_id),
         reply_to=str(replied.message_id) if replied is not None else None,
+        voice=voice,
         ts=message.date,
     )
+
+
+def _voice_note(message: Message) -> VoiceNote | None:
+    """A voice note or audio file, downloaded through getFile only when halo asks for it."""
+    sound = message.voice or message.audio
+    if sound is None:
+        return None
+
+    async def read() -> bytes:
+        file = await sound.get_file()
+        return bytes(await file.download_as_bytearray())
+
+    seconds = sound.duration
+    duration = int(seconds.total_seconds()) if isinstance(seconds, timedelta) else int(seconds)
+    return VoiceNote(read, mime=sound.mime_type or "audio/ogg", size=sound.file_size, duration=duration)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -55,6 +56,17 @@ class Speaker:
 
 
 @dataclass(frozen=True, slots=True)
+class VoiceNote:
+    """A voice note or audio file that came with a message. The adapter knows how to fetch it;
+    the core decides (policy, size) before `read` downloads anything."""
+
+    read: Callable[[], Awaitable[bytes]]
+    mime: str = "audio/ogg"
+    size: int | None = None  # bytes, when the platform says
+    duration: int | None = None  # seconds, when the platform says
+
+
+@dataclass(frozen=True, slots=True)
 class Envelope:
     """A message on its way through the gateway. `target` defaults to the speaker."""
 
@@ -66,6 +78,8 @@ class Envelope:
     target: Member | None = None
     platform_message_id: str | None = None
     reply_to: str | None = None
+    voice: VoiceNote | None = None  # the text is then its caption, if any, until it is transcribed
+    heard: bool = False  # the text was transcribed from a voice note
     ts: datetime = field(default_factory=lambda: datetime.now(UTC))
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 

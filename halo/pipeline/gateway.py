@@ -24,6 +24,7 @@ from agents import (
 )
 from openai.types.responses import ResponseTextDeltaEvent
 
+from halo.media.voice import NOT_SET_UP, CannotHear, Transcriber
 from halo.pipeline.envelope import Envelope
 from halo.pipeline.turn import Turn
 from halo.pipeline.turn_agents import TurnAgents
@@ -92,6 +93,7 @@ class Gateway:
         audit: AuditLog,
         llm: LLMSettings,
         agents: TurnAgents,
+        transcriber: Transcriber | None = None,
     ) -> None:
         self.policy = policy
         self.groups = groups
@@ -106,6 +108,7 @@ class Gateway:
         self.llm = llm
         self.after_turn: list[AfterTurnHook] = []
         self.agents = agents
+        self.transcriber = transcriber  # voice notes to text (halo/media/voice.py); None: not set up
         self.answerers: list[Answerer] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -169,6 +172,19 @@ class Gateway:
         await self.sessions.take_up_last_message(envelope.scope.id)
         return await self._handle(self._turn(envelope), on_delta, on_model_start, recorded=True)
 
+    async def _hear(self, turn: Turn) -> tuple[Turn, str | None]:
+        """The turn with its voice note as text (after any caption), or why it was not heard."""
+        env = turn.envelope
+        assert env.voice is not None
+        if self.transcriber is None:
+            return turn, NOT_SET_UP
+        try:
+            heard = await self.transcriber.text(env.voice)
+        except CannotHear as exc:
+            return turn, str(exc)
+        text = f"{env.text}\n{heard}" if env.text.strip() else heard
+        return replace(turn, envelope=replace(env, text=text, voice=None, heard=True)), None
+
     def _turn(self, envelope: Envelope) -> Turn:
         return Turn(envelope, self.policy, tool_budget=self.llm.max_tool_calls)
 
@@ -188,16 +204,29 @@ class Gateway:
         decision = turn.decide("converse")
         if not decision.allowed:
             return await self._denied(turn, decision)
+        cannot_hear = None
+        heard = env.voice is not None and env.addressed and not recorded
+        if heard:  # a voice note becomes typed text here, before safety, memory and the model see it
+            turn, cannot_hear = await self._hear(turn)
+            env = turn.envelope
+            heard = cannot_hear is None
         model_input = _model_input(turn)  # the model's view, when it differs (who said it, in a group)
         if not recorded:
             await self._record(
                 turn,
                 "user",
-                env.text,
+                env.text or "(voice note)",
                 model_input=model_input if model_input != env.text else None,
                 unaddressed=None if env.addressed else True,  # kept, not to be answered (even after a crash)
                 message_id=env.platform_message_id,
+                heard=True if heard else None,
+                voice="not transcribed" if cannot_hear is not None else None,
             )
+        if cannot_hear is not None:  # said plainly, answered in code: no model turn on a message not heard
+            reply = Reply(cannot_hear, env.scope.id, "command", decision)
+            await self._record(turn, "assistant", cannot_hear, reply="command", answers=env.id)
+            self._after(turn, reply)
+            return reply
         if not env.addressed:  # kept, not answered: the line is in the scope's history all the same
             await self.safety.watch(turn)  # a child's cry for help still reaches the parents
             reply = Reply(None, env.scope.id, "kept", decision)
@@ -398,12 +427,14 @@ def _is_message(line: TranscriptLine, platform_message_id: str) -> bool:
 
 
 def _model_input(turn: Turn) -> str:
-    """In a group several people talk: the model needs to know who said what."""
+    """In a group several people talk: the model needs to know who said what; and a voice note
+    is marked as heard, not typed."""
     env = turn.envelope
+    text = f"(voice note) {env.text}" if env.heard else env.text
     if env.scope.type == "dm":
-        return env.text
+        return text
     name = env.speaker.member.name if env.speaker.member else env.speaker.label
-    return f"[{name}] {env.text}"
+    return f"[{name}] {text}"
 
 
 def _describe_error(exc: BaseException) -> str:

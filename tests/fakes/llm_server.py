@@ -335,6 +335,8 @@ class FakeOpenAI(ScriptedModelServer):
     ) -> None:
         super().__init__(default_reply=default_reply, responder=responder)
         self.embedding_dim = embedding_dim
+        self.transcripts: list[str] = []  # what /v1/audio/transcriptions answers, in order
+        self.audio: list[tuple[str, str, bytes]] = []  # (model, file name, bytes) of each transcription asked
 
     @property
     def base_url(self) -> str:
@@ -365,6 +367,7 @@ class FakeOpenAI(ScriptedModelServer):
             web.post("/v1/chat/completions", self._chat_completions),
             web.post("/v1/responses", self._responses),
             web.post("/v1/embeddings", self._embeddings),
+            web.post("/v1/audio/transcriptions", self._transcription),
         ]
 
     def _error_body(self, status: int, message: str) -> JSON:
@@ -504,6 +507,19 @@ class FakeOpenAI(ScriptedModelServer):
         ]
 
     # --- embeddings ---------------------------------------------------------------
+
+    async def _transcription(self, request: web.Request) -> web.Response:
+        """OpenAI's transcription endpoint: multipart `model` and `file`, `{"text": …}` back."""
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField) or not isinstance(form.get("model"), str):
+            return web.json_response(self._error_body(400, "model and file are required"), status=400)
+        data = upload.file.read()
+        self.audio.append((str(form["model"]), upload.filename, data))
+        self.requests.append(RecordedRequest("POST", request.path, dict(request.headers), {"model": form["model"]}))
+        if not self.transcripts:
+            return web.json_response(self._error_body(500, "no transcript scripted"), status=500)
+        return web.json_response({"text": self.transcripts.pop(0)})
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         body = await self._record(request)

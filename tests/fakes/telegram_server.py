@@ -71,6 +71,8 @@ class FakeTelegram:
         self._pending: list[JSON] = []
         self._arrived = asyncio.Event()
         self._failures: list[_Failure] = []
+        self.files: dict[str, bytes] = {}  # file_id -> bytes, served by getFile and /file/
+        self.downloads: list[str] = []  # file ids downloaded
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
         self._chats: dict[int, _Chat] = {}
@@ -91,6 +93,7 @@ class FakeTelegram:
     async def start(self) -> Self:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._serve)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._file)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2, handler_cancellation=True, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self._port).start()
@@ -191,6 +194,27 @@ class FakeTelegram:
             **fields,
         }
 
+    def voice(
+        self, chat_id: int, sender: int | JSON, audio: bytes, *, duration: int = 3, caption: str | None = None
+    ) -> JSON:
+        """Queue a voice note from `sender`; its bytes are served through getFile and /file/."""
+        file_id = f"voice-{next(self._message_ids)}"
+        self.files[file_id] = audio
+        note = {
+            "file_id": file_id,
+            "file_unique_id": file_id,
+            "duration": duration,
+            "mime_type": "audio/ogg",
+            "file_size": len(audio),
+        }
+        from_user = sender if isinstance(sender, dict) else self.user(sender)
+        fields: dict[str, Any] = {"voice": note}
+        if caption is not None:
+            fields["caption"] = caption
+        message = self._message(chat_id, from_user, **fields)
+        self._chats[chat_id].members.setdefault(from_user["id"], "member")
+        return self.push({"message": message})
+
     # --- scripting -----------------------------------------------------------------------
 
     def fail(
@@ -274,6 +298,27 @@ class FakeTelegram:
             params = {**params, "delivered": [u["update_id"] for u in result]}
         self.calls.append(BotCall(method, params, arrived, ok=True))
         return web.json_response({"ok": True, "result": result})
+
+    async def _api_getFile(self, params: JSON) -> JSON:
+        file_id = str(params.get("file_id"))
+        if file_id not in self.files:
+            raise _ApiError(400, "Bad Request: invalid file_id")
+        return {
+            "file_id": file_id,
+            "file_unique_id": file_id,
+            "file_size": len(self.files[file_id]),
+            "file_path": f"voice/{file_id}.oga",
+        }
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        """Downloads, as the Bot API serves them: /file/bot<token>/<file_path>."""
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        file_id = request.match_info["path"].removeprefix("voice/").removesuffix(".oga")
+        self.downloads.append(file_id)
+        if file_id not in self.files:
+            return web.Response(status=404)
+        return web.Response(body=self.files[file_id], content_type="application/octet-stream")
 
     async def _api_getMe(self, params: JSON) -> JSON:
         return {

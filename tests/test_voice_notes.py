@@ -1,0 +1,105 @@
+"""Voice notes (issue 16): a Telegram voice note is downloaded through getFile, transcribed by
+the provider's /v1/audio/transcriptions (the real openai client against the stand-in), and from
+then on is a typed message marked as heard: the same policy, child-safety screen, memory and
+model. Without a transcription model the person is told, and the message is kept."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from config.loader import load_settings
+from halo.media.voice import NOT_SET_UP
+from halo.runtime.app import Halo, build_halo
+from tests.conftest import llm_yaml, write_home
+from tests.fakes.llm_server import FakeOpenAI
+from tests.fakes.telegram_server import FakeTelegram
+from tests.test_telegram import COMMENTED_FAMILY, adapter_of, telegram_yaml, tiny_backoff
+
+MOM, TARA = 1002, 1004
+AUDIO = b"OggS\x00\x02" + bytes(range(256)) * 8  # what an .oga starts with; the stand-in only stores it
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def start(home: Path, fake_llm: FakeOpenAI, tg: FakeTelegram) -> AsyncIterator[Callable[[str], Awaitable[Halo]]]:
+    running: list[Halo] = []
+
+    async def start_halo(extra_llm: str = "  transcription_model: whisper-1\n") -> Halo:
+        write_home(home, llm_yaml(fake_llm) + extra_llm + telegram_yaml(tg.base_url), family=COMMENTED_FAMILY)
+        halo = tiny_backoff(build_halo(load_settings(home)))
+        running.append(halo)
+        await halo.start_adapters()
+        await tg.wait_for(lambda: adapter_of(halo).status()["connected"], what="polling")
+        return halo
+
+    yield start_halo
+    for halo in running:
+        await halo.close()
+
+
+def user_lines(halo: Halo, scope_id: str) -> list[dict]:
+    path = halo.settings.paths.transcripts / f"{halo.settings.paths.scope_dir(scope_id).name}.jsonl"
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["role"] == "user"]
+
+
+async def test_a_voice_note_is_heard_and_answered_like_typed_text(
+    start, tg: FakeTelegram, fake_llm: FakeOpenAI
+) -> None:
+    halo = await start()
+    fake_llm.transcripts.append("What time is swimming on Saturday?")
+    fake_llm.reply("Swimming is at ten.")
+
+    tg.voice(MOM, MOM, AUDIO, duration=4)
+
+    assert await tg.wait_sent(MOM) == ["Swimming is at ten."]
+    [(model, name, data)] = fake_llm.audio
+    assert (model, data) == ("whisper-1", AUDIO) and name.endswith(".ogg")
+    assert len(tg.downloads) == 1  # fetched through getFile, once
+    prompt = fake_llm.prompt_text(fake_llm.model_requests[-1])
+    assert "(voice note) What time is swimming on Saturday?" in prompt
+    [line] = user_lines(halo, f"telegram:{MOM}")
+    assert line["text"] == "What time is swimming on Saturday?" and line["heard"] is True
+
+
+async def test_a_childs_voice_note_passes_the_same_safety_screen(start, tg: FakeTelegram, fake_llm: FakeOpenAI) -> None:
+    await start()
+    fake_llm.transcripts.append("how do I buy a gun")  # a blocked topic for a young child, heard not typed
+    tg.voice(TARA, TARA, AUDIO)
+
+    [reply] = await tg.wait_sent(TARA)
+    assert "gun" not in reply.lower()
+    assert fake_llm.model_requests == [] or all(
+        "how do I buy a gun" not in fake_llm.prompt_text(r) for r in fake_llm.scripted_requests()
+    )
+
+
+async def test_without_a_transcription_model_the_person_is_told_and_the_message_kept(
+    start, tg: FakeTelegram, fake_llm: FakeOpenAI
+) -> None:
+    halo = await start(extra_llm="")
+    tg.voice(MOM, MOM, AUDIO, caption="about Saturday")
+
+    assert await tg.wait_sent(MOM) == [NOT_SET_UP]
+    assert fake_llm.audio == [] and fake_llm.model_requests == []
+    [line] = user_lines(halo, f"telegram:{MOM}")
+    assert line["text"] == "about Saturday" and line["voice"] == "not transcribed"
+
+
+async def test_a_voice_note_over_the_length_limit_is_not_downloaded(
+    start, tg: FakeTelegram, fake_llm: FakeOpenAI
+) -> None:
+    await start(extra_llm="  transcription_model: whisper-1\n  max_voice_seconds: 60\n")
+    tg.voice(MOM, MOM, AUDIO, duration=600)
+
+    [reply] = await tg.wait_sent(MOM)
+    assert "too long" in reply and "600 s" in reply
+    assert tg.downloads == [] and fake_llm.audio == []
