@@ -49,7 +49,13 @@ async def started() -> AsyncIterator[list[Halo]]:
 
 
 async def leave_unanswered(
-    home: Path, chat_id: int, speaker: str, text: str, age: timedelta, message_id: int | None = None
+    home: Path,
+    chat_id: int,
+    speaker: str,
+    text: str,
+    age: timedelta,
+    message_id: int | None = None,
+    heard: bool = False,
 ) -> str:
     """The transcript a crash mid-turn leaves: the person's line, fsync'd, and nothing after it."""
     line_id = uuid.uuid4().hex
@@ -63,7 +69,10 @@ async def leave_unanswered(
             text=text,
             speaker=speaker,
             platform="telegram",
-            extra={"message_id": str(message_id)} if message_id is not None else {},
+            extra={
+                **({"message_id": str(message_id)} if message_id is not None else {}),
+                **({"heard": True, "model_input": f"(voice note) {text}"} if heard else {}),
+            },
         )
     )
     return line_id
@@ -86,7 +95,7 @@ async def test_a_recent_unanswered_message_is_answered_once_with_the_message_sen
     home: Path, fake_llm: FakeOpenAI, tg: FakeTelegram, started: list[Halo]
 ) -> None:
     write_home(home, llm_yaml(fake_llm) + telegram_yaml(tg.base_url))
-    await leave_unanswered(home, MOM, "mom", "What time is swimming on Saturday?", timedelta(minutes=2))
+    await leave_unanswered(home, MOM, "mom", "What time is swimming on Saturday?", timedelta(minutes=2), heard=True)
     fake_llm.reply("Swimming is at 10:00.")
 
     halo = await start(home, fake_llm, tg, started)
@@ -94,7 +103,9 @@ async def test_a_recent_unanswered_message_is_answered_once_with_the_message_sen
     assert await tg.wait_sent(MOM) == ["Swimming is at 10:00."]
     request = fake_llm.model_requests[-1]
     asked = [m for m in request.json["messages"] if m["role"] == "user"]
-    assert [m["content"] for m in asked].count("What time is swimming on Saturday?") == 1
+    # once, and still marked as the voice note it was
+    assert [m["content"] for m in asked].count("(voice note) What time is swimming on Saturday?") == 1
+    assert not any(m["content"] == "What time is swimming on Saturday?" for m in asked)
 
     await halo.close()
     started.remove(halo)

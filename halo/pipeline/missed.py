@@ -176,6 +176,7 @@ class MissedMessages:
             text=line.text,
             target=family.member(line.target) if line.target and line.target != member.id else None,
             platform_message_id=message_id if isinstance(message_id, str) else None,
+            heard=line.extra.get("heard") is True,  # a voice note stays marked as heard
             ts=line.ts,
             id=line.id,
         )
