@@ -14,7 +14,7 @@ import pytest
 from config.loader import load_settings
 from halo.media.voice import NOT_SET_UP
 from halo.runtime.app import Halo, build_halo
-from tests.conftest import llm_yaml, write_home
+from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_telegram import COMMENTED_FAMILY, adapter_of, telegram_yaml, tiny_backoff
@@ -103,3 +103,28 @@ async def test_a_voice_note_over_the_length_limit_is_not_downloaded(
     [reply] = await tg.wait_sent(MOM)
     assert "too long" in reply and "600 s" in reply
     assert tg.downloads == [] and fake_llm.audio == []
+
+
+async def test_a_discord_voice_message_in_a_dm_is_heard_and_answered(
+    home: Path, fake_llm: FakeOpenAI, serve_halo
+) -> None:
+    from tests.fakes.discord_server import FakeDiscord
+    from tests.test_discord import adapter_of as discord_adapter_of
+    from tests.test_discord import discord_yaml
+    from tests.waiting import eventually
+
+    async with FakeDiscord(channels=(3001,)) as dc:
+        family = FAMILY_YAML.replace("telegram_user_id: 1001,", "telegram_user_id: 1001, discord_user_id: 2101,")
+        write_home(home, llm_yaml(fake_llm) + "  transcription_model: whisper-1\n" + discord_yaml(dc), family=family)
+        running = await serve_halo(load_settings(home))
+        await running.halo.start_adapters()
+        await eventually(lambda: discord_adapter_of(running.halo).status()["connected"], what="discord READY")
+        fake_llm.transcripts.append("is the release still on for Friday")
+        fake_llm.reply("Yes, Friday.")
+
+        wags = dc.person(2101, "Wags")  # a parent: colleagues talk to halo in work channels only
+        await dc.dm(wags, "", audio=AUDIO, duration=2.5)
+
+        assert await dc.wait_sent(dc.dm_channel(2101)) == ["Yes, Friday."]
+        assert [data for _, _, data in fake_llm.audio] == [AUDIO] and len(dc.downloads) == 1
+        assert "(voice note) is the release still on for Friday" in fake_llm.prompt_text(fake_llm.model_requests[-1])

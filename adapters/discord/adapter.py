@@ -38,7 +38,7 @@ from discord.http import Route
 from adapters.discord.seen import SeenMessages
 from adapters.discord.split import split_message
 from config.settings import DiscordSettings
-from halo.port import Envelope, Inbound, Outbound, Progress, SendFailed
+from halo.port import Envelope, Inbound, Outbound, Progress, SendFailed, VoiceNote
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +241,8 @@ class DiscordAdapter:
                     notice = unconfigured_notice(message.channel.id)
                     await self.inbound.notice(scope.id, notice, reply_to=str(message.id))  # via the outbox
                 return
-        if not text:
+        voice = _voice_note(message)
+        if not text and voice is None:
             return
         envelope = Envelope(
             platform="discord",
@@ -251,6 +252,7 @@ class DiscordAdapter:
             addressed=addressed,
             platform_message_id=str(message.id),
             reply_to=str(message.reference.message_id) if message.reference and message.reference.message_id else None,
+            voice=voice,
             ts=message.created_at.astimezone(UTC) if message.created_at else datetime.now(UTC),
         )
         typing = self._typing.setdefault(message.channel.id, _Typing(message.channel))
@@ -322,3 +324,17 @@ class DiscordAdapter:
                 raise SendFailed(f"sending to Discord failed: {detail}") from None
             self._parts_sent[message.id] = index + 1
         self._parts_sent.pop(message.id, None)
+
+
+def _voice_note(message: discord.Message) -> VoiceNote | None:
+    """A voice message or audio file, fetched from Discord's CDN only when halo asks for it."""
+    for attachment in message.attachments:
+        if (attachment.content_type or "").startswith("audio/"):
+            seconds = attachment.duration
+            return VoiceNote(
+                attachment.read,
+                mime=attachment.content_type or "audio/ogg",
+                size=attachment.size,
+                duration=int(seconds) if seconds is not None else None,
+            )
+    return None

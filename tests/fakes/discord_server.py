@@ -92,6 +92,8 @@ class FakeDiscord:
         self._failures: list[tuple[int, JSON]] = []
         self._replay_from_start = False
         self.last_message_id: int | None = None
+        self.files: dict[int, bytes] = {}  # attachment id -> bytes (voice messages)
+        self.downloads: list[int] = []  # attachment ids fetched
         self.intents = 0
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
@@ -110,6 +112,7 @@ class FakeDiscord:
                 web.post(f"{API}/channels/{{channel_id}}/messages", self._create_message),
                 web.post(f"{API}/channels/{{channel_id}}/typing", self._typing),
                 web.post(f"{API}/users/@me/channels", self._create_dm),
+                web.get("/attachments/{attachment_id}/{name}", self._attachment),
             ]
         )
         self._runner = web.AppRunner(app)
@@ -157,9 +160,34 @@ class FakeDiscord:
             content = f"<@{BOT_ID}> {content}"
         return await self._post(channel_id, author, content, guild=True, reply_to=reply_to)
 
-    async def dm(self, author: JSON, content: str) -> int:
-        """A direct message from `author` to the bot; returns its id."""
-        return await self._post(self.dm_channel(int(author["id"])), author, content, guild=False)
+    async def dm(self, author: JSON, content: str, *, audio: bytes | None = None, duration: float = 3.0) -> int:
+        """A direct message from `author` to the bot, with a voice message when `audio` is given
+        (served from the stand-in's CDN path, as Discord serves attachments); returns its id."""
+        attachments = [self._attachment_for(audio, duration)] if audio is not None else []
+        return await self._post(
+            self.dm_channel(int(author["id"])), author, content, guild=False, attachments=attachments
+        )
+
+    def _attachment_for(self, audio: bytes, duration: float) -> JSON:
+        attachment_id = next(self._ids)
+        self.files[attachment_id] = audio
+        url = f"http://127.0.0.1:{self._port}/attachments/{attachment_id}/voice-message.ogg"
+        return {
+            "id": str(attachment_id),
+            "filename": "voice-message.ogg",
+            "size": len(audio),
+            "url": url,
+            "proxy_url": url,
+            "content_type": "audio/ogg",
+            "duration_secs": duration,
+        }
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        attachment_id = int(request.match_info["attachment_id"])
+        self.downloads.append(attachment_id)
+        if attachment_id not in self.files:
+            return web.Response(status=404)
+        return web.Response(body=self.files[attachment_id], content_type="audio/ogg")
 
     async def dispatch_message(self, message: JSON) -> None:
         """Dispatch a MESSAGE_CREATE exactly as given (the fuzz tests shape odd ones)."""
@@ -209,7 +237,14 @@ class FakeDiscord:
     # --- gateway -------------------------------------------------------------------------
 
     async def _post(
-        self, channel_id: int, author: JSON, content: str, *, guild: bool, reply_to: int | None = None
+        self,
+        channel_id: int,
+        author: JSON,
+        content: str,
+        *,
+        guild: bool,
+        reply_to: int | None = None,
+        attachments: list[JSON] | None = None,
     ) -> int:
         message_id = next(self._ids)
         mentions = [BOT_USER] if f"<@{BOT_ID}>" in content else []
@@ -224,7 +259,7 @@ class FakeDiscord:
             "mention_everyone": False,
             "mentions": mentions,
             "mention_roles": [],
-            "attachments": [],
+            "attachments": attachments or [],
             "embeds": [],
             "pinned": False,
             "type": 0,
