@@ -31,7 +31,16 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from halo.http_body import BadBody, read_json
-from halo.pipeline.envelope import Envelope, Platform, Scope, ScopeType, Speaker, VoiceNote
+from halo.pipeline.envelope import (
+    Attachment,
+    Envelope,
+    Platform,
+    Scope,
+    ScopeType,
+    Speaker,
+    VoiceNote,
+    attachment_kind,
+)
 from transcripts.text import clean_text
 
 if TYPE_CHECKING:
@@ -42,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Adapter",
     "AdminRoutes",
+    "Attachment",
     "Audit",
     "BadBody",
     "Envelope",
@@ -60,6 +70,7 @@ __all__ = [
     "Tables",
     "TurnOutcome",
     "VoiceNote",
+    "attachment_kind",
     "clean_text",
     "read_json",
 ]

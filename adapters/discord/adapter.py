@@ -38,7 +38,7 @@ from discord.http import Route
 from adapters.discord.seen import SeenMessages
 from adapters.discord.split import split_message
 from config.settings import DiscordSettings
-from halo.port import Envelope, Inbound, Outbound, Progress, SendFailed, VoiceNote
+from halo.port import Attachment, Envelope, Inbound, Outbound, Progress, SendFailed, VoiceNote, attachment_kind
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,8 @@ class DiscordAdapter:
                     await self.inbound.notice(scope.id, notice, reply_to=str(message.id))  # via the outbox
                 return
         voice = _voice_note(message)
-        if not text and voice is None:
+        attachment = _attachment(message)
+        if not text and voice is None and attachment is None:
             return
         envelope = Envelope(
             platform="discord",
@@ -253,6 +254,7 @@ class DiscordAdapter:
             platform_message_id=str(message.id),
             reply_to=str(message.reference.message_id) if message.reference and message.reference.message_id else None,
             voice=voice,
+            attachment=attachment,
             ts=message.created_at.astimezone(UTC) if message.created_at else datetime.now(UTC),
         )
         typing = self._typing.setdefault(message.channel.id, _Typing(message.channel))
@@ -337,4 +339,14 @@ def _voice_note(message: discord.Message) -> VoiceNote | None:
                 size=attachment.size,
                 duration=int(seconds) if seconds is not None else None,
             )
+    return None
+
+
+def _attachment(message: discord.Message) -> Attachment | None:
+    """The first picture or document of a message (its sounds are voice notes), fetched from
+    Discord's CDN only when halo asks for it."""
+    for attachment in message.attachments:
+        mime = (attachment.content_type or "application/octet-stream").split(";")[0]
+        if not mime.startswith("audio/"):
+            return Attachment(attachment.read, attachment_kind(mime), mime, attachment.filename, attachment.size)
     return None

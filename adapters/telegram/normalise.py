@@ -9,12 +9,13 @@ to `respond_to_all`. Telegram's `/start`, sent when someone opens the chat, is `
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from telegram import Message, MessageEntity, User
+from telegram import Document, Message, MessageEntity, PhotoSize, User
 
-from halo.port import Envelope, Inbound, Scope, Speaker, VoiceNote, clean_text
+from halo.port import Attachment, Envelope, Inbound, Scope, Speaker, VoiceNote, attachment_kind, clean_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +65,11 @@ def to_envelope(message: Message, scope: Scope, inbound: Inbound, bot: BotIdenti
     """None for what halo does not read: messages without text, and posts with no sender."""
     text = message.text or message.caption or ""
     voice = _voice_note(message)
-    if not isinstance(text, str) or (not text.strip() and voice is None) or message.from_user is None:
-        return None  # also a `text` that is not a string: Telegram never sends one, a forger might
+    attachment = _attachment(message)
+    if not isinstance(text, str) or message.from_user is None:
+        return None  # a `text` that is not a string: Telegram never sends one, a forger might
+    if not text.strip() and voice is None and attachment is None:
+        return None
     if message.from_user.is_bot:
         return None  # bots are not members, whatever id they carry
     text = clean_text(text)
@@ -83,6 +87,7 @@ def to_envelope(message: Message, scope: Scope, inbound: Inbound, bot: BotIdenti
         platform_message_id=str(message.message_id),
         reply_to=str(replied.message_id) if replied is not None else None,
         voice=voice,
+        attachment=attachment,
         ts=message.date,
     )
 
@@ -100,3 +105,23 @@ def _voice_note(message: Message) -> VoiceNote | None:
     seconds = sound.duration
     duration = int(seconds.total_seconds()) if isinstance(seconds, timedelta) else int(seconds)
     return VoiceNote(read, mime=sound.mime_type or "audio/ogg", size=sound.file_size, duration=duration)
+
+
+def _attachment(message: Message) -> Attachment | None:
+    """A photo (its largest size) or a document, downloaded through getFile only when halo asks."""
+    if message.photo:
+        photo = max(message.photo, key=lambda size: size.width * size.height)
+        return Attachment(_download(photo), "image", "image/jpeg", size=photo.file_size)  # Telegram sends JPEG
+    document = message.document
+    if document is None:
+        return None
+    mime = document.mime_type or "application/octet-stream"
+    return Attachment(_download(document), attachment_kind(mime), mime, document.file_name, document.file_size)
+
+
+def _download(media: PhotoSize | Document) -> Callable[[], Awaitable[bytes]]:
+    async def read() -> bytes:
+        file = await media.get_file()
+        return bytes(await file.download_as_bytearray())
+
+    return read

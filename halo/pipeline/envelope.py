@@ -66,6 +66,26 @@ class VoiceNote:
     duration: int | None = None  # seconds, when the platform says
 
 
+AttachmentKind = Literal["image", "document"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A photo or a document that came with a message. As with a voice note, the adapter knows
+    how to fetch it and the core decides (policy, size, kind) before `read` downloads anything."""
+
+    read: Callable[[], Awaitable[bytes]]
+    kind: AttachmentKind
+    mime: str
+    name: str | None = None  # the file name the sender gave, for documents
+    size: int | None = None  # bytes, when the platform says
+
+
+def attachment_kind(mime: str) -> AttachmentKind:
+    """A picture is shown to the model; anything else is a document to read."""
+    return "image" if mime.startswith("image/") else "document"
+
+
 @dataclass(frozen=True, slots=True)
 class Envelope:
     """A message on its way through the gateway. `target` defaults to the speaker."""
@@ -80,6 +100,7 @@ class Envelope:
     reply_to: str | None = None
     voice: VoiceNote | None = None  # the text is then its caption, if any, until it is transcribed
     heard: bool = False  # the text was transcribed from a voice note
+    attachment: Attachment | None = None  # a photo or document; the text is then its caption
     ts: datetime = field(default_factory=lambda: datetime.now(UTC))
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 

@@ -18,6 +18,7 @@ import asyncio
 import itertools
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Self
@@ -94,6 +95,7 @@ class FakeDiscord:
         self.last_message_id: int | None = None
         self.files: dict[int, bytes] = {}  # attachment id -> bytes (voice messages)
         self.downloads: list[int] = []  # attachment ids fetched
+        self._content_types: dict[int, str] = {}
         self.intents = 0
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
@@ -160,26 +162,38 @@ class FakeDiscord:
             content = f"<@{BOT_ID}> {content}"
         return await self._post(channel_id, author, content, guild=True, reply_to=reply_to)
 
-    async def dm(self, author: JSON, content: str, *, audio: bytes | None = None, duration: float = 3.0) -> int:
-        """A direct message from `author` to the bot, with a voice message when `audio` is given
-        (served from the stand-in's CDN path, as Discord serves attachments); returns its id."""
-        attachments = [self._attachment_for(audio, duration)] if audio is not None else []
+    async def dm(
+        self,
+        author: JSON,
+        content: str,
+        *,
+        audio: bytes | None = None,
+        duration: float = 3.0,
+        files: Sequence[tuple[str, str, bytes]] = (),
+    ) -> int:
+        """A direct message from `author` to the bot, with a voice message when `audio` is given and
+        `files` ((name, content type, bytes)) as attachments, served from the stand-in's CDN path as
+        Discord serves them; returns its id."""
+        attachments = [self._attachment_for("voice-message.ogg", "audio/ogg", audio)] if audio is not None else []
+        if audio is not None:
+            attachments[0]["duration_secs"] = duration
+        attachments += [self._attachment_for(*file) for file in files]
         return await self._post(
             self.dm_channel(int(author["id"])), author, content, guild=False, attachments=attachments
         )
 
-    def _attachment_for(self, audio: bytes, duration: float) -> JSON:
+    def _attachment_for(self, filename: str, content_type: str, data: bytes) -> JSON:
         attachment_id = next(self._ids)
-        self.files[attachment_id] = audio
-        url = f"http://127.0.0.1:{self._port}/attachments/{attachment_id}/voice-message.ogg"
+        self.files[attachment_id] = data
+        self._content_types[attachment_id] = content_type
+        url = f"http://127.0.0.1:{self._port}/attachments/{attachment_id}/{filename}"
         return {
             "id": str(attachment_id),
-            "filename": "voice-message.ogg",
-            "size": len(audio),
+            "filename": filename,
+            "size": len(data),
             "url": url,
             "proxy_url": url,
-            "content_type": "audio/ogg",
-            "duration_secs": duration,
+            "content_type": content_type,
         }
 
     async def _attachment(self, request: web.Request) -> web.Response:
@@ -187,7 +201,7 @@ class FakeDiscord:
         self.downloads.append(attachment_id)
         if attachment_id not in self.files:
             return web.Response(status=404)
-        return web.Response(body=self.files[attachment_id], content_type="audio/ogg")
+        return web.Response(body=self.files[attachment_id], content_type=self._content_types[attachment_id])
 
     async def dispatch_message(self, message: JSON) -> None:
         """Dispatch a MESSAGE_CREATE exactly as given (the fuzz tests shape odd ones)."""

@@ -198,17 +198,31 @@ class FakeTelegram:
         self, chat_id: int, sender: int | JSON, audio: bytes, *, duration: int = 3, caption: str | None = None
     ) -> JSON:
         """Queue a voice note from `sender`; its bytes are served through getFile and /file/."""
-        file_id = f"voice-{next(self._message_ids)}"
-        self.files[file_id] = audio
-        note = {
-            "file_id": file_id,
-            "file_unique_id": file_id,
-            "duration": duration,
-            "mime_type": "audio/ogg",
-            "file_size": len(audio),
-        }
+        note = {**self._file_for("voice", audio), "duration": duration, "mime_type": "audio/ogg"}
+        return self._media(chat_id, sender, caption, voice=note)
+
+    def photo(self, chat_id: int, sender: int | JSON, image: bytes, *, caption: str | None = None) -> JSON:
+        """Queue a photo, in two sizes as Telegram sends them (a thumbnail and the picture)."""
+        sizes = [
+            {**self._file_for("thumb", image[:64]), "width": 90, "height": 67},
+            {**self._file_for("photo", image), "width": 1280, "height": 960},
+        ]
+        return self._media(chat_id, sender, caption, photo=sizes)
+
+    def document(
+        self, chat_id: int, sender: int | JSON, data: bytes, file_name: str, mime: str, *, caption: str | None = None
+    ) -> JSON:
+        """Queue a document (a PDF, a text file, an image sent as a file)."""
+        document = {**self._file_for("document", data), "file_name": file_name, "mime_type": mime}
+        return self._media(chat_id, sender, caption, document=document)
+
+    def _file_for(self, kind: str, data: bytes) -> JSON:
+        file_id = f"{kind}-{next(self._message_ids)}"
+        self.files[file_id] = data
+        return {"file_id": file_id, "file_unique_id": file_id, "file_size": len(data)}
+
+    def _media(self, chat_id: int, sender: int | JSON, caption: str | None, **fields: Any) -> JSON:
         from_user = sender if isinstance(sender, dict) else self.user(sender)
-        fields: dict[str, Any] = {"voice": note}
         if caption is not None:
             fields["caption"] = caption
         message = self._message(chat_id, from_user, **fields)
@@ -307,14 +321,14 @@ class FakeTelegram:
             "file_id": file_id,
             "file_unique_id": file_id,
             "file_size": len(self.files[file_id]),
-            "file_path": f"voice/{file_id}.oga",
+            "file_path": f"files/{file_id}.bin",
         }
 
     async def _file(self, request: web.Request) -> web.StreamResponse:
         """Downloads, as the Bot API serves them: /file/bot<token>/<file_path>."""
         if request.match_info["token"] != self.token:
             return web.Response(status=401)
-        file_id = request.match_info["path"].removeprefix("voice/").removesuffix(".oga")
+        file_id = request.match_info["path"].removeprefix("files/").removesuffix(".bin")
         self.downloads.append(file_id)
         if file_id not in self.files:
             return web.Response(status=404)
