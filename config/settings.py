@@ -49,6 +49,11 @@ class LLMSettings(BaseModel):
     max_voice_seconds: int = Field(default=300, ge=1, le=3600, description="longest voice note transcribed")
     max_voice_mb: int = Field(default=20, ge=1, le=25, description="largest voice note transcribed")
     max_tool_calls: int = Field(default=12, ge=0, le=100, description="tool calls one message may make")
+    vision: bool = Field(default=True, description="the model can look at photos; false: halo says it cannot")
+    max_image_mb: int = Field(default=10, ge=1, le=20, description="largest photo shown to the model")
+    image_detail: Literal["low", "high", "auto"] = Field(
+        default="low", description="how closely the model looks at a photo (low: a small fixed token cost)"
+    )
     tracing: bool = False
 
     def resolved_api_key(self) -> str | None:

@@ -300,7 +300,9 @@ class TranscriptSessions:
         if offset is None or history is None or not isinstance(item, dict) or item.get("role") != "user":
             return False
         last = history.entries[-1] if history.entries else None
-        return last is not None and last.offset == offset and last.item.get("content") == item.get("content")
+        # the same message, though the run may show it differently: with a photo as image input
+        # (halo/media/images.py), or rebuilt from its line after a crash (halo/pipeline/missed.py)
+        return last is not None and last.offset == offset
 
     async def _write_items(self, scope_id: str, items: list[dict[str, Any]]) -> None:
         now = datetime.now(UTC)

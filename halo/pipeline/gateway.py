@@ -24,6 +24,7 @@ from agents import (
 )
 from openai.types.responses import ResponseTextDeltaEvent
 
+from halo.media.images import MODEL_CANNOT_SEE, NO_VISION, CannotSee, PhotoReader
 from halo.media.voice import NOT_SET_UP, CannotHear, Transcriber
 from halo.pipeline.envelope import Envelope
 from halo.pipeline.turn import Turn
@@ -94,6 +95,7 @@ class Gateway:
         llm: LLMSettings,
         agents: TurnAgents,
         transcriber: Transcriber | None = None,
+        photos: PhotoReader | None = None,
     ) -> None:
         self.policy = policy
         self.groups = groups
@@ -109,6 +111,7 @@ class Gateway:
         self.after_turn: list[AfterTurnHook] = []
         self.agents = agents
         self.transcriber = transcriber  # voice notes to text (halo/media/voice.py); None: not set up
+        self.photos = photos  # photos to image input (halo/media/images.py); None: halo cannot see them
         self.answerers: list[Answerer] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -185,6 +188,18 @@ class Gateway:
         text = f"{env.text}\n{heard}" if env.text.strip() else heard
         return replace(turn, envelope=replace(env, text=text, voice=None, heard=True)), None
 
+    async def _look(self, turn: Turn) -> str | None:
+        """Shows the turn's photo to the model (`turn.images`), or says why it cannot."""
+        photo = turn.envelope.attachment
+        assert photo is not None
+        try:
+            if self.photos is None:
+                raise CannotSee(NO_VISION)
+            turn.images.append((await self.photos.picture(photo)).content_part())
+        except CannotSee as exc:
+            return str(exc)
+        return None
+
     def _turn(self, envelope: Envelope) -> Turn:
         return Turn(envelope, self.policy, tool_budget=self.llm.max_tool_calls)
 
@@ -204,27 +219,32 @@ class Gateway:
         decision = turn.decide("converse")
         if not decision.allowed:
             return await self._denied(turn, decision)
-        cannot_hear = None
+        cannot_hear = cannot_see = None
         heard = env.voice is not None and env.addressed and not recorded
         if heard:  # a voice note becomes typed text here, before safety, memory and the model see it
             turn, cannot_hear = await self._hear(turn)
             env = turn.envelope
             heard = cannot_hear is None
+        photo = env.attachment is not None and env.attachment.kind == "image"
+        if photo and env.addressed and not recorded:
+            cannot_see = await self._look(turn)
         model_input = _model_input(turn)  # the model's view, when it differs (who said it, in a group)
         if not recorded:
             await self._record(
                 turn,
                 "user",
-                env.text or "(voice note)",
+                env.text or ("(photo)" if photo else "(voice note)"),
                 model_input=model_input if model_input != env.text else None,
                 unaddressed=None if env.addressed else True,  # kept, not to be answered (even after a crash)
                 message_id=env.platform_message_id,
                 heard=True if heard else None,
                 voice="not transcribed" if cannot_hear is not None else None,
+                photo=("shown" if cannot_see is None else "not shown") if photo and env.addressed else None,
             )
-        if cannot_hear is not None:  # said plainly, answered in code: no model turn on a message not heard
-            reply = Reply(cannot_hear, env.scope.id, "command", decision)
-            await self._record(turn, "assistant", cannot_hear, reply="command", answers=env.id)
+        refusal = cannot_hear or cannot_see
+        if refusal is not None:  # said plainly, answered in code: no model turn on what it could not take in
+            reply = Reply(refusal, env.scope.id, "command", decision)
+            await self._record(turn, "assistant", refusal, reply="command", answers=env.id)
             self._after(turn, reply)
             return reply
         if not env.addressed:  # kept, not answered: the line is in the scope's history all the same
@@ -334,7 +354,11 @@ class Gateway:
         agent = self.agents.agent(turn)  # built once per model, tools and guard; instructions per turn
         run_config = RunConfig(tracing_disabled=not self.llm.tracing)
         session = self.sessions.get(env.scope.id)
-        text_in = _model_input(turn)  # the SDK hands it to the session, which knows it is there already
+        # the SDK hands it to the session, which knows it is there already (a photo's text part too)
+        text_in: str | list[Any] = _model_input(turn)
+        if turn.images:
+            content = [{"type": "input_text", "text": text_in}, *turn.images]
+            text_in = [{"role": "user", "content": content}]
         max_turns = self.llm.max_model_turns
         try:
             if on_delta is None:
@@ -379,6 +403,8 @@ class Gateway:
                 provider=self.llm.provider,
                 error=_describe_error(exc),
             )
+            if turn.images and getattr(exc, "status_code", None) in (400, 415, 422):
+                return Reply(MODEL_CANNOT_SEE, env.scope.id, "provider_error", decision)
             return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
         if not text:  # nothing readable came back (an empty or unparseable answer): say so, never "…"
             log.warning("model answered %s with no text", env.scope.id)
@@ -427,10 +453,13 @@ def _is_message(line: TranscriptLine, platform_message_id: str) -> bool:
 
 
 def _model_input(turn: Turn) -> str:
-    """In a group several people talk: the model needs to know who said what; and a voice note
-    is marked as heard, not typed."""
+    """In a group several people talk: the model needs to know who said what; a voice note is
+    marked as heard, not typed, and a photo as a photo (the picture itself goes with the turn
+    it came in, as image input: later turns see this line)."""
     env = turn.envelope
     text = f"(voice note) {env.text}" if env.heard else env.text
+    if env.attachment is not None and env.attachment.kind == "image":
+        text = f"(photo) {text}".rstrip()
     if env.scope.type == "dm":
         return text
     name = env.speaker.member.name if env.speaker.member else env.speaker.label

@@ -28,6 +28,7 @@ class Turn:
     tool_budget: int = 12  # tool calls this message may make (llm.max_tool_calls)
     tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (tool, arguments) made so far
     cut_short: str | None = None  # why tool work stopped early, said in the reply
+    images: list[dict[str, str]] = field(default_factory=list)  # photos shown to the model (halo/media/images.py)
 
     @property
     def scope(self) -> Scope:

@@ -29,6 +29,7 @@ from halo.family.scope_admin import ScopeAdmin
 from halo.home.commands import home_commands
 from halo.home.events import HomeEvents
 from halo.home.store import HomeStore
+from halo.media.images import build_photo_reader
 from halo.media.voice import build_transcriber
 from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.gateway import Gateway, Reply
@@ -241,6 +242,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         llm=settings.llm,
         agents=agents,
         transcriber=build_transcriber(settings.llm),
+        photos=build_photo_reader(settings.llm),
     )
     # what the runtime, the CLI and the admin API reach: the parts built here, never given to a turn
     services = Services(

@@ -337,6 +337,13 @@ class FakeOpenAI(ScriptedModelServer):
         self.embedding_dim = embedding_dim
         self.transcripts: list[str] = []  # what /v1/audio/transcriptions answers, in order
         self.audio: list[tuple[str, str, bytes]] = []  # (model, file name, bytes) of each transcription asked
+        self.sees_images = True  # False: a text-only model, which refuses image input with a 400
+
+    @staticmethod
+    def images_in(request: RecordedRequest) -> list[str]:
+        """The image URLs (data URLs, as halo sends them) in one model request, in either API's shape:
+        chat completions' `{"type": "image_url", "image_url": {"url"}}`, responses' `input_image`."""
+        return _images_in(request.json)
 
     @property
     def base_url(self) -> str:
@@ -378,6 +385,11 @@ class FakeOpenAI(ScriptedModelServer):
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         return await self._serve_model_call(request, self._chat_json, self._chat_events)
+
+    def _next_reply(self, body: JSON) -> Reply:
+        if not self.sees_images and _images_in(body):  # as a text-only model behind an OpenAI-style API answers
+            return Reply(status=400, error_message="This model does not support image input.")
+        return super()._next_reply(body)
 
     def _tool_call_ids(self, reply: Reply) -> list[str]:
         return [call.id or self._new_id("call") for call in reply.tool_calls]
@@ -633,6 +645,18 @@ def _json_or_text(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw.decode(errors="replace")
+
+
+def _images_in(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [url for item in value for url in _images_in(item)]
+    if not isinstance(value, dict):
+        return []
+    if value.get("type") == "image_url" and isinstance(value.get("image_url"), dict):
+        return [str(value["image_url"].get("url"))]
+    if value.get("type") == "input_image":
+        return [str(value.get("image_url"))]
+    return [url for item in value.values() for url in _images_in(item)]
 
 
 def _strings_in(value: Any) -> list[str]:
