@@ -249,6 +249,12 @@ class ToolSettings(BaseModel):
         "unset: no web search",
     )
     search_results: int = Field(default=5, ge=1, le=20, description="results web_search gives the model")
+    hosted_search: bool = Field(
+        default=True, description="with llm.provider openai and no search_url: OpenAI's own hosted web search"
+    )
+    approval_minutes: float = Field(
+        default=30, gt=0, le=24 * 60, description="how long a consequential tool call waits for a parent's yes or no"
+    )
 
     @field_validator("search_url")
     @classmethod

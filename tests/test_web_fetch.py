@@ -183,6 +183,27 @@ async def test_without_a_search_service_no_search_tool_is_offered(
     assert "fetch_page" in offered and "web_search" not in offered
 
 
+async def test_with_the_openai_provider_its_hosted_web_search_is_offered_to_whom_the_policy_allows(
+    home: Path, fake_llm: FakeOpenAI, serve_halo
+) -> None:
+    yaml = llm_yaml(fake_llm).replace("provider: openai-compatible", "provider: openai")  # the Responses API
+    write_home(home, yaml, family=FAMILY_WITH_TARA_ON_WEB)
+    running = await serve_halo(load_settings(home))
+
+    fake_llm.reply("Groups visit from 9:30.")
+    await running.chat("When do school groups visit the science museum?", token="mom-token")
+    fake_llm.reply("Let's ask a grown-up.")
+    await running.chat("search the web for me", token="tara-token")
+
+    mom_asked, tara_asked = [r for r in fake_llm.model_requests if not r.intercepted and r.path == "/v1/responses"]
+    assert {"type": "web_search"}.items() <= _hosted(mom_asked).items()  # OpenAI runs it; the policy offers it
+    assert _hosted(tara_asked) == {}  # a young child: no outward tools, hosted ones included
+
+
+def _hosted(request) -> dict:
+    return next((t for t in request.json.get("tools", []) if t.get("type", "").startswith("web_search")), {})
+
+
 def test_a_search_url_that_is_not_http_stops_start_up_and_says_which_key(home: Path) -> None:
     write_home(home, "tools:\n  search_url: searx.local\n")
     with pytest.raises(ConfigError, match="search_url"):

@@ -50,9 +50,11 @@ from halo.safety.gate import SafetyGate
 from halo.safety.notify import Notifier
 from halo.safety.profiles import model_name
 from halo.safety.tone import ProfileSource
+from halo.tools.approvals import Approvals
 from halo.tools.guarded import default_tools
 from halo.tools.memory import memory_tools
-from halo.tools.web import PageFetcher, WebSearch, search_tools, web_tools
+from halo.tools.messages import message_tools
+from halo.tools.web import PageFetcher, WebSearch, hosted_search_tools, search_tools, web_tools
 from halo.work.commands import task_commands
 from halo.work.digest import WorkDigest
 from halo.work.status import StatusAnswers
@@ -86,6 +88,7 @@ class Halo:
     scope_admin: ScopeAdmin = field(kw_only=True)  # look at, clear and purge whole scopes (admin API)
     missed: MissedMessages | None = None  # messages a crash left unanswered, caught up on start
     catching_up: asyncio.Task[CatchUp] | None = None
+    approvals: Approvals | None = None  # consequential tool calls waiting for a parent
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.platform: a.status() for a in self.adapters}
@@ -108,6 +111,8 @@ class Halo:
             self.backups.start()
         if self.digest is not None:
             self.digest.start()
+        if self.approvals is not None:
+            self.approvals.start()
 
     async def start_adapters(self) -> None:
         if self.home is not None:
@@ -128,6 +133,8 @@ class Halo:
                 log.exception("stopping adapter %s failed", adapter.platform)
         if self.home is not None:
             await self.home.stop()
+        if self.approvals is not None:
+            await self.approvals.close()
         await self.gateway.drain()
         if self.digest is not None:
             self.digest.close()
@@ -208,16 +215,16 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             *home_commands(home),
         ]
     )
+    approvals = Approvals(db, delivery, lambda: policy.family, audit, minutes=settings.tools.approval_minutes)
     tools: list[Tool] = [
         *default_tools(),
+        *message_tools(approvals, delivery, lambda: policy.family),  # a parent approves each one
         *memory_tools(memory_actions),
         recall.tool(),
         graph_recall.tool(),
         *task_tools(tasks),
         *web_tools(PageFetcher()),  # "outward": the policy decides who may reach the web
-        *search_tools(
-            WebSearch(settings.tools.search_url, settings.tools.search_results) if settings.tools.search_url else None
-        ),
+        *web_search_tools(settings),
     ]
     settings_for_model = model_settings(settings.llm)
     agents = TurnAgents(
@@ -279,6 +286,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             deadline_seconds=settings.llm.timeout_seconds,
         )
     )
+
+    gateway.answerers.append(approvals.answer)  # a parent's yes or no, before any model is asked
 
     async def keep_session_in_budget(turn: Turn, reply: Reply) -> None:
         if reply.kind == "model":
@@ -351,7 +360,17 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         backups=backups,
         tasks=tasks,
         digest=digest,
+        approvals=approvals,
     )
+
+
+def web_search_tools(settings: Settings) -> list[Tool]:
+    """A configured search backend (SearXNG), else the OpenAI provider's hosted web search, else none."""
+    if settings.tools.search_url:
+        return [*search_tools(WebSearch(settings.tools.search_url, settings.tools.search_results))]
+    if settings.llm.provider == "openai" and settings.tools.hosted_search:
+        return hosted_search_tools()
+    return []
 
 
 def build_safety(

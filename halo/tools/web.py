@@ -20,11 +20,11 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
-from agents import FunctionTool, RunContextWrapper
+from agents import FunctionTool, RunContextWrapper, Tool, WebSearchTool
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from halo.pipeline.turn import Turn
-from halo.tools.guarded import guarded_tool
+from halo.tools.guarded import CLASS_ATTRIBUTE, guarded_tool
 
 MAX_BYTES = 1_000_000
 MAX_CHARS = 6_000  # what the model is given of a page
@@ -245,3 +245,12 @@ def search_tools(search: WebSearch | None) -> list[FunctionTool]:
         return "\n\n".join(f"{n}. {h['title']}\n{h['url']}\n{h['content']}" for n, h in enumerate(hits, 1))
 
     return [web_search]
+
+
+def hosted_search_tools() -> list[Tool]:
+    """OpenAI's hosted web search, for the `openai` provider (the Responses API). It runs at
+    OpenAI, so no code of ours sits in the call: the policy decides whether it is *offered*
+    (as an outward tool), and a model cannot call a tool it was not offered."""
+    search = WebSearchTool()
+    setattr(search, CLASS_ATTRIBUTE, "outward")
+    return [search]
