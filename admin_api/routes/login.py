@@ -6,10 +6,15 @@ from __future__ import annotations
 from aiohttp import web
 
 from admin_api.base import ApiError
+from admin_api.models import ApiModel, reply
 from admin_api.routes import Route
 from halo.web_auth import SESSION_COOKIE, SESSION_SECONDS, WEB_AUTH
 
 EXPIRED = "this login link was used already or has expired: run `halo dashboard` for a fresh one"
+
+
+class SignedOut(ApiModel):
+    signedOut: bool
 
 
 async def login(request: web.Request) -> web.StreamResponse:
@@ -25,7 +30,7 @@ async def login(request: web.Request) -> web.StreamResponse:
 async def logout(request: web.Request) -> web.Response:
     """End this browser's session (the family computer is shared)."""
     request.app[WEB_AUTH].end_session(request.cookies.get(SESSION_COOKIE))
-    response = web.json_response({"signedOut": True})
+    response = reply(SignedOut(signedOut=True))
     response.del_cookie(SESSION_COOKIE, path="/")
     return response
 

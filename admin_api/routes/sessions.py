@@ -2,15 +2,81 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
+from pydantic import Field
 
 from admin_api.base import ApiError, halo_of, path_scope
 from admin_api.guards import actor
+from admin_api.models import ApiModel, Count, Timestamp, reply
 from admin_api.routes import Route
+from halo.pipeline.envelope import ScopeType
 from memory.distill import DistillResult
 from memory.service import DistillationDisabled
+
+
+class SessionCount(ApiModel):
+    scopeId: str
+    itemCount: Count
+
+
+class ScopeSummary(ApiModel):
+    scopeId: str
+    type: ScopeType
+    ownerId: str | None
+    configured: bool = Field(description="named by halo.yaml")
+    itemCount: Count
+    transcriptLines: Count
+    lastActivity: Timestamp | None
+    hasMemory: bool
+
+
+class Cleared(ApiModel):
+    scopeId: str
+    cleared: bool
+    itemsRemoved: Count
+
+
+class DistillRun(ApiModel):
+    """What one run read and what it changed in memory."""
+
+    fromOffset: Count = Field(description="transcript byte offset")
+    toOffset: Count = Field(description="the new watermark")
+    items: Count = Field(description="transcript lines read")
+    factsAdded: Count
+    factsSuperseded: Count
+    factsForgotten: Count
+    notesAdded: Count
+    skipped: Count = Field(description="lines the policy did not let into memory")
+
+    @classmethod
+    def of(cls, result: DistillResult) -> DistillRun:
+        return cls(
+            fromOffset=result.from_offset,
+            toOffset=result.to_offset,
+            items=result.items,
+            factsAdded=result.facts_added,
+            factsSuperseded=result.facts_superseded,
+            factsForgotten=result.facts_forgotten,
+            notesAdded=result.notes_added,
+            skipped=result.skipped,
+        )
+
+
+class Distilled(ApiModel):
+    scopeId: str
+    distilled: bool
+    result: DistillRun
+
+
+class PurgedParts(ApiModel):
+    sessionItems: Count
+    transcript: bool = Field(description="a transcript existed and was deleted")
+    memory: bool = Field(description="a memory folder (and index) existed and was deleted")
+
+
+class Purged(ApiModel):
+    scopeId: str
+    purged: PurgedParts
 
 
 async def sessions(request: web.Request) -> web.Response:
@@ -22,24 +88,24 @@ async def sessions_with_counts(request: web.Request) -> web.Response:
     services = halo_of(request).services
     counts = await services.sessions.item_counts()
     ids = await halo_of(request).scope_admin.active_scope_ids()
-    return web.json_response([{"scopeId": scope_id, "itemCount": counts.get(scope_id, 0)} for scope_id in ids])
+    return reply([SessionCount(scopeId=scope_id, itemCount=counts.get(scope_id, 0)) for scope_id in ids])
 
 
 async def scopes(request: web.Request) -> web.Response:
     """Configured and active scopes with counts and last activity: the dashboard's list."""
     summaries = await halo_of(request).scope_admin.scope_summaries()
-    return web.json_response(
+    return reply(
         [
-            {
-                "scopeId": s.scope.id,
-                "type": s.scope.type,
-                "ownerId": s.scope.owner_id,
-                "configured": s.configured,
-                "itemCount": s.item_count,
-                "transcriptLines": s.transcript_lines,
-                "lastActivity": s.last_activity.isoformat() if s.last_activity else None,
-                "hasMemory": s.has_memory,
-            }
+            ScopeSummary(
+                scopeId=s.scope.id,
+                type=s.scope.type,
+                ownerId=s.scope.owner_id,
+                configured=s.configured,
+                itemCount=s.item_count,
+                transcriptLines=s.transcript_lines,
+                lastActivity=s.last_activity.isoformat() if s.last_activity else None,
+                hasMemory=s.has_memory,
+            )
             for s in summaries
         ]
     )
@@ -51,21 +117,7 @@ async def clear(request: web.Request) -> web.Response:
     halo = halo_of(request)
     async with halo.gateway.scope_lock(scope.id):
         removed = await halo.scope_admin.clear_session(scope.id, actor=actor(request))
-    return web.json_response({"scopeId": scope.id, "cleared": True, "itemsRemoved": removed})
-
-
-def distill_json(result: DistillResult) -> dict[str, Any]:
-    """What one run did: the transcript bytes it read and what it changed in memory."""
-    return {
-        "fromOffset": result.from_offset,
-        "toOffset": result.to_offset,
-        "items": result.items,
-        "factsAdded": result.facts_added,
-        "factsSuperseded": result.facts_superseded,
-        "factsForgotten": result.facts_forgotten,
-        "notesAdded": result.notes_added,
-        "skipped": result.skipped,
-    }
+    return reply(Cleared(scopeId=scope.id, cleared=True, itemsRemoved=removed))
 
 
 async def distill(request: web.Request) -> web.Response:
@@ -77,7 +129,7 @@ async def distill(request: web.Request) -> web.Response:
     except DistillationDisabled as exc:
         raise ApiError(409, str(exc)) from None
     services.audit.write("admin_distill", scope_id=scope.id, actor=actor(request), items=result.items)
-    return web.json_response({"scopeId": scope.id, "distilled": True, "result": distill_json(result)})
+    return reply(Distilled(scopeId=scope.id, distilled=True, result=DistillRun.of(result)))
 
 
 async def purge(request: web.Request) -> web.Response:
@@ -92,12 +144,8 @@ async def purge(request: web.Request) -> web.Response:
     halo = halo_of(request)
     async with halo.gateway.scope_lock(scope.id):
         result = await halo.scope_admin.purge_scope(scope.id, actor=actor(request))
-    return web.json_response(
-        {
-            "scopeId": scope.id,
-            "purged": {"sessionItems": result.session_items, "transcript": result.transcript, "memory": result.memory},
-        }
-    )
+    parts = PurgedParts(sessionItems=result.session_items, transcript=result.transcript, memory=result.memory)
+    return reply(Purged(scopeId=scope.id, purged=parts))
 
 
 ROUTES = [
