@@ -10,7 +10,7 @@ from aiohttp import web
 from admin_api.base import halo_of
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Timestamp, reply
-from admin_api.routes import Route
+from admin_api.routes import Reply, Route
 from halo.runtime.backups import backup_now, list_archives
 
 
@@ -50,6 +50,23 @@ async def backups(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route("POST", "/backups", make_backup, "loopback"),
-    Route("GET", "/backups", backups, "loopback"),
+    Route(
+        "POST",
+        "/backups",
+        make_backup,
+        "loopback",
+        summary="Archive the whole workspace into HALO_HOME/backups now",
+        description="The same archive as `halo export`; the oldest beyond `backups.keep` are deleted.",
+        responses={201: Reply("the archive made", BackupMade)},
+        tag="backups",
+    ),
+    Route(
+        "GET",
+        "/backups",
+        backups,
+        "loopback",
+        summary="The workspace archives kept in HALO_HOME/backups",
+        responses={200: Reply("oldest first", list[Backup])},
+        tag="backups",
+    ),
 ]

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from admin_api.base import halo_of, lines_param, query_scope
 from admin_api.guards import actor
 from admin_api.models import OpenModel, TranscriptLine, reply
-from admin_api.routes import Route
+from admin_api.routes import BAD_LINES, LINES, NO_SCOPE, SCOPE_QUERY, Reply, Route
 
 _SCOPE_KEYS = ("scope_id", "resource", "from_scope")
 
@@ -65,7 +65,34 @@ async def transcripts_tail(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route("GET", "/events", scope_events, "token"),
-    Route("GET", "/events/tail", events_tail, "loopback"),
-    Route("GET", "/transcripts/tail", transcripts_tail, "loopback"),
+    Route(
+        "GET",
+        "/events",
+        scope_events,
+        "token",
+        summary="Audit events about one scope (where it happened, or what a decision was about)",
+        responses={200: Reply("oldest first", list[Event]), 400: BAD_LINES, 404: NO_SCOPE},
+        parameters=[SCOPE_QUERY, LINES],
+        tag="events",
+    ),
+    Route(
+        "GET",
+        "/events/tail",
+        events_tail,
+        "loopback",
+        summary="The newest audit events",
+        responses={200: Reply("oldest first", list[Event]), 400: BAD_LINES},
+        parameters=[LINES],
+        tag="events",
+    ),
+    Route(
+        "GET",
+        "/transcripts/tail",
+        transcripts_tail,
+        "loopback",
+        summary="The newest lines of one scope's transcript (audited)",
+        responses={200: Reply("oldest first", list[TranscriptLine]), 400: BAD_LINES, 404: NO_SCOPE},
+        parameters=[SCOPE_QUERY, LINES],
+        tag="events",
+    ),
 ]

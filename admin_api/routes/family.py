@@ -17,7 +17,7 @@ from pydantic import Field
 
 from admin_api.base import ApiError, halo_of, lines_param
 from admin_api.models import ApiModel, Timestamp, TranscriptLine, reply
-from admin_api.routes import Route
+from admin_api.routes import BAD_LINES, LINES, SCOPE_QUERY, Reply, Route
 from config.family import Member
 from halo.family.scope_admin import parse_scope_id
 from halo.pipeline.envelope import Scope
@@ -127,7 +127,39 @@ async def notifications(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route("GET", "/family/transcripts", readable_transcripts, "member"),
-    Route("GET", "/family/transcript", read_transcript, "member"),
-    Route("GET", "/family/notifications", notifications, "member"),
+    Route(
+        "GET",
+        "/family/transcripts",
+        readable_transcripts,
+        "member",
+        summary="The DM transcripts this member may read",
+        responses={200: Reply("scope ids", ReadableTranscripts)},
+        tag="family",
+    ),
+    Route(
+        "GET",
+        "/family/transcript",
+        read_transcript,
+        "member",
+        summary="A DM transcript, as the read_transcript policy allows this member (audited)",
+        description="A parent reads a young child's DM, an adolescent's only with parental_visibility, never "
+        "another parent's. A scope halo holds nothing of is refused or empty, never a 404.",
+        responses={
+            200: Reply("oldest first", FamilyTranscript),
+            400: BAD_LINES,
+            403: "The policy does not let this member read that transcript (the refusal is audited)",
+        },
+        parameters=[SCOPE_QUERY, LINES],
+        tag="family",
+    ),
+    Route(
+        "GET",
+        "/family/notifications",
+        notifications,
+        "member",
+        summary="This member's notifications (safety alerts), delivered by an adapter or not",
+        responses={200: Reply("oldest first", Notifications), 400: BAD_LINES},
+        parameters=[LINES],
+        tag="family",
+    ),
 ]

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from admin_api.base import halo_of
 from admin_api.models import ApiModel, reply
-from admin_api.routes import Route
+from admin_api.routes import Reply, Route
 from admin_api.status import Status, status_snapshot
 
 
@@ -25,6 +25,22 @@ async def status(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route("GET", "/healthz", healthz, "anyone"),
-    Route("GET", "/status", status, "token"),
+    Route(
+        "GET",
+        "/healthz",
+        healthz,
+        "anyone",
+        summary="Is halo up?",
+        responses={200: Reply("halo is up", Health)},
+        tag="health",
+    ),
+    Route(
+        "GET",
+        "/status",
+        status,
+        "token",
+        summary="Uptime, version, paths, config (secrets masked), adapters, provider, sync and queues",
+        responses={200: Reply("the snapshot", Status)},
+        tag="health",
+    ),
 ]

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from admin_api.base import halo_of, lines_param
 from admin_api.models import ApiModel, Timestamp, reply
-from admin_api.routes import Route
+from admin_api.routes import BAD_LINES, LINES, Reply, Route
 
 
 class EntityState(ApiModel):
@@ -96,6 +96,23 @@ async def home_rules(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route("GET", "/home/observations", home_observations, "token"),
-    Route("GET", "/home/rules", home_rules, "token"),
+    Route(
+        "GET",
+        "/home/observations",
+        home_observations,
+        "token",
+        summary="What the house last reported: each entity's current state, and the newest observations",
+        responses={200: Reply("states by entity; observations newest first", HomeObservations), 400: BAD_LINES},
+        parameters=[LINES],
+        tag="home",
+    ),
+    Route(
+        "GET",
+        "/home/rules",
+        home_rules,
+        "token",
+        summary="The home rules, each with when it last fired and what became of its last event",
+        responses={200: Reply("in halo.yaml order", HomeRules)},
+        tag="home",
+    ),
 ]

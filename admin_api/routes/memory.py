@@ -13,7 +13,7 @@ from pydantic import Field
 from admin_api.base import halo_of, path_scope, query_scope
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Timestamp, reply
-from admin_api.routes import Route
+from admin_api.routes import BAD_SCOPE, NO_SCOPE, SCOPE_PATH, SCOPE_QUERY, Reply, Route
 
 MAX_MEMORY_BYTES = 512 * 1024
 
@@ -92,6 +92,28 @@ async def scope_graph(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route("GET", "/scopes/{scopeId}/memory", scope_memory, "token"),
-    Route("GET", "/memory/graph", scope_graph, "token"),
+    Route(
+        "GET",
+        "/scopes/{scopeId}/memory",
+        scope_memory,
+        "token",
+        summary="The scope's MEMORY.md as it is on disk (audited)",
+        responses={200: Reply("the file, or exists: false", Memory), 400: BAD_SCOPE, 404: NO_SCOPE},
+        parameters=[SCOPE_PATH],
+        tag="memory",
+    ),
+    Route(
+        "GET",
+        "/memory/graph",
+        scope_graph,
+        "token",
+        summary="The scope's graph memory: entities, and facts with when each held (audited)",
+        responses={
+            200: Reply("newest facts first; invalidAt set: superseded", GraphMemory),
+            400: BAD_SCOPE,
+            404: NO_SCOPE,
+        },
+        parameters=[SCOPE_QUERY],
+        tag="memory",
+    ),
 ]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 from admin_api.base import ApiError, halo_of
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Member, Timestamp, reply
-from admin_api.routes import Route
+from admin_api.routes import Reply, Route, param
 from config.family import AgeGroup, Role
 from halo.family import pairing as store
 from halo.family.pairing import AGE_GROUPS, ROLES, PairingError, UnknownCode
@@ -143,8 +143,54 @@ async def deny(request: web.Request) -> web.Response:
     return reply(Denied(code=code, denied=True))
 
 
+CODE_PATH = param(
+    "code",
+    "path",
+    {"type": "string", "pattern": f"^{CODE_PATTERN}$"},
+    "the pairing code the newcomer was given",
+    example="K7PQ2MZX",
+)
+PAIRING_REFUSED = "The code is malformed, or the body is not a valid approval"
+NO_REQUEST = "No open request has that code: never made, already decided, or expired"
+
 ROUTES = [
-    Route("GET", "/pairing/requests", pending, "token"),
-    Route("POST", "/pairing/requests/{code}/approve", approve, "token"),
-    Route("POST", "/pairing/requests/{code}/deny", deny, "token"),
+    Route(
+        "GET",
+        "/pairing/requests",
+        pending,
+        "token",
+        summary="Pending pairing requests, oldest first (expired ones are not listed)",
+        responses={200: Reply("pending requests", list[PairingRequest])},
+        tag="pairing",
+    ),
+    Route(
+        "POST",
+        "/pairing/requests/{code}/approve",
+        approve,
+        "token",
+        summary="Approve a newcomer as a member",
+        description="Adds them to halo.yaml (the previous file is kept as halo.yaml.bak), welcomes them, "
+        "and audits `pairing_approved` with who approved.",
+        responses={
+            200: Reply("approved", Approved),
+            400: PAIRING_REFUSED,
+            404: NO_REQUEST,
+            415: "The body is not declared application/json",
+        },
+        parameters=[CODE_PATH],
+        body=Approval,
+        tag="pairing",
+    ),
+    Route(
+        "POST",
+        "/pairing/requests/{code}/deny",
+        deny,
+        "token",
+        summary="Deny a pairing request",
+        description="The sender is not told and gets no further replies. An expired request can still be "
+        "denied. Audited as `pairing_denied`.",
+        responses={200: Reply("denied", Denied), 400: PAIRING_REFUSED, 404: NO_REQUEST},
+        parameters=[CODE_PATH],
+        tag="pairing",
+    ),
 ]

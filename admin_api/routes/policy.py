@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from admin_api.base import halo_of
 from admin_api.models import ApiModel, Member, reply
-from admin_api.routes import Route
+from admin_api.routes import Reply, Route
 from halo.family.policy_table import MEMBER_ACTIONS, SYSTEM_ACTIONS, policy_table
 from halo.safety.profiles import effective_profile
 from policy.engine import POLICY_DIR
@@ -126,4 +126,14 @@ async def policy_status(request: web.Request) -> web.Response:
     )
 
 
-ROUTES = [Route("GET", "/policy/status", policy_status, "token")]
+ROUTES = [
+    Route(
+        "GET",
+        "/policy/status",
+        policy_status,
+        "token",
+        summary="Every configured scope: each member's decision for each action, with policy ids and reason",
+        responses={200: Reply("the table", PolicyStatus)},
+        tag="policy",
+    )
+]

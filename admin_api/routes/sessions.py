@@ -8,7 +8,7 @@ from pydantic import Field
 from admin_api.base import ApiError, halo_of, path_scope
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Count, Timestamp, reply
-from admin_api.routes import Route
+from admin_api.routes import BAD_SCOPE, NO_SCOPE, SCOPE_PATH, Reply, Route, param
 from halo.pipeline.envelope import ScopeType
 from memory.distill import DistillResult
 from memory.service import DistillationDisabled
@@ -148,11 +148,77 @@ async def purge(request: web.Request) -> web.Response:
     return reply(Purged(scopeId=scope.id, purged=parts))
 
 
+CONFIRM = param(
+    "confirm", "query", {"type": "string"}, "the scope id again, to confirm", required=True, example="web:mom"
+)
+
 ROUTES = [
-    Route("GET", "/sessions", sessions, "token"),
-    Route("GET", "/sessions-with-counts", sessions_with_counts, "token"),
-    Route("GET", "/scopes", scopes, "token"),
-    Route("POST", "/sessions/{scopeId}/clear", clear, "token"),
-    Route("POST", "/sessions/{scopeId}/distill", distill, "token"),
-    Route("POST", "/sessions/{scopeId}/purge", purge, "loopback"),
+    Route(
+        "GET",
+        "/sessions",
+        sessions,
+        "token",
+        summary="Scopes with a stored session or a transcript",
+        responses={200: Reply("scope ids", list[str])},
+        tag="scopes",
+    ),
+    Route(
+        "GET",
+        "/sessions-with-counts",
+        sessions_with_counts,
+        "token",
+        summary="The same scopes with the number of items in each session",
+        responses={200: Reply("scope ids and item counts", list[SessionCount])},
+        tag="scopes",
+    ),
+    Route(
+        "GET",
+        "/scopes",
+        scopes,
+        "token",
+        summary="Configured and active scopes with item counts, transcript size and last activity",
+        responses={200: Reply("one entry a scope", list[ScopeSummary])},
+        tag="scopes",
+    ),
+    Route(
+        "POST",
+        "/sessions/{scopeId}/clear",
+        clear,
+        "token",
+        summary="Clear the derived session state; the transcript is kept",
+        responses={200: Reply("cleared", Cleared), 400: BAD_SCOPE, 404: NO_SCOPE},
+        parameters=[SCOPE_PATH],
+        tag="scopes",
+    ),
+    Route(
+        "POST",
+        "/sessions/{scopeId}/distill",
+        distill,
+        "token",
+        summary="Run memory distillation for the scope now",
+        description="Waits for a run in progress, then reads the transcript from the watermark on. Audited.",
+        responses={
+            200: Reply("distilled", Distilled),
+            400: BAD_SCOPE,
+            404: NO_SCOPE,
+            409: "Distillation is disabled (memory.distillation_enabled: false)",
+        },
+        parameters=[SCOPE_PATH],
+        tag="scopes",
+    ),
+    Route(
+        "POST",
+        "/sessions/{scopeId}/purge",
+        purge,
+        "loopback",
+        summary="Delete the scope's session, transcript, memory folder and index, for good",
+        description="Audited. `confirm` must repeat the scope id exactly.",
+        responses={
+            200: Reply("what was deleted", Purged),
+            400: "confirm is missing or differs from the scope id, or the scope id is malformed",
+            404: NO_SCOPE,
+        },
+        parameters=[SCOPE_PATH, CONFIRM],
+        tag="scopes",
+    ),
 ]

@@ -7,7 +7,7 @@ from pydantic import Field
 
 from admin_api.base import ApiError, halo_of
 from admin_api.models import ApiModel, Timestamp, reply
-from admin_api.routes import Route
+from admin_api.routes import Reply, Route, param
 from halo.work.tasks import STATUSES, Event, Status
 
 MAX_PROJECT_PARAM = 80
@@ -45,4 +45,23 @@ async def list_tasks(request: web.Request) -> web.Response:
     return reply([Task.model_validate(t.as_json()) for t in tasks if status is None or t.status == status])
 
 
-ROUTES = [Route("GET", "/tasks", list_tasks, "token")]
+ROUTES = [
+    Route(
+        "GET",
+        "/tasks",
+        list_tasks,
+        "token",
+        summary="The work task list, by number",
+        responses={
+            200: Reply("tasks with their logs", list[Task]),
+            400: "`status` is not a task status, or `project` is too long",
+        },
+        parameters=[
+            param(
+                "project", "query", {"type": "string", "maxLength": MAX_PROJECT_PARAM}, "only this project (any case)"
+            ),
+            param("status", "query", {"type": "string", "enum": list(STATUSES)}),
+        ],
+        tag="tasks",
+    )
+]
