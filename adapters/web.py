@@ -192,7 +192,7 @@ def _aware(ts: datetime) -> datetime:
 
 
 def openapi_paths() -> dict[str, Any]:
-    """The web chat's part of the server's /openapi.json."""
+    """The web chat's part of the server's /openapi.json (OpenAPI 3.1: JSON Schema 2020-12)."""
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     return {
         "/api/chat/inbox": {
@@ -284,7 +284,7 @@ def openapi_paths() -> dict[str, Any]:
                                     "type": "object",
                                     "required": ["reply", "scope_id"],
                                     "properties": {
-                                        "reply": {"type": "string", "nullable": True},
+                                        "reply": {"type": ["string", "null"]},
                                         "scope_id": {"type": "string"},
                                     },
                                 }

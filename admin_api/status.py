@@ -2,6 +2,9 @@
 
 Secrets never leave: the config snapshot masks every secret-looking key and the password
 part of any URL, whatever the settings model thinks is secret.
+
+The services report their own parts (`semantic`, `distillation`); their models name every key
+they send today and let a new one through, so a status page never fails on a key added there.
 """
 
 from __future__ import annotations
@@ -10,8 +13,11 @@ import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import Field
+
+from admin_api.models import ApiModel, Count, Number, OpenModel, Timestamp
 from halo import VERSION
 from halo.runtime.app import Halo
 from transcripts.audit import is_secret_key
@@ -32,6 +38,88 @@ def mask_secrets(value: Any) -> Any:
     if isinstance(value, str):
         return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", value)
     return value
+
+
+class Provider(ApiModel):
+    name: str
+    model: str | None
+    base_url: str | None
+    configured: bool
+
+
+class SemanticScope(OpenModel):
+    """One scope's index: its sync lag, then its sizes (or why they could not be read)."""
+
+    scope_id: str
+    last_sync: Timestamp | None
+    last_error: str | None
+    lag_seconds: float = Field(ge=0)
+
+
+class Semantic(OpenModel):
+    """The semantic index: its sync schedule's health and each scope's lag."""
+
+    enabled: bool
+    mode: Literal["off", "hybrid", "starting", "full-text only"]
+    problem: str | None = Field(description="why recall is less than hybrid")
+    running: bool = Field(description="the sync schedule is running")
+    interval_minutes: Number
+    next_run: Timestamp | None
+    runs: Count
+    failures: Count
+    last_run: Timestamp | None
+    last_success: Timestamp | None
+    last_error: str | None
+    last_error_at: Timestamp | None
+    sqlite: dict[str, Any] = Field(description="the SQLite build: driver, versions, fts5, problem")
+    embedder: dict[str, Any] = Field(description="name, model, state, error (and dim once loaded)")
+    scopes: list[SemanticScope]
+
+
+class DistillJob(OpenModel):
+    """One scope's distill or extract job."""
+
+    watermark: Count = Field(description="transcript byte offset read up to")
+    runs: Count
+    items: Count
+    last_run: Timestamp | None
+    last_success: Timestamp | None
+    last_error: str | None
+    failures: Count
+    next_retry: Timestamp | None
+    pending_ranges: Count
+
+
+class Distillation(OpenModel):
+    enabled: bool
+    every_n_items: int
+    extractor: Literal["deterministic", "llm"]
+    quiet_minutes: Number
+    running: list[str] = Field(description="scopes in a run now")
+    failing: list[str] = Field(description="scopes whose last run failed")
+    scopes: dict[str, dict[str, DistillJob]] = Field(description="per scope id, per job (distill, extract)")
+
+
+class Pairing(ApiModel):
+    pending: Count
+
+
+class Status(ApiModel):
+    ok: bool
+    version: str
+    started_at: Timestamp
+    uptime_seconds: float = Field(ge=0)
+    halo_home: dict[str, str]
+    provider: Provider
+    adapters: dict[str, dict[str, Any]] = Field(description="each adapter's own state: connected, last error, counters")
+    semantic: Semantic
+    distillation: Distillation
+    graph_memory: dict[str, Any] = Field(description="enabled, and why not; its server, runs and failing scopes")
+    pairing: Pairing
+    queues: dict[str, Count]
+    policy: dict[str, int]
+    config: dict[str, Any] = Field(description="halo.yaml and the environment, every secret masked")
+    problems: list[str] = Field(description="plain sentences for the dashboard's health line; empty when all is well")
 
 
 async def status_snapshot(halo: Halo) -> dict[str, Any]:

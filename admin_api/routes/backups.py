@@ -9,8 +9,21 @@ from aiohttp import web
 
 from admin_api.base import halo_of
 from admin_api.guards import actor
-from admin_api.routes import Route
+from admin_api.models import ApiModel, Timestamp, reply
+from admin_api.routes import Reply, Route
 from halo.runtime.backups import backup_now, list_archives
+
+
+class Backup(ApiModel):
+    file: str
+    bytes: int
+    createdAt: Timestamp
+
+
+class BackupMade(ApiModel):
+    file: str
+    files: int
+    bytes: int
 
 
 async def make_backup(request: web.Request) -> web.Response:
@@ -19,24 +32,41 @@ async def make_backup(request: web.Request) -> web.Response:
     paths = halo.services.paths
     info = await asyncio.to_thread(backup_now, paths.home, paths.backups, halo.settings.backups.keep)
     halo.services.audit.write("backup_made", file=info.path.name, files=info.files, actor=actor(request))
-    return web.json_response({"file": info.path.name, "files": info.files, "bytes": info.bytes}, status=201)
+    return reply(BackupMade(file=info.path.name, files=info.files, bytes=info.bytes), status=201)
 
 
 async def backups(request: web.Request) -> web.Response:
     folder = halo_of(request).services.paths.backups
 
-    def listing() -> list[dict[str, object]]:
+    def listing() -> list[Backup]:
         found = []
         for path in list_archives(folder):
             st = path.stat()
             made = datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
-            found.append({"file": path.name, "bytes": st.st_size, "createdAt": made})
+            found.append(Backup(file=path.name, bytes=st.st_size, createdAt=made))
         return found
 
-    return web.json_response(await asyncio.to_thread(listing))
+    return reply(await asyncio.to_thread(listing))
 
 
 ROUTES = [
-    Route("POST", "/backups", make_backup, "loopback"),
-    Route("GET", "/backups", backups, "loopback"),
+    Route(
+        "POST",
+        "/backups",
+        make_backup,
+        "loopback",
+        summary="Archive the whole workspace into HALO_HOME/backups now",
+        description="The same archive as `halo export`; the oldest beyond `backups.keep` are deleted.",
+        responses={201: Reply("the archive made", BackupMade)},
+        tag="backups",
+    ),
+    Route(
+        "GET",
+        "/backups",
+        backups,
+        "loopback",
+        summary="The workspace archives kept in HALO_HOME/backups",
+        responses={200: Reply("oldest first", list[Backup])},
+        tag="backups",
+    ),
 ]

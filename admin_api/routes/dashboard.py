@@ -12,12 +12,14 @@ import functools
 import hashlib
 import re
 from importlib import resources
+from typing import Any
 
 from aiohttp import web
 
 from admin_api.base import OPENAPI
 from admin_api.guards import unauthorized
-from admin_api.routes import Route
+from admin_api.models import Error
+from admin_api.routes import Reply, Route
 
 _INLINE = re.compile(r"<(script|style)>(.*?)</\1>", re.S)
 
@@ -68,6 +70,31 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 ROUTES = [
-    Route("GET", "/", dashboard, "token", on_unauthorized=sign_in),
-    Route("GET", "/openapi.json", openapi, "anyone"),
+    Route(
+        "GET",
+        "/",
+        dashboard,
+        "token",
+        summary="The dashboard",
+        responses={
+            200: Reply("the dashboard page", html=True),
+            401: Reply(
+                "Not from this machine and no valid admin token: a browser (Accept: text/html) gets the sign-in "
+                "page, which holds no data; anything else the JSON error",
+                Error,
+                html=True,
+            ),
+        },
+        tag="dashboard",
+        on_unauthorized=sign_in,
+    ),
+    Route(
+        "GET",
+        "/openapi.json",
+        openapi,
+        "anyone",
+        summary="This document",
+        responses={200: Reply("OpenAPI 3.1", dict[str, Any])},
+        tag="dashboard",
+    ),
 ]

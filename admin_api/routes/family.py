@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 
 from aiohttp import web
+from pydantic import Field
 
 from admin_api.base import ApiError, halo_of, lines_param
-from admin_api.routes import Route
+from admin_api.models import ApiModel, Timestamp, TranscriptLine, reply
+from admin_api.routes import BAD_LINES, LINES, SCOPE_QUERY, Reply, Route
 from config.family import Member
 from halo.family.scope_admin import parse_scope_id
 from halo.pipeline.envelope import Scope
@@ -23,6 +25,31 @@ from halo.pipeline.scopes import UnknownScopeError, member_scopes
 from halo.web_auth import member_of as web_member
 
 NO_MEMBER = "send Authorization: Bearer <your web_token> (or sign in to the dashboard)"
+
+
+class ReadableTranscripts(ApiModel):
+    member: str
+    scopes: list[str]
+
+
+class FamilyTranscript(ApiModel):
+    scopeId: str
+    owner: str | None
+    lines: list[TranscriptLine]
+
+
+class Notification(ApiModel):
+    id: str
+    ts: Timestamp
+    kind: str
+    about: str | None
+    text: str
+    deliveredVia: list[str] = Field(description="adapters that delivered it; it is in the web inbox either way")
+
+
+class Notifications(ApiModel):
+    member: str
+    notifications: list[Notification]
 
 
 def member_of(request: web.Request) -> Member:
@@ -52,7 +79,7 @@ async def readable_transcripts(request: web.Request) -> web.Response:
             "read_transcript", principal=member, resource=s, from_scope=_home(member), audit=False
         ).allowed
     ]
-    return web.json_response({"member": member.id, "scopes": scopes})
+    return reply(ReadableTranscripts(member=member.id, scopes=scopes))
 
 
 async def read_transcript(request: web.Request) -> web.Response:
@@ -77,7 +104,8 @@ async def read_transcript(request: web.Request) -> web.Response:
     )
     if not decision.allowed:
         raise ApiError(403, decision.reason)
-    return web.json_response({"scopeId": scope.id, "owner": scope.owner_id, "lines": [x.to_dict() for x in read]})
+    lines_read = [TranscriptLine.model_validate(x.to_dict()) for x in read]
+    return reply(FamilyTranscript(scopeId=scope.id, owner=scope.owner_id, lines=lines_read))
 
 
 async def notifications(request: web.Request) -> web.Response:
@@ -85,26 +113,53 @@ async def notifications(request: web.Request) -> web.Response:
     member = member_of(request)
     lines = lines_param(request)
     notes = await halo_of(request).services.notifier.for_member(member.id, lines)
-    return web.json_response(
-        {
-            "member": member.id,
-            "notifications": [
-                {
-                    "id": n.id,
-                    "ts": n.ts.isoformat(),
-                    "kind": n.kind,
-                    "about": n.about,
-                    "text": n.inbox,
-                    "deliveredVia": n.delivered_via,
-                }
+    return reply(
+        Notifications(
+            member=member.id,
+            notifications=[
+                Notification(
+                    id=n.id, ts=n.ts.isoformat(), kind=n.kind, about=n.about, text=n.inbox, deliveredVia=n.delivered_via
+                )
                 for n in notes
             ],
-        }
+        )
     )
 
 
 ROUTES = [
-    Route("GET", "/family/transcripts", readable_transcripts, "member"),
-    Route("GET", "/family/transcript", read_transcript, "member"),
-    Route("GET", "/family/notifications", notifications, "member"),
+    Route(
+        "GET",
+        "/family/transcripts",
+        readable_transcripts,
+        "member",
+        summary="The DM transcripts this member may read",
+        responses={200: Reply("scope ids", ReadableTranscripts)},
+        tag="family",
+    ),
+    Route(
+        "GET",
+        "/family/transcript",
+        read_transcript,
+        "member",
+        summary="A DM transcript, as the read_transcript policy allows this member (audited)",
+        description="A parent reads a young child's DM, an adolescent's only with parental_visibility, never "
+        "another parent's. A scope halo holds nothing of is refused or empty, never a 404.",
+        responses={
+            200: Reply("oldest first", FamilyTranscript),
+            400: BAD_LINES,
+            403: "The policy does not let this member read that transcript (the refusal is audited)",
+        },
+        parameters=[SCOPE_QUERY, LINES],
+        tag="family",
+    ),
+    Route(
+        "GET",
+        "/family/notifications",
+        notifications,
+        "member",
+        summary="This member's notifications (safety alerts), delivered by an adapter or not",
+        responses={200: Reply("oldest first", Notifications), 400: BAD_LINES},
+        parameters=[LINES],
+        tag="family",
+    ),
 ]

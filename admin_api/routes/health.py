@@ -2,22 +2,45 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from aiohttp import web
 
 from admin_api.base import halo_of
-from admin_api.routes import Route
-from admin_api.status import status_snapshot
+from admin_api.models import ApiModel, reply
+from admin_api.routes import Reply, Route
+from admin_api.status import Status, status_snapshot
+
+
+class Health(ApiModel):
+    ok: Literal[True] = True
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"ok": True})
+    return reply(Health())
 
 
 async def status(request: web.Request) -> web.Response:
-    return web.json_response(await status_snapshot(halo_of(request)))
+    return reply(Status.model_validate(await status_snapshot(halo_of(request))))
 
 
 ROUTES = [
-    Route("GET", "/healthz", healthz, "anyone"),
-    Route("GET", "/status", status, "token"),
+    Route(
+        "GET",
+        "/healthz",
+        healthz,
+        "anyone",
+        summary="Is halo up?",
+        responses={200: Reply("halo is up", Health)},
+        tag="health",
+    ),
+    Route(
+        "GET",
+        "/status",
+        status,
+        "token",
+        summary="Uptime, version, paths, config (secrets masked), adapters, provider, sync and queues",
+        responses={200: Reply("the snapshot", Status)},
+        tag="health",
+    ),
 ]

@@ -1,5 +1,6 @@
-"""/openapi.json is the contract: it documents every route, routes every documented path, and
-the handlers keep to it (schemathesis, a bounded number of generated requests per operation)."""
+"""/openapi.json is the contract: generated from the route table and the body models, it documents
+every route, routes every documented path (the adapters' pages too), and the handlers keep to it
+(schemathesis, a bounded number of generated requests per operation)."""
 
 from __future__ import annotations
 
