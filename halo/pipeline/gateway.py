@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from halo.family.delivery import Delivery
     from halo.family.groups import GroupGuard
     from halo.family.pairing import Pairing
+    from halo.media.documents import Documents
     from halo.safety.gate import SafetyGate
     from memory.service import MemoryService
     from policy import PolicyEngine
@@ -94,6 +95,7 @@ class Gateway:
         llm: LLMSettings,
         agents: TurnAgents,
         transcriber: Transcriber | None = None,
+        documents: Documents | None = None,
     ) -> None:
         self.policy = policy
         self.groups = groups
@@ -109,6 +111,7 @@ class Gateway:
         self.after_turn: list[AfterTurnHook] = []
         self.agents = agents
         self.transcriber = transcriber  # voice notes to text (halo/media/voice.py); None: not set up
+        self.documents = documents  # documents read into the scope's files (halo/media/documents.py)
         self.answerers: list[Answerer] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -210,6 +213,11 @@ class Gateway:
             turn, cannot_hear = await self._hear(turn)
             env = turn.envelope
             heard = cannot_hear is None
+        not_read = None
+        attachment = env.attachment
+        if attachment is not None and attachment.kind == "document" and self.documents is not None and not recorded:
+            turn, not_read = await self.documents.receive(turn)  # saved in the scope's files, or why not
+            env = turn.envelope
         model_input = _model_input(turn)  # the model's view, when it differs (who said it, in a group)
         if not recorded:
             await self._record(
@@ -221,10 +229,12 @@ class Gateway:
                 message_id=env.platform_message_id,
                 heard=True if heard else None,
                 voice="not transcribed" if cannot_hear is not None else None,
+                document="not read" if not_read is not None else None,
             )
-        if cannot_hear is not None:  # said plainly, answered in code: no model turn on a message not heard
-            reply = Reply(cannot_hear, env.scope.id, "command", decision)
-            await self._record(turn, "assistant", cannot_hear, reply="command", answers=env.id)
+        said = cannot_hear or not_read
+        if said is not None:  # said plainly, answered in code: no model turn on a message not heard or read
+            reply = Reply(said, env.scope.id, "command", decision)
+            await self._record(turn, "assistant", said, reply="command", answers=env.id)
             self._after(turn, reply)
             return reply
         if not env.addressed:  # kept, not answered: the line is in the scope's history all the same
