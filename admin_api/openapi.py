@@ -12,6 +12,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from admin_api.routes.files import NUMBER_PATTERN
 from admin_api.routes.pairing import CODE_PATTERN
 from halo import VERSION
 from halo.family.scope_admin import SCOPE_ID_PATTERN
@@ -458,6 +459,26 @@ SCHEMAS: dict[str, Schema] = {
             "truncated": {"type": "boolean"},
         },
     },
+    "Document": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["number", "name", "pages", "characters", "bytes", "type", "addedBy", "addedAt", "path"],
+        "properties": {
+            "number": {"type": "integer", "minimum": 1, "description": "its number in /files; stable while it exists"},
+            "name": {"type": "string", "description": "the name it was sent with"},
+            "pages": nullable({"type": "integer", "description": "a PDF's pages; null for text"}),
+            "characters": {"type": "integer", "description": "characters of text kept"},
+            "bytes": {"type": "integer", "description": "size of the original (not kept)"},
+            "type": {"type": "string", "example": "application/pdf"},
+            "addedBy": {"type": "string", "description": "who sent it"},
+            "addedAt": {"type": "string", "format": "date-time"},
+            "path": {
+                "type": "string",
+                "description": "the text's file in the scope's memory folder",
+                "example": "files/001-trip.pdf.md",
+            },
+        },
+    },
     "PairingRequest": {
         "type": "object",
         "additionalProperties": False,
@@ -653,6 +674,62 @@ PATHS: dict[str, dict[str, Schema]] = {
             "The scope's MEMORY.md as it is on disk (audited)",
             {"200": json_body(ref("Memory"), "the file, or exists: false"), "400": BAD_SCOPE, "404": NO_SCOPE},
             parameters=[SCOPE_PATH],
+            tags=["memory"],
+        )
+    },
+    "/scopes/{scopeId}/files": {
+        "get": operation(
+            "token",
+            "The documents members sent in the scope, kept as text (audited)",
+            {
+                "200": json_body(
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["scopeId", "files"],
+                        "properties": {
+                            "scopeId": {"type": "string"},
+                            "files": {"type": "array", "items": ref("Document")},
+                        },
+                    },
+                    "by number",
+                ),
+                "400": BAD_SCOPE,
+                "404": NO_SCOPE,
+            },
+            parameters=[SCOPE_PATH],
+            tags=["memory"],
+        )
+    },
+    "/scopes/{scopeId}/files/{number}": {
+        "delete": operation(
+            "token",
+            "Delete one document: its text, and its chunks in the scope's index",
+            {
+                "200": json_body(
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["scopeId", "removed"],
+                        "properties": {"scopeId": {"type": "string"}, "removed": ref("Document")},
+                    },
+                    "the document that was deleted",
+                ),
+                "400": error("The scope id or the number is malformed"),
+                "404": error("No such scope, or the scope has no document of that number"),
+            },
+            description="Audited as `document_removed`. Conversations that mentioned the document are kept.",
+            parameters=[
+                SCOPE_PATH,
+                {
+                    "name": "number",
+                    "in": "path",
+                    "required": True,
+                    "description": "the document's number, as the list gives it",
+                    "schema": {"type": "string", "pattern": f"^{NUMBER_PATTERN}$"},
+                    "example": "1",
+                },
+            ],
             tags=["memory"],
         )
     },
