@@ -201,6 +201,14 @@ class MemorySettings(BaseModel):
     extraction_chunk_turns: int = Field(default=12, ge=1, description="signal turns sent to the model at once")
     extraction_overlap_turns: int = Field(default=2, ge=0, description="turns repeated as context between chunks")
     daily_transcript: bool = Field(default=True, description="[user]/[halo] lines in each scope's daily file")
+    max_document_mb: int = Field(default=10, ge=1, le=50, description="largest document a member may send to read")
+    max_document_pages: int = Field(default=200, ge=1, le=5000, description="longest PDF read, in pages")
+    max_document_chars: int = Field(
+        default=400_000, ge=1000, description="longest text kept from one document (about 100k tokens)"
+    )
+    document_excerpt_tokens: int = Field(
+        default=2000, ge=100, le=20_000, description="the beginning of a just-sent document shown to the model"
+    )
     semantic: SemanticSettings = Field(default_factory=SemanticSettings)
     graph: GraphSettings = Field(default_factory=GraphSettings)
 

@@ -20,6 +20,7 @@ from halo.pipeline.envelope import Scope
 from halo.pipeline.scopes import UnknownScopeError, resolve_scope
 from halo.pipeline.turn import Turn
 from halo.tools.guarded import guarded_tool
+from memory.documents import document_label
 from memory.semantic import Hit, SemanticMemory
 from transcripts import AuditLog
 from transcripts.tokens import estimate_tokens
@@ -70,7 +71,12 @@ def scope_label(turn: Turn, scope_id: str) -> str:
 
 def describe(turn: Turn, hit: Hit) -> str:
     """Where a hit comes from. Dates need no mention: transcript chunks start with their time,
-    daily notes are named by their day."""
+    daily notes are named by their day. A document is named as it was sent, so the model can
+    cite it ("the school letter says…")."""
+    document = document_label(hit.source)
+    if document is not None:
+        lines = hit.location.removeprefix(hit.source).strip()
+        return f"[{scope_label(turn, hit.scope_id)} · document {document}, {lines}]"
     return f"[{scope_label(turn, hit.scope_id)} · {hit.location}]"
 
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from halo.family.delivery import Delivery
     from halo.family.groups import GroupGuard
     from halo.family.pairing import Pairing
+    from halo.media.documents import Documents
     from halo.safety.gate import SafetyGate
     from memory.service import MemoryService
     from policy import PolicyEngine
@@ -96,6 +97,7 @@ class Gateway:
         agents: TurnAgents,
         transcriber: Transcriber | None = None,
         photos: PhotoReader | None = None,
+        documents: Documents | None = None,
     ) -> None:
         self.policy = policy
         self.groups = groups
@@ -112,6 +114,7 @@ class Gateway:
         self.agents = agents
         self.transcriber = transcriber  # voice notes to text (halo/media/voice.py); None: not set up
         self.photos = photos  # photos to image input (halo/media/images.py); None: halo cannot see them
+        self.documents = documents  # documents read into the scope's files (halo/media/documents.py)
         self.answerers: list[Answerer] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -228,6 +231,11 @@ class Gateway:
         photo = env.attachment is not None and env.attachment.kind == "image"
         if photo and env.addressed and not recorded:
             cannot_see = await self._look(turn)
+        not_read = None
+        document = env.attachment is not None and env.attachment.kind == "document"
+        if document and self.documents is not None and env.addressed and not recorded:
+            turn, not_read = await self.documents.receive(turn)  # saved in the scope's files, or why not
+            env = turn.envelope
         model_input = _model_input(turn)  # the model's view, when it differs (who said it, in a group)
         if not recorded:
             await self._record(
@@ -240,8 +248,9 @@ class Gateway:
                 heard=True if heard else None,
                 voice="not transcribed" if cannot_hear is not None else None,
                 photo=("shown" if cannot_see is None else "not shown") if photo and env.addressed else None,
+                document="not read" if not_read is not None else None,
             )
-        refusal = cannot_hear or cannot_see
+        refusal = cannot_hear or cannot_see or not_read
         if refusal is not None:  # said plainly, answered in code: no model turn on what it could not take in
             reply = Reply(refusal, env.scope.id, "command", decision)
             await self._record(turn, "assistant", refusal, reply="command", answers=env.id)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from halo.family.delivery import Delivery
     from halo.family.groups import GroupGuard
     from halo.family.pairing import Pairing
+    from halo.media.documents import Documents
     from halo.safety.gate import SafetyGate
     from halo.safety.notify import Notifier
     from memory.graph.service import GraphMemory
@@ -59,6 +60,7 @@ class Services:
     graph: GraphMemory | None = None  # graph memory (memory.graph); built even when off, so /status can say why
     recall: Recall | None = None  # what a turn may search in the semantic index
     graph_recall: GraphRecall | None = None  # the same for graph memory
+    documents: Documents | None = None  # documents members sent (/files, the admin API)
 
     @property
     def family(self) -> Family:

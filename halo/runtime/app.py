@@ -14,9 +14,11 @@ from agents import Model, Tool
 
 from config.settings import Settings
 from halo.commands.builtin import CommandRegistry, builtin_commands
+from halo.commands.files import files_commands
 from halo.commands.memory import memory_commands
 from halo.commands.memory_actions import MemoryActions
 from halo.context.builder import ContextBuilder, PersonaSource
+from halo.context.documents import DocumentSource
 from halo.context.graph import GraphRecall
 from halo.context.memory import MemorySource
 from halo.context.recall import Recall, RecallSource, memory_files_in_context
@@ -29,6 +31,7 @@ from halo.family.scope_admin import ScopeAdmin
 from halo.home.commands import home_commands
 from halo.home.events import HomeEvents
 from halo.home.store import HomeStore
+from halo.media.documents import Documents
 from halo.media.images import build_photo_reader
 from halo.media.voice import build_transcriber
 from halo.pipeline.compaction import compact_if_needed
@@ -61,6 +64,7 @@ from halo.work.status import StatusAnswers
 from halo.work.tasks import TaskStore
 from halo.work.tools import task_tools
 from memory import daily
+from memory.documents import ScopeDocuments
 from memory.semantic import SemanticMemory
 from memory.semantic.embedders import Embedder, load_embedder
 from policy import PolicyEngine
@@ -188,9 +192,12 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     recall = Recall(semantic, audit)
     graph_recall = GraphRecall(graph, audit)
     memory_actions = MemoryActions(memory, audit)
+    scope_documents = ScopeDocuments(memory.files)  # documents members sent, in each scope's files/
+    documents = Documents(scope_documents, settings.memory, semantic, audit)
     context = ContextBuilder(
         [
             PersonaSource(paths.soul),
+            DocumentSource(scope_documents, settings.memory.document_excerpt_tokens),
             ProfileSource(),
             MemorySource(paths, daily_section=daily_section),
             RecallSource(recall, already_in_context=memory_files_in_context),
@@ -209,6 +216,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
                 tools=lambda turn: [tool.name for tool in agents.offered_tools(turn)],
             ),
             *memory_commands(memory_actions),
+            *files_commands(documents),
             recall.command(),
             graph_recall.command(),
             *task_commands(tasks),
@@ -250,6 +258,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         agents=agents,
         transcriber=build_transcriber(settings.llm),
         photos=build_photo_reader(settings.llm),
+        documents=documents,
     )
     # what the runtime, the CLI and the admin API reach: the parts built here, never given to a turn
     services = Services(
@@ -275,7 +284,10 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         graph=graph,
         recall=recall,
         graph_recall=graph_recall,
+        documents=documents,
     )
+    if main_model is None:  # nobody to talk about a document with: at least say it was kept
+        gateway.answerers.append(documents.acknowledge)
     gateway.answerers.append(
         StatusAnswers(
             tasks,

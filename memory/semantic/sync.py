@@ -1,5 +1,7 @@
 """Keeping one scope's index in step with its markdown files and its transcript.
 
+The markdown files are MEMORY.md, the daily notes and the documents members sent (files/).
+
 Markdown: a file whose size and mtime are unchanged is skipped without reading it; one
 whose content hash is unchanged only has its mtime updated; only a changed file is cut
 again, and a removed file's chunks are dropped. Transcript: read from the byte offset the
@@ -17,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memory.documents import FILES_DIR
 from memory.semantic.chunking import (
     TRANSCRIPT_SOURCE,
     NumberedLine,
@@ -46,11 +49,12 @@ class SyncReport:
 
 
 def markdown_files(scope_dir: Path) -> dict[str, Path]:
-    """The scope's markdown memory: MEMORY.md (and any other top-level .md) and daily/*.md."""
+    """The scope's markdown memory: MEMORY.md (and any other top-level .md), daily/*.md, and the
+    documents members sent, files/*.md (memory.documents)."""
     found: dict[str, Path] = {}
     if not scope_dir.is_dir():
         return found
-    for path in [*scope_dir.glob("*.md"), *scope_dir.glob("daily/*.md")]:
+    for path in [*scope_dir.glob("*.md"), *scope_dir.glob("daily/*.md"), *scope_dir.glob(f"{FILES_DIR}/*.md")]:
         if path.is_file():
             found[path.relative_to(scope_dir).as_posix()] = path
     return found

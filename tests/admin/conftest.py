@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -136,6 +137,24 @@ async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
         policy_ids=["memory-own-scope"],
         reason="seeded",
     )
+
+
+async def seed_document(services: Any, scope_id: str = SEEDED) -> int:
+    """A document in the scope's files, as Mom sending it would have left it; its number."""
+    assert services.documents is not None
+    text = "The school trip to the Science Museum is on Friday 14 March."
+    doc = await asyncio.to_thread(
+        services.documents.store.add,
+        scope_id,
+        name="trip.pdf",
+        text=text,
+        by="Mom",
+        when=datetime.now(UTC),
+        pages=1,
+        size=2048,
+        mime="application/pdf",
+    )
+    return int(doc.number)
 
 
 async def ask_to_join(

@@ -16,7 +16,7 @@ import pytest
 from admin_api.routes import admin_routes
 from halo.access import is_loopback_address
 from halo.web_auth import SESSION_COOKIE, DashboardLogin
-from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
+from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness, seed_document
 from tests.admin.peers import PeerSite
 
 FORGED = {
@@ -52,6 +52,8 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/events/tail"): Example("/events/tail?lines=5"),
     ("GET", "/transcripts/tail"): Example(f"/transcripts/tail?scopeId={SEEDED}&lines=5"),
     ("GET", "/scopes/{scopeId}/memory"): Example(f"/scopes/{SEEDED}/memory"),
+    ("GET", "/scopes/{scopeId}/files"): Example(f"/scopes/{SEEDED}/files"),
+    ("DELETE", "/scopes/{scopeId}/files/{number}"): Example(f"/scopes/{SEEDED}/files/1"),
     ("GET", "/memory/graph"): Example(f"/memory/graph?scopeId={SEEDED}"),
     ("GET", "/pairing/requests"): Example("/pairing/requests"),
     ("GET", "/tasks"): Example("/tasks"),
@@ -134,6 +136,8 @@ async def test_route_access(key: tuple[str, str], admin):
             path = path.replace("{login}", DashboardLogin(harness.services.paths.logins).issue_link_token())
         if succeeds and "/purge" in path and harness.services.transcripts.count(SEEDED) == 0:
             await harness.seed()  # purged by the last caller who could
+        if "/files/" in path and not await harness.services.documents.list(SEEDED):
+            await seed_document(harness.services)  # deleted by the last caller who could
         return await endpoint.call(
             method,
             path,
@@ -166,6 +170,8 @@ async def test_route_access(key: tuple[str, str], admin):
                 assert set(reply.body) == {"error"}, f"{where}: errors are JSON"
             assert decisions() == decided, f"{where}: a refused caller decided a join request"
             assert harness.services.transcripts.count(SEEDED) == lines, f"{where}: a refused caller purged"
+            if "/files/" in example.path:
+                assert await harness.services.documents.list(SEEDED), f"{where}: a refused caller deleted a file"
 
 
 async def test_a_childs_token_cannot_purge_another_childs_chat(admin):

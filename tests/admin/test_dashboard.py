@@ -266,3 +266,28 @@ async def test_the_tasks_panel_shows_what_halo_is_working_on(admin, browser):
     )
     await expect(page.locator("#task-count")).to_have_text("2")
     assert problems == []
+
+
+async def test_the_memory_panel_lists_a_chats_documents_and_deletes_one(admin, browser):
+    from playwright.async_api import expect
+
+    from tests.admin.test_files_api import MOM_DM, send_document
+
+    harness = await admin()
+    await send_document(harness.halo)
+    page, problems = await open_dashboard(browser, login_link(harness), DESKTOP)
+    await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
+
+    await page.locator("#memory-scope").select_option(MOM_DM)
+    await page.locator("#memory-load").click()
+    files = page.locator("#files-list")
+    await expect(files).to_contain_text("trip.pdf")
+    await expect(files).to_contain_text("2 pages")
+    await expect(page.locator("#files-meta")).to_contain_text("1 document")
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    await files.get_by_role("button", name="Delete trip.pdf").click()
+    await expect(page.locator("#toast")).to_contain_text("Deleted trip.pdf.")
+    await expect(page.locator("#files-meta")).to_contain_text("No documents were sent in this chat.")
+    assert not list((harness.services.paths.scope_dir(MOM_DM) / "files").iterdir())
+    assert not problems, problems

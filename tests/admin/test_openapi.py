@@ -17,7 +17,7 @@ from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
 from config.loader import load_settings
 from halo.runtime.app import Halo
-from tests.admin.conftest import ADMIN_YAML, ask_to_join, memory_yaml, seed_scope
+from tests.admin.conftest import ADMIN_YAML, ask_to_join, memory_yaml, seed_document, seed_scope
 from tests.admin.threaded import ThreadedHalo
 from tests.conftest import write_home
 
@@ -51,6 +51,8 @@ async def _seed(halo: Halo) -> None:
     """Data in every part, so each answer has something to keep to its schema."""
     await seed_scope(halo.services)
     await seed_scope(halo.services, "telegram:1003")
+    for _ in range(3):  # documents to list, and to delete (schemathesis may delete 1, 2 and 3)
+        await seed_document(halo.services)
     await ask_to_join(halo.services, 5550001)
     assert halo.tasks is not None
     await halo.tasks.add("ContextForge", "Write the migration guide", scope_id="discord:3001", by="priya")

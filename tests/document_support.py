@@ -1,0 +1,51 @@
+"""Real documents for tests: a minimal valid PDF whose pages carry text streams (what a school
+letter exported from a word processor is, stripped to the bone), and one with no text at all
+(what a scanner makes, minus the pictures)."""
+
+from __future__ import annotations
+
+
+def pdf(pages: list[list[str]]) -> bytes:
+    """A PDF 1.4 file: one page per item of `pages`, each line of text drawn in Helvetica."""
+    count = len(pages)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{' '.join(f'{4 + 2 * i} 0 R' for i in range(count))}] /Count {count} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    for i, lines in enumerate(pages):
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            f"/Resources << /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>".encode()
+        )
+        drawn = "".join(f"({_escape(line)}) Tj T*\n" for line in lines)
+        stream = f"BT\n/F1 12 Tf\n72 720 Td\n14 TL\n{drawn}ET".encode()
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def _escape(line: str) -> str:
+    return line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+
+SCHOOL_LETTER = pdf(
+    [
+        [
+            "Greenfield Primary School",
+            "Dear parents,",
+            "The Year 4 school trip to the Science Museum is on Friday 14 March.",
+            "The coach leaves at 8:45 from the school gate.",
+        ],
+        ["Please bring a packed lunch and a waterproof coat.", "Mrs Okafor, Year 4 teacher"],
+    ]
+)
+SCANNED = pdf([[], []])  # pages, and not a word of text on them
