@@ -233,7 +233,7 @@ class Gateway:
             cannot_see = await self._look(turn)
         not_read = None
         document = env.attachment is not None and env.attachment.kind == "document"
-        if document and self.documents is not None and env.addressed and not recorded:
+        if document and self.documents is not None and not recorded:  # marked; kept only when for halo
             turn, not_read = await self.documents.receive(turn)  # saved in the scope's files, or why not
             env = turn.envelope
         model_input = _model_input(turn)  # the model's view, when it differs (who said it, in a group)
