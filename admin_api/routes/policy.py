@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Literal, cast
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
@@ -12,6 +12,9 @@ from admin_api.base import halo_of
 from admin_api.models import ApiModel, Member, reply
 from admin_api.routes import Reply, Route
 from halo.family.policy_table import MEMBER_ACTIONS, SYSTEM_ACTIONS, policy_table
+from halo.pipeline.envelope import Envelope, Platform, Scope, Speaker
+from halo.pipeline.turn import Turn
+from halo.runtime.app import Halo
 from halo.safety.profiles import effective_profile
 from policy.engine import POLICY_DIR
 
@@ -61,6 +64,9 @@ class ScopeDecisions(ApiModel):
     type: str
     ownerId: str | None
     decisions: list[Decision]
+    toolsOffered: dict[str, list[str]] = Field(
+        description="member id → the tools the model is offered when that member talks here (members who may)"
+    )
 
 
 class PolicyInfo(ApiModel):
@@ -78,8 +84,21 @@ class PolicyStatus(ApiModel):
     policies: list[PolicyInfo]
 
 
+def tools_offered(halo: Halo, scope: Scope) -> dict[str, list[str]]:
+    """The same decision that builds the tool list a turn's model is sent (TurnAgents.offered_tools)."""
+    offered: dict[str, list[str]] = {}
+    policy = halo.services.policy
+    for member in policy.family.members:
+        envelope = Envelope(cast(Platform, scope.platform), scope, Speaker(member.id, member), "")
+        turn = Turn(envelope, policy)
+        if turn.decide("converse", audit=False).allowed:
+            offered[member.id] = [tool.name for tool in halo.gateway.agents.offered_tools(turn)]
+    return offered
+
+
 async def policy_status(request: web.Request) -> web.Response:
-    services = halo_of(request).services
+    halo = halo_of(request)
+    services = halo.services
     family = services.family
     rows = await asyncio.to_thread(policy_table, services.policy, family)  # cheap once memoised
     members = [
@@ -108,6 +127,7 @@ async def policy_status(request: web.Request) -> web.Response:
                 )
                 for cell in row.cells
             ],
+            toolsOffered=tools_offered(halo, row.scope),
         )
         for row in rows
     ]

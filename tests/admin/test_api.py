@@ -322,6 +322,11 @@ async def test_policy_status_explains_every_member_in_every_configured_scope(adm
     assert not decision("web:aarav", "system:home", "receive_proactive")["allowed"]
     assert decision("telegram:-1001234", "mom", "share")["fromScope"] == "web:mom"
     assert any(p["id"] == "own-dm" and p["source"] == "policy/family.cedar" for p in body["policies"])
+    # who is offered which tool, per scope: the list the model would be sent
+    assert "fetch_page" in scopes["web:mom"]["toolsOffered"]["mom"]
+    assert "fetch_page" not in scopes["web:tara"]["toolsOffered"]["tara"]  # a young child: no outward tools
+    assert "current_time" in scopes["web:tara"]["toolsOffered"]["tara"]
+    assert "aarav" not in scopes["telegram:-1001234"]["toolsOffered"]  # may not talk there: offered nothing
     assert len(harness.services.audit.tail(1000)) == audit_before  # probes are not audited
 
 
