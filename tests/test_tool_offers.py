@@ -52,6 +52,11 @@ def family_yaml(shape: dict) -> str:
     )
 
 
+def allows(turn: Turn, kind: str) -> bool:
+    """The policy's answer for any tool of this class (what builds the offered list)."""
+    return turn.decide("use_tool", audit=False, tool="any", tool_class=kind).allowed
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=families)
 def test_no_tool_reaches_anyone_the_policy_does_not_allow(tmp_path_factory, shape: dict) -> None:
@@ -59,7 +64,7 @@ def test_no_tool_reaches_anyone_the_policy_does_not_allow(tmp_path_factory, shap
     write_home(home, family=family_yaml(shape))
     halo = build_halo(load_settings(home))
     family = halo.services.family
-    parent_outward = 0
+    parent_outward = private_in_dm = 0
     try:
         for member in family.members:
             own = [f"telegram:{member.telegram_user_id}"] if member.telegram_user_id else []
@@ -67,7 +72,8 @@ def test_no_tool_reaches_anyone_the_policy_does_not_allow(tmp_path_factory, shap
             for scope_id in [*own, FAMILY_GROUP, PARENTS_GROUP, WORK]:
                 scope = resolve_scope(family, scope_id)
                 envelope = Envelope(scope_id.split(":")[0], scope, Speaker(member.id, member), "?")  # type: ignore[arg-type]
-                offered = halo.gateway.agents.offered_tools(Turn(envelope, halo.services.policy))
+                turn = Turn(envelope, halo.services.policy)
+                offered = halo.gateway.agents.offered_tools(turn)
                 classes = {tool_class(tool) for tool in offered}
                 where = (
                     f"{member.id} ({member.role}, {member.age_group}) in {scope_id}: {sorted(t.name for t in offered)}"
@@ -76,10 +82,17 @@ def test_no_tool_reaches_anyone_the_policy_does_not_allow(tmp_path_factory, shap
                     assert "outward" not in classes, where
                 if scope.type == "family_group":
                     assert "private" not in classes, where
+                    # no private-reading tool exists yet: the policy itself refuses the class here, so
+                    # one added later is refused too (the same decision builds the offered list)
+                    assert not allows(turn, "private"), where
+                if member.role == "child" and member.age_group == "young_child":
+                    assert not allows(turn, "outward"), where
+                private_in_dm += scope.type == "dm" and allows(turn, "private")
                 if member.role == "colleague":
                     assert classes <= {"work", "internal"}, where
                 if member.role == "parent" and scope.type == "dm" and "outward" in classes:
                     parent_outward += 1
         assert parent_outward >= 1, "the check is not vacuous: a parent's DM offers the outward tools"
+        assert private_in_dm >= 1, "and the private class is allowed somewhere: the refusal above is the policy's"
     finally:
         asyncio.run(halo.close())
