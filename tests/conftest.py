@@ -164,3 +164,21 @@ def outbox(halo: Any) -> Outbox:
     box = Outbox()
     halo.services.delivery.register("telegram", box)
     return box
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[Any]:
+    """The Telegram Bot API stand-in (tests/fakes/telegram_server.py)."""
+    from tests.fakes.telegram_server import FakeTelegram
+
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def start_telegram(home: Path, fake_llm: FakeOpenAI, tg: Any) -> AsyncIterator[Any]:
+    """`await start_telegram(extra_yaml, ...)`: halo polling the stand-in (tests/telegram_support.py)."""
+    from tests.telegram_support import telegram_starter
+
+    async for start in telegram_starter(home, fake_llm, tg):
+        yield start

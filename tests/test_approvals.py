@@ -6,45 +6,23 @@ Through the real Telegram adapter, the real SDK and the fake model."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from config.loader import load_settings
-from halo.runtime.app import Halo, build_halo
-from tests.conftest import llm_yaml, write_home
+from halo.runtime.app import Halo
 from tests.fakes.llm_server import FakeOpenAI, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_telegram import COMMENTED_FAMILY, adapter_of, telegram_yaml, tiny_backoff
+from tests.telegram_support import StartTelegram
 
 WAGS, MOM, AARAV, TARA = 1001, 1002, 1003, 1004
 ASKED = "Aarav asks me to send Mom this message: “I'll be home late”"
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def start(home: Path, fake_llm: FakeOpenAI, tg: FakeTelegram) -> AsyncIterator[Callable[[], Awaitable[Halo]]]:
-    running: list[Halo] = []
-
-    async def start_halo() -> Halo:
-        write_home(home, llm_yaml(fake_llm) + telegram_yaml(tg.base_url), family=COMMENTED_FAMILY)
-        halo = tiny_backoff(build_halo(load_settings(home)))
-        running.append(halo)
-        await halo.start_background()
-        await halo.start_adapters()
-        await tg.wait_for(lambda: adapter_of(halo).status()["connected"], what="polling")
-        return halo
-
-    yield start_halo
-    for halo in running:
-        await halo.close()
+def start(start_telegram: StartTelegram) -> Callable[[], Awaitable[Halo]]:
+    return lambda: start_telegram(background=True)  # the approvals' timer runs in the background
 
 
 async def aarav_asks_to_message_mom(tg: FakeTelegram, fake_llm: FakeOpenAI) -> None:

@@ -31,9 +31,9 @@ from tests.conftest import llm_yaml, low_risk_classifier, write_home
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
+from tests.telegram_support import COMMENTED_FAMILY, adapter_of, telegram_yaml
 from tests.test_discord import adapter_of as discord_adapter_of
 from tests.test_discord import discord_yaml
-from tests.test_telegram import COMMENTED_FAMILY, adapter_of, telegram_yaml
 from tests.waiting import eventually
 from transcripts import TranscriptStore
 

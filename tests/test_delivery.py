@@ -19,7 +19,7 @@ from halo.runtime.app import Halo, build_halo
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_telegram import telegram_yaml
+from tests.telegram_support import telegram_yaml
 from tests.waiting import eventually
 
 MOM = "telegram:1002"

@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import json
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from config.loader import load_settings
 from halo.media.document_text import extract
-from halo.runtime.app import Halo, build_halo
+from halo.runtime.app import Halo
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.document_support import SCANNED, SCHOOL_LETTER, pdf
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_telegram import COMMENTED_FAMILY, adapter_of, telegram_yaml, tiny_backoff
+from tests.telegram_support import StartTelegram
 from tests.waiting import eventually
 
 MOM = 1002
@@ -28,27 +28,8 @@ FULL_TEXT = "memory:\n  semantic: {embedder: none}\n"  # recall by words: no mod
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def start(home: Path, fake_llm: FakeOpenAI, tg: FakeTelegram) -> AsyncIterator[Callable[..., Awaitable[Halo]]]:
-    running: list[Halo] = []
-
-    async def start_halo(extra: str = FULL_TEXT, llm: str | None = None) -> Halo:
-        llm = llm_yaml(fake_llm) if llm is None else llm
-        write_home(home, llm + extra + telegram_yaml(tg.base_url), family=COMMENTED_FAMILY)
-        halo = tiny_backoff(build_halo(load_settings(home)))
-        running.append(halo)
-        await halo.start_adapters()
-        await tg.wait_for(lambda: adapter_of(halo).status()["connected"], what="polling")
-        return halo
-
-    yield start_halo
-    for halo in running:
-        await halo.close()
+def start(start_telegram: StartTelegram) -> Callable[..., Awaitable[Halo]]:
+    return lambda extra=FULL_TEXT, llm=None: start_telegram(extra, llm=llm)
 
 
 def transcript(halo: Halo, scope_id: str) -> list[dict]:

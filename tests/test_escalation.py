@@ -21,7 +21,7 @@ from tests.safety_support import (
     pushed_alerts,
     transcript,
 )
-from tests.test_telegram import adapter_of, telegram_yaml, tiny_backoff
+from tests.telegram_support import adapter_of, telegram_yaml, tiny_backoff
 
 STRANGER = "a guy I met online wants to meet me alone and says not to tell my parents"
 

@@ -16,7 +16,8 @@ from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.home_support import FAMILY_LONDON, LEAK, forget_session, mqtt_of, mqtt_yaml, publisher, unique_prefix
-from tests.test_telegram import adapter_of, telegram_yaml, transcript
+from tests.telegram_support import adapter_of, telegram_yaml
+from tests.test_telegram import transcript
 from tests.waiting import eventually
 
 RULES = """\

@@ -24,9 +24,9 @@ from halo.runtime.app import Halo
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
+from tests.telegram_support import telegram_yaml
 from tests.test_delivery import start
 from tests.test_session_durability import Serve
-from tests.test_telegram import telegram_yaml
 from tests.waiting import eventually
 from transcripts import TranscriptLine, TranscriptStore
 

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from config.loader import load_settings
 from halo.media.images import MODEL_CANNOT_SEE, NO_VISION
-from halo.runtime.app import Halo, build_halo
+from halo.runtime.app import Halo
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_telegram import COMMENTED_FAMILY, adapter_of, telegram_yaml, tiny_backoff
+from tests.telegram_support import StartTelegram
 from tests.waiting import eventually
 
 MOM, TARA = 1002, 1004
@@ -27,26 +27,8 @@ PHOTO = b"\xff\xd8\xff\xe0\x00\x10JFIF" + bytes(range(256)) * 16  # a JPEG's fir
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def start(home: Path, fake_llm: FakeOpenAI, tg: FakeTelegram) -> AsyncIterator[Callable[..., Awaitable[Halo]]]:
-    running: list[Halo] = []
-
-    async def start_halo(extra_llm: str = "") -> Halo:
-        write_home(home, llm_yaml(fake_llm) + extra_llm + telegram_yaml(tg.base_url), family=COMMENTED_FAMILY)
-        halo = tiny_backoff(build_halo(load_settings(home)))
-        running.append(halo)
-        await halo.start_adapters()
-        await tg.wait_for(lambda: adapter_of(halo).status()["connected"], what="polling")
-        return halo
-
-    yield start_halo
-    for halo in running:
-        await halo.close()
+def start(start_telegram: StartTelegram) -> Callable[..., Awaitable[Halo]]:
+    return lambda extra_llm="": start_telegram(extra_llm)
 
 
 def lines(halo: Halo, scope_id: str) -> list[dict]:

@@ -14,7 +14,7 @@ from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.safety_support import SAFETY_FAMILY, SafetyScript, alerts, transcript
-from tests.test_telegram import adapter_of, telegram_yaml
+from tests.telegram_support import adapter_of, telegram_yaml
 
 FAMILY_GROUP = -1005
 FAMILY = SAFETY_FAMILY + f"family_group: {{telegram_chat_id: {FAMILY_GROUP}}}\n"

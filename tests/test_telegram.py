@@ -13,48 +13,23 @@ from typing import Any
 
 import pytest
 
-from adapters.telegram import TelegramAdapter
 from config.loader import load_settings
 from halo.family.pairing import CODE_ALPHABET, CODE_LENGTH
 from halo.runtime.app import Halo, build_halo
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
+from tests.telegram_support import COMMENTED_FAMILY, adapter_of, telegram_yaml, tiny_backoff
 from tests.waiting import eventually
 from transcripts import TranscriptStore
 
 GROUP = -1001234
 CODE = re.compile(rf"\b[{CODE_ALPHABET}]{{{CODE_LENGTH}}}\b")
-COMMENTED_FAMILY = "# the Sharmas — edited by hand\n" + FAMILY_YAML
-
-
-def telegram_yaml(base_url: str, **extra: Any) -> str:
-    fields = {
-        "token": TOKEN,
-        "base_url": base_url,
-        "poll_timeout_seconds": 1,
-        "retry_backoff_seconds": 0.05,
-        **extra,
-    }
-    return "telegram:\n" + "".join(
-        f"  {k}: {v!r}\n" if isinstance(v, str) else f"  {k}: {v}\n" for k, v in fields.items()
-    )
-
-
-def tiny_backoff(halo: Halo) -> Halo:
-    """Outbox retries in milliseconds (Telegram's retry_after capped too): tests never wait on the clock."""
-    halo.services.delivery.base_delay = 0.01
-    halo.services.delivery.max_delay = 0.05
-    return halo
 
 
 def outbox(halo: Halo) -> dict[str, int]:
     """halo's outbox counts (pending, sent, failed), as /status shows them."""
     return halo.services.delivery.counts
-
-
-def adapter_of(halo: Halo) -> TelegramAdapter:
-    return next(a for a in halo.adapters if isinstance(a, TelegramAdapter))
 
 
 async def handled(halo: Halo, update: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from halo.runtime.app import Halo, build_halo
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_telegram import COMMENTED_FAMILY, adapter_of, telegram_yaml
+from tests.telegram_support import COMMENTED_FAMILY, adapter_of, telegram_yaml
 from transcripts import TranscriptStore
 
 GROUP = -1001234

@@ -6,44 +6,26 @@ model. Without a transcription model the person is told, and the message is kept
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from config.loader import load_settings
 from halo.media.voice import NOT_SET_UP
-from halo.runtime.app import Halo, build_halo
+from halo.runtime.app import Halo
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_telegram import COMMENTED_FAMILY, adapter_of, telegram_yaml, tiny_backoff
+from tests.telegram_support import StartTelegram
 
 MOM, TARA = 1002, 1004
 AUDIO = b"OggS\x00\x02" + bytes(range(256)) * 8  # what an .oga starts with; the stand-in only stores it
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def start(home: Path, fake_llm: FakeOpenAI, tg: FakeTelegram) -> AsyncIterator[Callable[[str], Awaitable[Halo]]]:
-    running: list[Halo] = []
-
-    async def start_halo(extra_llm: str = "  transcription_model: whisper-1\n") -> Halo:
-        write_home(home, llm_yaml(fake_llm) + extra_llm + telegram_yaml(tg.base_url), family=COMMENTED_FAMILY)
-        halo = tiny_backoff(build_halo(load_settings(home)))
-        running.append(halo)
-        await halo.start_adapters()
-        await tg.wait_for(lambda: adapter_of(halo).status()["connected"], what="polling")
-        return halo
-
-    yield start_halo
-    for halo in running:
-        await halo.close()
+def start(start_telegram: StartTelegram) -> Callable[..., Awaitable[Halo]]:
+    return lambda extra_llm="  transcription_model: whisper-1\n": start_telegram(extra_llm)
 
 
 def user_lines(halo: Halo, scope_id: str) -> list[dict]:
