@@ -10,7 +10,6 @@ model extraction once a scope has been quiet for a while. A failing scope backs 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from memory.extraction.extract import ExtractionResult, ModelExtraction
 from memory.redact import REDACTED, only_redacted, redact
 from memory.rules import Durable, Forget, classify, classify_sentence
 from memory.scope_files import ScopeFiles
+from memory.scope_timers import ScopeTimers
 from memory.state import JobStateStore
 from memory.when import absolute_dates, day_of, hhmm
 from transcripts import TranscriptStore
@@ -89,8 +89,7 @@ class MemoryService:
         self.clock = clock
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._counted: dict[str, tuple[int, int]] = {}  # scope → (offset counted up to, items since watermark)
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timers = ScopeTimers()  # the quiet timers, and the extractions they start
         self.on_change: list[Callable[[str], None]] = []  # told a scope's memory files changed (index sync)
         self.on_quiet: list[Callable[[str], None]] = []  # told a scope went quiet (graph ingestion)
 
@@ -307,20 +306,13 @@ class MemoryService:
         return result
 
     def _restart_quiet_timer(self, scope_id: str) -> None:
-        if (timer := self._timers.pop(scope_id, None)) is not None:
-            timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timers[scope_id] = loop.call_later(self.settings.quiet_minutes * 60, self._quiet, scope_id)
+        self._timers.call_later(scope_id, self.settings.quiet_minutes * 60, self._quiet)
 
     def _quiet(self, scope_id: str) -> None:
-        self._timers.pop(scope_id, None)
         for listener in self.on_quiet:
             listener(scope_id)
-        if not self._extraction_on():
-            return
-        task = asyncio.get_running_loop().create_task(self._auto(scope_id, "extract"))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if self._extraction_on():
+            self._timers.spawn(self._auto(scope_id, "extract"))
 
     async def start(self) -> None:
         """On start-up: scopes with transcript not yet extracted get a quiet timer, so work left
@@ -370,8 +362,7 @@ class MemoryService:
     async def purge(self, scope_id: str) -> bool:
         """For the admin purge (after its confirmation): delete the scope's memory files and its
         distillation state. True when there was anything to delete."""
-        if (timer := self._timers.pop(scope_id, None)) is not None:
-            timer.cancel()
+        self._timers.cancel(scope_id)
         async with self._lock(scope_id, "distill"), self._lock(scope_id, "extract"):
             existed = await asyncio.to_thread(self.files.purge, scope_id)
             await asyncio.to_thread(self.state.delete_scope, scope_id)
@@ -379,13 +370,7 @@ class MemoryService:
         return existed
 
     async def close(self) -> None:
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
-        for task in list(self._tasks):
-            task.cancel()
-        with contextlib.suppress(Exception):
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._timers.close()
         await asyncio.to_thread(self.state.close)
 
 

@@ -27,6 +27,7 @@ from memory.graph.episodes import Episode, build_episodes, fact_items
 from memory.graph.store import GraphStore, TokenMeter
 from memory.redact import redact
 from memory.scope_files import ScopeFiles
+from memory.scope_timers import ScopeTimers
 from memory.state import JobStateStore
 from transcripts import TranscriptStore
 
@@ -139,8 +140,7 @@ class GraphIngestion:
         self.clock = clock
         self._locks: dict[str, asyncio.Lock] = {}
         self._again: set[str] = set()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._timers = ScopeTimers()  # retries after a backoff, and the runs in the background
         self.idle = asyncio.Event()
         self.idle.set()
 
@@ -153,13 +153,10 @@ class GraphIngestion:
             self._again.add(scope_id)
             return
         self.idle.clear()
-        task = asyncio.get_running_loop().create_task(self._background(scope_id))
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
+        self._timers.spawn(self._background(scope_id)).add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not self._tasks:
+        if not self._timers.tasks:
             self.idle.set()
 
     async def _background(self, scope_id: str) -> None:
@@ -177,14 +174,7 @@ class GraphIngestion:
             self._again.discard(scope_id)
 
     def _retry_at(self, scope_id: str, at: float) -> None:
-        if (timer := self._timers.pop(scope_id, None)) is not None:
-            timer.cancel()
-        delay = max(at - self.clock(), 0.0)
-        self._timers[scope_id] = asyncio.get_running_loop().call_later(delay, self._retry, scope_id)
-
-    def _retry(self, scope_id: str) -> None:
-        self._timers.pop(scope_id, None)
-        self.request(scope_id)
+        self._timers.call_later(scope_id, max(at - self.clock(), 0.0), self.request)
 
     def backlog(self) -> list[str]:
         """Scopes with transcript past their graph watermark (work a restart left)."""
@@ -314,8 +304,7 @@ class GraphIngestion:
 
     async def purge(self, scope_id: str) -> bool:
         """Delete the scope's graph, its watermark and its sent facts (the admin purge)."""
-        if (timer := self._timers.pop(scope_id, None)) is not None:
-            timer.cancel()
+        self._timers.cancel(scope_id)
         async with self._locks.setdefault(group_id(scope_id), asyncio.Lock()):
             existed = await self.store.delete(group_id(scope_id))
             with contextlib.suppress(FileNotFoundError):
@@ -324,10 +313,4 @@ class GraphIngestion:
         return existed
 
     async def close(self) -> None:
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
-        for task in list(self._tasks):
-            task.cancel()
-        with contextlib.suppress(Exception):
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._timers.close()
