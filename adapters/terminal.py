@@ -36,6 +36,9 @@ class TerminalChat:
     def status(self) -> dict[str, object]:
         return {"connected": True, "scope": self.scope.id}
 
+    def awaits_reply(self, envelope_id: str) -> bool:
+        return envelope_id == self._answering
+
     async def send(self, message: Outbound) -> None:
         """The reply to the line just typed (printed unless it was streamed already), or
         something halo starts while the terminal chat is open."""

@@ -71,6 +71,10 @@ class WebChatAdapter:
     def admin_routes(self) -> list[web.RouteDef]:
         return [web.get("/chat", self.page), web.post("/api/chat", self.chat), web.get("/api/chat/inbox", self.inbox)]
 
+    def awaits_reply(self, envelope_id: str) -> bool:
+        waiting = self._waiting.get(envelope_id)
+        return waiting is not None and not waiting.done()
+
     async def send(self, message: Outbound) -> None:
         """Complete the request this reply answers; anything else goes into the web inbox."""
         waiting = self._waiting.get(message.in_reply_to_envelope or "")

@@ -201,3 +201,21 @@ async def test_the_web_chat_reply_and_the_web_inbox_come_through_the_outbox(sett
     assert resp.status == 200 and [m["text"] for m in inbox["messages"]] == ["The dentist moved to Friday."]
     async with running.http.get(running.url("/api/chat/inbox")) as resp:
         assert resp.status == 401  # no credential, no inbox
+
+
+async def test_a_web_reply_someone_waits_for_is_handed_over_then_recorded_as_sent(settings_for, fake_llm, serve_halo):
+    running = await serve_halo(settings_for(llm_yaml(fake_llm)))
+    delivery = running.halo.services.delivery
+    fake_llm.reply("First.")
+    fake_llm.reply("Second.")
+
+    answers = [await running.chat(text, token="mom-token") for text in ("hi", "and again")]
+
+    assert [(status, body["reply"]) for status, body in answers] == [(200, "First."), (200, "Second.")]
+    # the second one (nothing older waiting in the scope) is written once, as sent: never pending
+    rows = await delivery.store.rows(scope_id="web:mom")
+    assert [(r.message.text, r.state, r.attempts) for r in rows] == [("First.", "sent", 1), ("Second.", "sent", 1)]
+    assert delivery.status() == {"pending": 0, "sent": 2, "failed": 0}
+    headers = {"Authorization": "Bearer mom-token"}
+    async with running.http.get(running.url("/api/chat/inbox"), headers=headers) as resp:
+        assert (await resp.json())["messages"] == []  # a reply someone waited for is not in the inbox

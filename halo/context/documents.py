@@ -28,6 +28,8 @@ class DocumentSource:
         env = turn.envelope
         if not turn.decide("read_memory", audit=False).allowed:
             return []
+        if not self.store.folder(turn.scope.id).is_dir():  # most scopes: no document, one stat, no thread
+            return []
         found = await asyncio.to_thread(self.store.newest, turn.scope.id)
         if found is None:
             return []

@@ -7,6 +7,10 @@ earlier one is retried. Different scopes go in parallel. `SendFailed` is retried
 exponential backoff and jitter (honouring the platform's `retry_after`, capped); a
 permanent failure is recorded and the next message goes. A message for a platform with no
 running adapter stays pending until one registers; pending rows are resumed at start-up.
+
+A reply someone waits for on a live request (`halo.port.LiveReplies`: the web chat, the
+terminal) is handed over first and written once, as sent, when nothing older waits in its
+scope: its text is in the transcript already, so the row is the record, not the safeguard.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from config.family import Family
 from halo.family.db import HaloDB
 from halo.family.outbox import OutboxStore, Row
 from halo.pipeline.scopes import member_scopes
-from halo.port import Adapter, Audit, OutboundKind, Scope, SendFailed
+from halo.port import Adapter, Audit, LiveReplies, Outbound, OutboundKind, Scope, SendFailed
 from transcripts import TranscriptLine, TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -107,6 +111,22 @@ class Delivery:
         """Queue one message; returns its id once the row is committed and the first attempt
         was made (when the scope has nothing older waiting and its adapter is registered)."""
         await self._count_once()
+        lock = self._locks.setdefault(scope_id, asyncio.Lock())
+        adapter = self._adapters.get(platform_of(scope_id))
+        if (
+            kind == "reply"
+            and in_reply_to_envelope is not None
+            and isinstance(adapter, LiveReplies)
+            and adapter.awaits_reply(in_reply_to_envelope)
+            and scope_id in self._clear
+            and not lock.locked()
+        ):
+            message = Outbound(
+                uuid.uuid4().hex, scope_id, text, kind=kind, reply_to=reply_to,
+                in_reply_to_envelope=in_reply_to_envelope, created_at=self.clock(),
+            )  # fmt: skip
+            if await self._hand_over(adapter, lock, message, about=about, batch=batch):
+                return message.id
         row = await self.store.add(
             scope_id,
             text,
@@ -119,8 +139,6 @@ class Delivery:
         )
         self.counts["pending"] += 1
         self._ensure_worker()
-        lock = self._locks.setdefault(scope_id, asyncio.Lock())
-        adapter = self._adapters.get(platform_of(scope_id))
         if scope_id in self._clear and adapter is not None and not lock.locked():
             # nothing older waits in this scope: try the row in hand, without reading it back
             async with lock:
@@ -130,6 +148,33 @@ class Delivery:
             return row.message.id
         await self._flush(scope_id)
         return row.message.id
+
+    async def _hand_over(
+        self, adapter: Adapter, lock: asyncio.Lock, message: Outbound, *, about: str | None, batch: str | None
+    ) -> bool:
+        """A live reply: handed over, then recorded as sent. False when the adapter failed it
+        (nothing is written then: the caller queues it like any message)."""
+        async with lock:
+            try:
+                await adapter.send(message)
+            except Exception as exc:  # SendFailed or a bug: the outbox takes it from here
+                log.warning("handing a reply to %s failed, queued instead: %s", message.scope_id, exc)
+                return False
+            assert message.created_at is not None
+            await self.store.add(
+                message.scope_id,
+                message.text,
+                kind=message.kind,
+                reply_to=message.reply_to,
+                in_reply_to_envelope=message.in_reply_to_envelope,
+                about=about,
+                batch=batch,
+                now=message.created_at,
+                message_id=message.id,
+                sent=True,
+            )
+        self.counts["sent"] += 1
+        return True
 
     async def _count_once(self) -> None:
         if not self._counted:

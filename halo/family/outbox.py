@@ -95,9 +95,12 @@ class OutboxStore:
         about: str | None = None,
         batch: str | None = None,
         now: datetime,
+        message_id: str | None = None,
+        sent: bool = False,
     ) -> Row:
-        """The new pending row, committed."""
-        message_id = uuid.uuid4().hex
+        """The new row, committed: pending, or `sent` already (handed over before it was written)."""
+        message_id = message_id or uuid.uuid4().hex
+        state = "sent" if sent else "pending"
         async with self.db.write(metadata) as conn:
             inserted = await conn.execute(
                 outbox_table.insert().values(
@@ -110,9 +113,9 @@ class OutboxStore:
                     about=about,
                     batch=batch,
                     created=now,
-                    attempts=0,
+                    attempts=1 if sent else 0,
                     next_attempt_at=now,
-                    state="pending",
+                    state=state,
                 )
             )
         message = Outbound(
@@ -125,7 +128,7 @@ class OutboxStore:
             created_at=now,
         )
         seq = inserted.inserted_primary_key[0] if inserted.inserted_primary_key else 0
-        return Row(int(seq), message, 0, now, "pending", about, batch)
+        return Row(int(seq), message, 1 if sent else 0, now, state, about, batch)
 
     async def oldest_pending(self, scope_id: str) -> Row | None:
         async with self.db.read(metadata) as conn:

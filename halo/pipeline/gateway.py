@@ -118,6 +118,7 @@ class Gateway:
         self.answerers: list[Answerer] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self._run_configs: dict[bool, RunConfig] = {}
         self._seen_since_start: set[str] = set()  # scopes whose transcript end was checked for an open message
 
     def scope_lock(self, scope_id: str) -> asyncio.Lock:
@@ -361,7 +362,7 @@ class Gateway:
         env = turn.envelope
         safety = self.safety if turn.safety is not None else None
         agent = self.agents.agent(turn)  # built once per model, tools and guard; instructions per turn
-        run_config = RunConfig(tracing_disabled=not self.llm.tracing)
+        run_config = self._run_config()
         session = self.sessions.get(env.scope.id)
         # the SDK hands it to the session, which knows it is there already (a photo's text part too)
         text_in: str | list[Any] = _model_input(turn)
@@ -425,6 +426,13 @@ class Gateway:
         if safety is not None:
             text = safety.final_text(turn, text)
         return Reply(text or "…", env.scope.id, "model", decision)
+
+    def _run_config(self) -> RunConfig:
+        """One per tracing setting: building one makes a model provider and reads the environment."""
+        tracing = self.llm.tracing
+        if (config := self._run_configs.get(tracing)) is None:
+            config = self._run_configs[tracing] = RunConfig(tracing_disabled=not tracing)
+        return config
 
     def _after(self, turn: Turn, reply: Reply) -> None:
         """After-reply work (distillation, indexing, compaction) never delays the reply."""

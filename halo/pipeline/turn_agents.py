@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents import Agent, Model, ModelSettings, RunContextWrapper, Tool
 
+from halo.pipeline.sdk_identity import sign_once
 from halo.pipeline.turn import Turn
 from halo.tools.guarded import tool_class
 
@@ -51,14 +52,16 @@ class TurnAgents:
         tools = self.offered_tools(turn)
         key = (id(model), tuple(id(t) for t in tools), safety is not None)
         if (agent := _get(self._agents, key)) is None:
-            agent = Agent[Turn](
-                name="halo",
-                instructions=self._instructions,
-                model=model,
-                model_settings=self.model_settings,
-                tools=list(tools),
-                input_guardrails=[safety.input_guardrail()] if safety else [],
-                output_guardrails=[safety.output_guardrail()] if safety else [],
+            agent = sign_once(  # never changed once built: its SDK identity signature is computed once
+                Agent[Turn](
+                    name="halo",
+                    instructions=self._instructions,
+                    model=model,
+                    model_settings=self.model_settings,
+                    tools=list(tools),
+                    input_guardrails=[safety.input_guardrail()] if safety else [],
+                    output_guardrails=[safety.output_guardrail()] if safety else [],
+                )
             )
             _put(self._agents, key, agent)
         return agent
