@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-import agents._run_state_agent_identity as identity
 from agents import Agent
 
+try:  # a private function of the SDK: if a release renames it, agents are signed per run again
+    import agents._run_state_agent_identity as identity
+
+    _sdk_signature = identity._agent_identity_signature
+except (ImportError, AttributeError):  # pragma: no cover - only with another SDK release
+    identity = None  # type: ignore[assignment]
+
 _ATTR = "_halo_identity_signature"
-_sdk_signature = identity._agent_identity_signature
 A = TypeVar("A", bound=Agent[Any])
 
 
@@ -27,6 +32,8 @@ def _signature(agent: Agent[Any]) -> str:
 
 def sign_once(agent: A) -> A:
     """Remember `agent`'s signature; only for an agent nothing changes after this call."""
+    if identity is None:
+        return agent
     identity._agent_identity_signature = _signature  # the SDK looks it up at call time
     agent.__dict__[_ATTR] = _sdk_signature(agent)
     return agent
