@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from halo.runtime.app import Halo, build_halo
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
-from tests.telegram_support import COMMENTED_FAMILY, adapter_of, telegram_yaml, tiny_backoff
+from tests.telegram_support import StartTelegram, adapter_of, telegram_yaml, tiny_backoff
 from tests.waiting import eventually
 from transcripts import TranscriptStore
 
@@ -44,29 +43,9 @@ def transcript(halo: Halo, scope_id: str) -> list[tuple[str, str]]:
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def start(home: Path, fake_llm: FakeOpenAI, tg: FakeTelegram) -> AsyncIterator[Callable[..., Awaitable[Halo]]]:
+def start(start_telegram: StartTelegram) -> StartTelegram:
     """Start halo with the Telegram adapter pointed at the fake, and wait until it polls."""
-    running: list[Halo] = []
-
-    async def start_halo(extra_yaml: str = "", family: str = COMMENTED_FAMILY, connect: bool = True) -> Halo:
-        write_home(home, llm_yaml(fake_llm) + telegram_yaml(tg.base_url) + extra_yaml, family=family)
-        halo = tiny_backoff(build_halo(load_settings(home)))
-        running.append(halo)
-        await halo.start_adapters()
-        if connect:
-            adapter = adapter_of(halo)
-            await tg.wait_for(lambda: adapter.status()["connected"], what="polling")
-        return halo
-
-    yield start_halo
-    for halo in running:
-        await halo.close()
+    return start_telegram
 
 
 async def test_a_parents_dm_round_trip(start, tg: FakeTelegram, fake_llm: FakeOpenAI):
