@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from halo.pipeline.gateway import MUDDLED
 from halo.runtime.app import Halo
 from tests.fakes.llm_server import FakeOpenAI, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
@@ -124,7 +125,7 @@ async def test_a_young_child_is_not_offered_the_tool(start, tg: FakeTelegram, fa
     fake_llm.reply("I can't pass messages on for you.")
     tg.message(TARA, TARA, "tell mom to come here")
 
-    await tg.wait_sent(TARA)
+    assert await tg.wait_sent(TARA) == [MUDDLED]  # it called a tool it was not offered: nothing ran
     offered = [t["function"]["name"] for t in fake_llm.scripted_requests[0].json.get("tools", [])]
     assert "message_member" not in offered and "current_time" in offered
     assert tg.texts(MOM) == [] and tg.texts(WAGS) == []  # a model that calls it anyway reaches nothing

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agents import (
     InputGuardrailTripwireTriggered,
     MaxTurnsExceeded,
+    ModelBehaviorError,
     OutputGuardrailTripwireTriggered,
     RunConfig,
     Runner,
@@ -59,6 +60,7 @@ Answerer = Callable[[Turn, ModelStartCallback | None], Awaitable[str | None]]
 
 OPEN_MESSAGE_TAIL = 40  # lines read back to find a message a crash left open (its tool items sit after it)
 PROVIDER_DOWN = "I can't reach my language model right now — your message is saved."
+MUDDLED = "I got muddled answering that (nothing was done). Could you ask again, perhaps in other words?"
 NO_MODEL = (
     "No language model is configured yet, so I can only answer commands (try /help). "
     "To talk freely, set llm.provider in halo.yaml (openai, openai-compatible or anthropic) "
@@ -405,6 +407,10 @@ class Gateway:
                 "model",
                 decision,
             )
+        except ModelBehaviorError as exc:  # e.g. a call to a tool this turn was not offered: nothing ran
+            log.warning("the model misbehaved for %s: %s", env.scope.id, _describe_error(exc))
+            self.audit.write("model_misbehaved", scope_id=env.scope.id, error=_describe_error(exc))
+            return Reply(MUDDLED, env.scope.id, "provider_error", decision)
         except Exception as exc:  # any provider failure becomes a clear reply, never a crash
             log.warning("model run failed for %s: %s", env.scope.id, _describe_error(exc))
             self.audit.write(
