@@ -230,6 +230,11 @@ class SessionSettings(BaseModel):
         description="deprecated and ignored: the model's session is read from the transcript (no sessions.db)",
     )
     history_token_budget: int = Field(default=4000, ge=200, description="tokens of history the model is sent")
+    history_max_items: int = Field(
+        default=100,
+        ge=10,
+        description="history items the model is sent at most (a long run of short messages costs per item)",
+    )
     answer_missed_minutes: float = Field(
         default=10,
         ge=0,

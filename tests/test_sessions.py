@@ -102,6 +102,17 @@ async def test_history_is_budgeted_but_kept_in_full(tmp_path: Path):
     assert again[-1] == turn(9)[1] and 300 < sum(estimate_tokens(i) for i in again) <= 600 + 100
 
 
+async def test_a_long_run_of_short_messages_is_capped_by_items_from_a_turns_start(tmp_path: Path):
+    sessions = TranscriptSessions(TranscriptStore(tmp_path / "t"), history_budget=4000, max_items=11)
+    session = sessions.get(SCOPE)
+    for i in range(30):  # 60 short items fit the token budget; the item cap sends the newest turns
+        await session.add_items(turn(i))
+    handed = await session.get_items()
+    assert handed == [item for i in range(25, 30) for item in turn(i)]  # 10 items: the 11th would split a turn
+    assert not session.over_budget  # within the token budget: no compaction for a trim
+    assert len(await session.sessions.all_items(SCOPE)) == 60  # the history itself is whole
+
+
 async def test_a_run_writes_the_message_once_and_its_tool_items_as_lines(tmp_path: Path, fake_llm: FakeOpenAI):
     """The gateway's order: the user's line first, then the run; the SDK's save of the input is
     recognised, tool items become lines, and the reply line stands for the model's message."""

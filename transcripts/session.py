@@ -136,10 +136,15 @@ class TranscriptSessions:
     """
 
     def __init__(
-        self, transcripts: TranscriptStore, history_budget: int, cached_scopes: int = DEFAULT_CACHED_SCOPES
+        self,
+        transcripts: TranscriptStore,
+        history_budget: int,
+        cached_scopes: int = DEFAULT_CACHED_SCOPES,
+        max_items: int | None = None,
     ) -> None:
         self.transcripts = transcripts
         self.budget = history_budget
+        self.max_items = max_items  # the SDK's work per run grows with the items it is handed
         self.cached_scopes = cached_scopes
         self._cache: OrderedDict[str, _History] = OrderedDict()
         self._awaiting: dict[str, int] = {}  # scope -> offset of a user line no model run has taken yet
@@ -246,7 +251,9 @@ class TranscriptSessions:
         if limit is not None:
             items, costs = (items[-limit:], costs[-limit:]) if limit > 0 else ([], [])
         n = fit_count(items, self.budget, costs)
-        history.over_budget = n < len(items)
+        history.over_budget = n < len(items)  # compaction is about tokens; the item cap only trims what is sent
+        if self.max_items is not None and n > self.max_items:
+            n = fit_count(items[-self.max_items :], self.budget, costs[-self.max_items :])  # from a turn's start
         return [cast(TResponseInputItem, dict(i)) for i in items[len(items) - n :]]  # copies: not the cache
 
     async def take_up_last_message(self, scope_id: str) -> bool:

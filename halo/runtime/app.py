@@ -186,7 +186,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         delivery,
         audit,
     )
-    sessions = TranscriptSessions(transcripts, settings.sessions.history_token_budget)
+    sessions = TranscriptSessions(
+        transcripts, settings.sessions.history_token_budget, max_items=settings.sessions.history_max_items
+    )
     pairing = Pairing(db, FamilyEditor(paths, policy), policy, delivery, audit)
     groups = GroupGuard(db, policy, delivery, audit)
     recall = Recall(semantic, audit)
