@@ -16,6 +16,7 @@ from halo.runtime.app import Halo
 from tests.fakes.llm_server import FakeOpenAI, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram
+from tests.waiting import eventually
 
 WAGS, MOM, AARAV, TARA = 1001, 1002, 1003, 1004
 ASKED = "Aarav asks me to send Mom this message: “I'll be home late”"
@@ -33,6 +34,12 @@ async def aarav_asks_to_message_mom(tg: FakeTelegram, fake_llm: FakeOpenAI) -> N
     assert await tg.wait_sent(AARAV) == ["I've asked a parent to OK it; I'll tell you here."]
 
 
+async def asked_in(halo: Halo, chat: int) -> None:
+    """The question is in the parent's chat: what a bare yes there answers."""
+    path = halo.settings.paths.transcript(f"telegram:{chat}")
+    await eventually(lambda: path.exists() and "(Request " in path.read_text(), what=f"the question in {chat}")
+
+
 def tool_output(fake_llm: FakeOpenAI) -> str:
     """What the message_member call answered the model (the tool message of the last request)."""
     for request in reversed(fake_llm.scripted_requests):
@@ -43,7 +50,7 @@ def tool_output(fake_llm: FakeOpenAI) -> str:
 
 
 async def test_a_parents_yes_passes_the_message_on(start, tg: FakeTelegram, fake_llm: FakeOpenAI) -> None:
-    await start()
+    halo = await start()
     await aarav_asks_to_message_mom(tg, fake_llm)
 
     assert "Not done yet: a parent must approve it" in tool_output(fake_llm)
@@ -51,6 +58,7 @@ async def test_a_parents_yes_passes_the_message_on(start, tg: FakeTelegram, fake
     [to_mom] = await tg.wait_sent(MOM)
     assert ASKED in to_wags and "Reply yes or no" in to_wags and to_mom == to_wags  # every parent is asked
     model_calls = len(fake_llm.model_requests)
+    await asked_in(halo, WAGS)
 
     tg.message(WAGS, WAGS, "yes")
 
@@ -63,7 +71,7 @@ async def test_a_parents_yes_passes_the_message_on(start, tg: FakeTelegram, fake
 async def test_a_parents_no_and_nothing_is_sent(start, tg: FakeTelegram, fake_llm: FakeOpenAI) -> None:
     halo = await start()
     await aarav_asks_to_message_mom(tg, fake_llm)
-    await tg.wait_sent(MOM)
+    await asked_in(halo, MOM)
 
     tg.message(MOM, MOM, "No")
 
@@ -95,7 +103,7 @@ async def test_no_answer_in_time_and_it_lapses(start, tg: FakeTelegram, fake_llm
 async def test_a_request_waits_across_a_restart(start, tg: FakeTelegram, fake_llm: FakeOpenAI) -> None:
     first = await start()
     await aarav_asks_to_message_mom(tg, fake_llm)
-    await tg.wait_sent(WAGS)
+    await asked_in(first, WAGS)
     await first.close()
 
     await start()
@@ -107,16 +115,36 @@ async def test_a_request_waits_across_a_restart(start, tg: FakeTelegram, fake_ll
 async def test_a_parents_own_request_is_confirmed_by_that_parent_alone(
     start, tg: FakeTelegram, fake_llm: FakeOpenAI
 ) -> None:
-    await start()
+    halo = await start()
     fake_llm.tool_calls(ToolCall("message_member", {"member": "Aarav", "text": "dinner at 7"}))
     fake_llm.reply("Confirm it in this chat and it goes.")
     tg.message(MOM, MOM, "tell Aarav dinner is at 7")
 
     texts = await tg.wait_sent(MOM, 2)
     assert any("Mom asks me to send Aarav this message: “dinner at 7”" in t for t in texts)
+    await asked_in(halo, MOM)
     tg.message(MOM, MOM, "yes")
     assert (await tg.wait_sent(AARAV))[0] == "Message from Mom: dinner at 7"
     assert tg.texts(WAGS) == []  # the other parent was not asked
+
+
+async def test_a_yes_to_something_else_is_not_an_approval_but_yes_n_is(
+    start, tg: FakeTelegram, fake_llm: FakeOpenAI
+) -> None:
+    halo = await start()
+    await aarav_asks_to_message_mom(tg, fake_llm)
+    await asked_in(halo, WAGS)
+    fake_llm.reply("Shall I remind you about the dentist?")
+    tg.message(WAGS, WAGS, "anything on tomorrow?")
+    assert (await tg.wait_sent(WAGS, 2))[1] == "Shall I remind you about the dentist?"
+
+    fake_llm.reply("I'll remind you.")
+    tg.message(WAGS, WAGS, "yes")  # to the dentist question halo just asked, not to the request
+    assert (await tg.wait_sent(WAGS, 3))[2] == "I'll remind you."
+    assert not any("Message from Aarav" in text for text in tg.texts(MOM))
+
+    tg.message(WAGS, WAGS, "yes 1")
+    assert (await tg.wait_sent(MOM, 2))[1] == "Message from Aarav: I'll be home late"
 
 
 async def test_a_young_child_is_not_offered_the_tool(start, tg: FakeTelegram, fake_llm: FakeOpenAI) -> None:

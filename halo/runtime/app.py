@@ -225,7 +225,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             *home_commands(home),
         ]
     )
-    approvals = Approvals(db, delivery, lambda: policy.family, audit, minutes=settings.tools.approval_minutes)
+    approvals = Approvals(
+        db, delivery, transcripts, lambda: policy.family, audit, minutes=settings.tools.approval_minutes
+    )
     tools: list[Tool] = [
         *default_tools(),
         *message_tools(approvals, delivery, lambda: policy.family),  # a parent approves each one

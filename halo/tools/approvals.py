@@ -26,7 +26,7 @@ from config.family import Family
 from halo.family.db import HaloDB
 from halo.family.delivery import Delivery
 from halo.pipeline.turn import Turn
-from transcripts import AuditLog
+from transcripts import AuditLog, TranscriptStore
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,8 @@ approvals_table = Table(
 
 YES = re.compile(r"^\s*(yes|y|ok|okay|approve|approved|sure|go ahead)\s*[.!]*\s*$", re.I)
 NO = re.compile(r"^\s*(no|n|deny|denied|nope|don't|do not)\s*[.!]*\s*$", re.I)
+NAMED = re.compile(r"^\s*(yes|approve|no|deny)\s+#?(\d{1,9})\s*[.!]*\s*$", re.I)  # "yes 3": that request
+TAIL = 40  # transcript lines read back to see what halo asked since the parent last spoke
 
 Action = Callable[["Pending"], Awaitable[str]]  # carries an approved call out; returns what happened
 
@@ -88,6 +90,7 @@ class Approvals:
         self,
         db: HaloDB,
         delivery: Delivery,
+        transcripts: TranscriptStore,
         family: Callable[[], Family],
         audit: AuditLog,
         *,
@@ -96,6 +99,7 @@ class Approvals:
     ) -> None:
         self.db = db
         self.delivery = delivery
+        self.transcripts = transcripts
         self.family = family
         self.audit = audit
         self.minutes = minutes
@@ -127,7 +131,8 @@ class Approvals:
         request_id = int(result.inserted_primary_key[0])  # type: ignore[index]
         question = (
             f"{asker.name} asks me to {summary}\n"
-            f"Reply yes or no (request {request_id}; it lapses in {self._minutes_text()})."
+            f"Reply yes or no. (Request {request_id}; later, say “yes {request_id}”. "
+            f"It lapses in {self._minutes_text()}.)"
         )
         asked = await self._ask_parents(asker.id, question)
         self.audit.write("approval_asked", id=request_id, action=action, by=asker.id, parents=asked)
@@ -161,13 +166,21 @@ class Approvals:
         if member is None or member.role != "parent" or turn.scope.type != "dm" or turn.scope.owner_id != member.id:
             return None
         text = turn.envelope.text
-        approve, deny = YES.match(text) is not None, NO.match(text) is not None
+        named = NAMED.match(text)
+        approve = YES.match(text) is not None or (named is not None and named[1].lower() in ("yes", "approve"))
+        deny = NO.match(text) is not None or (named is not None and named[1].lower() in ("no", "deny"))
         if not (approve or deny):
             return None
         waiting = await self.waiting_for(member.id)
-        if not waiting:
-            return None
-        request = waiting[-1]  # the newest question is the one just asked
+        if named is not None:
+            request = next((r for r in waiting if r.id == int(named[2])), None)
+            if request is None:
+                return f"Request {named[2]} is not waiting for you (answered, lapsed, or not yours)."
+        else:  # a bare yes answers a question halo asked since the parent last spoke, not an older one
+            asked = await self._asked_since_last_spoke(turn)
+            request = next((r for r in reversed(waiting) if r.id in asked), None)
+            if request is None:
+                return None  # an ordinary yes, to something else halo said
         decision = turn.decide("admin", from_here=False)  # only who administers halo approves
         if not decision.allowed:
             return f"Only a parent can approve that: {decision.reason}"
@@ -179,6 +192,17 @@ class Approvals:
         await self._settle(request.id, "approved", member.id, outcome)
         await self.delivery.send(request.scope_id, f"{member.name} said yes. {outcome}")
         return f"Done: {outcome}"
+
+    async def _asked_since_last_spoke(self, turn: Turn) -> set[int]:
+        """The requests whose question halo put in this chat after the parent's previous message."""
+        tail = await asyncio.to_thread(self.transcripts.tail, turn.scope.id, TAIL)
+        asked: set[int] = set()
+        for line in reversed(tail):
+            if line.role == "user" and line.id != turn.envelope.id:
+                break
+            if line.role == "assistant" and (found := re.search(r"\(Request (\d+);", line.text)):
+                asked.add(int(found[1]))
+        return asked
 
     async def waiting_for(self, parent_id: str) -> list[Pending]:
         """Requests this parent was asked and nobody has answered, oldest first."""
