@@ -120,7 +120,7 @@ class Gateway:
         self.answerers: list[Answerer] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
-        self._run_configs: dict[bool, RunConfig] = {}
+        self.run_config = RunConfig(tracing_disabled=not llm.tracing)  # built once: it reads the environment
         self._seen_since_start: set[str] = set()  # scopes whose transcript end was checked for an open message
 
     def scope_lock(self, scope_id: str) -> asyncio.Lock:
@@ -198,13 +198,36 @@ class Gateway:
         """Shows the turn's photo to the model (`turn.images`), or says why it cannot."""
         photo = turn.envelope.attachment
         assert photo is not None
+        if self.photos is None:
+            return NO_VISION
         try:
-            if self.photos is None:
-                raise CannotSee(NO_VISION)
             turn.images.append((await self.photos.picture(photo)).content_part())
         except CannotSee as exc:
             return str(exc)
         return None
+
+    async def _take_in(self, turn: Turn) -> tuple[Turn, str | None, dict[str, str | bool]]:
+        """What came with a message, made into the turn's input: a voice note heard, a photo shown,
+        a document read into the scope's files (marked even when not for halo). Returns the turn,
+        why something could not be taken in (said in code: no model turn), and the marks for the
+        message's transcript line."""
+        env = turn.envelope
+        refusal: str | None = None
+        marks: dict[str, str | bool] = {}
+        if env.voice is not None and env.addressed:
+            turn, refusal = await self._hear(turn)
+            marks.update({"heard": True} if refusal is None else {"voice": "not transcribed"})
+        attachment = turn.envelope.attachment
+        if attachment is not None and attachment.kind == "image" and env.addressed:
+            cannot_see = await self._look(turn)
+            marks["photo"] = "shown" if cannot_see is None else "not shown"
+            refusal = refusal or cannot_see
+        elif attachment is not None and attachment.kind == "document" and self.documents is not None:
+            turn, not_read = await self.documents.receive(turn)
+            if not_read is not None:
+                marks["document"] = "not read"
+            refusal = refusal or not_read
+        return turn, refusal, marks
 
     def _turn(self, envelope: Envelope) -> Turn:
         return Turn(envelope, self.policy, tool_budget=self.llm.max_tool_calls)
@@ -225,35 +248,22 @@ class Gateway:
         decision = turn.decide("converse")
         if not decision.allowed:
             return await self._denied(turn, decision)
-        cannot_hear = cannot_see = None
-        heard = env.voice is not None and env.addressed and not recorded
-        if heard:  # a voice note becomes typed text here, before safety, memory and the model see it
-            turn, cannot_hear = await self._hear(turn)
-            env = turn.envelope
-            heard = cannot_hear is None
-        photo = env.attachment is not None and env.attachment.kind == "image"
-        if photo and env.addressed and not recorded:
-            cannot_see = await self._look(turn)
-        not_read = None
-        document = env.attachment is not None and env.attachment.kind == "document"
-        if document and self.documents is not None and not recorded:  # marked; kept only when for halo
-            turn, not_read = await self.documents.receive(turn)  # saved in the scope's files, or why not
+        refusal: str | None = None
+        marks: dict[str, str | bool] = {}
+        if not recorded:  # what came with it becomes input here, before safety, memory and the model see it
+            turn, refusal, marks = await self._take_in(turn)
             env = turn.envelope
         model_input = _model_input(turn)  # the model's view, when it differs (who said it, in a group)
         if not recorded:
             await self._record(
                 turn,
                 "user",
-                env.text or ("(photo)" if photo else "(voice note)"),
+                env.text or ("(photo)" if "photo" in marks else "(voice note)"),
                 model_input=model_input if model_input != env.text else None,
                 unaddressed=None if env.addressed else True,  # kept, not to be answered (even after a crash)
                 message_id=env.platform_message_id,
-                heard=True if heard else None,
-                voice="not transcribed" if cannot_hear is not None else None,
-                photo=("shown" if cannot_see is None else "not shown") if photo and env.addressed else None,
-                document="not read" if not_read is not None else None,
+                **marks,
             )
-        refusal = cannot_hear or cannot_see or not_read
         if refusal is not None:  # said plainly, answered in code: no model turn on what it could not take in
             reply = Reply(refusal, env.scope.id, "command", decision)
             await self._record(turn, "assistant", refusal, reply="command", answers=env.id)
@@ -364,7 +374,7 @@ class Gateway:
         env = turn.envelope
         safety = self.safety if turn.safety is not None else None
         agent = self.agents.agent(turn)  # built once per model, tools and guard; instructions per turn
-        run_config = self._run_config()
+        run_config = self.run_config
         session = self.sessions.get(env.scope.id)
         # the SDK hands it to the session, which knows it is there already (a photo's text part too)
         text_in: str | list[Any] = _model_input(turn)
@@ -432,13 +442,6 @@ class Gateway:
         if safety is not None:
             text = safety.final_text(turn, text)
         return Reply(text or "…", env.scope.id, "model", decision)
-
-    def _run_config(self) -> RunConfig:
-        """One per tracing setting: building one makes a model provider and reads the environment."""
-        tracing = self.llm.tracing
-        if (config := self._run_configs.get(tracing)) is None:
-            config = self._run_configs[tracing] = RunConfig(tracing_disabled=not tracing)
-        return config
 
     def _after(self, turn: Turn, reply: Reply) -> None:
         """After-reply work (distillation, indexing, compaction) never delays the reply."""
