@@ -383,7 +383,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 def web_search_tools(settings: Settings) -> list[Tool]:
     """A configured search backend (SearXNG), else the OpenAI provider's hosted web search, else none."""
     if settings.tools.search_url:
-        return [*search_tools(WebSearch(settings.tools.search_url, settings.tools.search_results))]
+        return search_tools(WebSearch(settings.tools.search_url, settings.tools.search_results))
     if settings.llm.provider == "openai" and settings.tools.hosted_search:
         return hosted_search_tools()
     return []

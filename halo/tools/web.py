@@ -223,10 +223,7 @@ class WebSearch:
         return hits
 
 
-def search_tools(search: WebSearch | None) -> list[FunctionTool]:
-    if search is None:
-        return []
-
+def search_tools(search: WebSearch) -> list[Tool]:
     @guarded_tool("outward")
     async def web_search(ctx: RunContextWrapper[Turn], query: str) -> str:
         """Search the web; returns the best results with their addresses (read one with fetch_page).
