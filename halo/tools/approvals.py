@@ -146,12 +146,10 @@ class Approvals:
         )
 
     async def _ask_parents(self, asker_id: str, question: str) -> list[str]:
-        """A parent asking for something confirms it themselves; anyone else's request goes to every parent."""
-        family = self.family()
-        asker = family.member(asker_id)
-        if asker is not None and asker.role == "parent":
-            return await self.delivery.to_member(asker.id, question)
-        return await self.delivery.to_parents(question)
+        reached: list[str] = []
+        for parent_id in approvers(self.family(), asker_id):
+            reached += await self.delivery.to_member(parent_id, question)
+        return reached
 
     def _minutes_text(self) -> str:
         minutes = round(self.minutes)
@@ -215,11 +213,7 @@ class Approvals:
             ).all()
         now = self.clock()
         pending = [_pending(r) for r in rows]
-        return [
-            p
-            for p in pending
-            if p.expires > now and (p.asked_by == parent_id or _is_child_or_other(family, p.asked_by, parent_id))
-        ]
+        return [p for p in pending if p.expires > now and parent_id in approvers(family, p.asked_by)]
 
     async def _carry_out(self, request: Pending) -> str:
         action = self.actions.get(request.action)
@@ -303,7 +297,9 @@ class Approvals:
             self._timer = None
 
 
-def _is_child_or_other(family: Family, asker_id: str, parent_id: str) -> bool:
-    """Anyone but a parent asks every parent; a parent's own request is theirs alone to confirm."""
+def approvers(family: Family, asker_id: str) -> list[str]:
+    """Who answers a request: a parent confirms their own; anyone else's goes to every parent."""
     asker = family.member(asker_id)
-    return asker is not None and asker.role != "parent" and asker_id != parent_id
+    if asker is not None and asker.role == "parent":
+        return [asker.id]
+    return [parent.id for parent in family.parents]
