@@ -275,3 +275,49 @@ async def test_compaction_without_a_model_drops_oldest(tmp_path: Path):
     assert all(i["role"] != "system" for i in items)
     assert items[-1] == turn(9)[1] and "question 0" not in str(items)
     assert await restarted(tmp_path, 300).all_items(SCOPE) == items
+
+
+async def test_a_tool_call_left_without_its_output_is_not_sent_to_the_model(tmp_path: Path):
+    """A crash (or an old transcript) can leave a call without its output; the model's API
+    refuses such a history, so the view leaves the call out, with the reasoning that led to it."""
+    store = TranscriptStore(tmp_path / "t")
+    sessions = TranscriptSessions(store, 4000)
+    await store.append(line("user", "What time is it?"))
+    done = [
+        {"type": "function_call", "call_id": "c1", "name": "current_time", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "09:00"},
+    ]
+    cut_off = [
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "function_call", "call_id": "c2", "name": "recall", "arguments": '{"query": "x"}'},
+    ]
+    await sessions.get(SCOPE).add_items(done + cut_off)  # type: ignore[arg-type]
+
+    sent = await restarted(tmp_path).get(SCOPE).get_items()
+
+    assert sent == [{"role": "user", "content": "What time is it?"}, *done]
+    assert len(on_disk(store)) == 5  # the transcript keeps every line as it was written
+
+
+async def test_a_runs_closing_message_is_held_for_the_reply_line(tmp_path: Path):
+    """One `add_items` with a whole run: the tool step is written at once, the model's closing
+    message waits for the reply line that stands for it (so the history has it once)."""
+    store = TranscriptStore(tmp_path / "t")
+    sessions = TranscriptSessions(store, 4000)
+    await store.append(line("user", "Time?"))
+    step = [
+        {"type": "function_call", "call_id": "c1", "name": "current_time", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "09:00"},
+    ]
+    closing = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Nine."}]}
+    await sessions.get(SCOPE).add_items([*step, closing])  # type: ignore[list-item]
+    assert [r.get("kind") for r in on_disk(store)] == [None, "session.item", "session.item"]
+
+    await store.append(line("assistant", "Nine.", reply="model"))
+    await sessions.settle(SCOPE)
+
+    assert await restarted(tmp_path).get(SCOPE).get_items() == [
+        {"role": "user", "content": "Time?"},
+        *step,
+        {"role": "assistant", "content": "Nine."},
+    ]

@@ -17,10 +17,12 @@ transcript line of its own kind, so what survives a crash is exactly what was fs
 Lines without these fields (older transcripts, safety and notification events) read as
 before: user and assistant lines are items, other events are not.
 
-The gateway appends the user's line (fsync'd) before the model is asked; the SDK then
-hands that message to `add_items` again, and it is recognised rather than written twice.
-The model's final message is held in memory until the gateway appends the reply line that
-replaces it, so a turn costs two fsyncs, plus one per batch of tool items.
+The gateway appends the user's line (fsync'd) before the model is asked, sends the model
+`get_items` (which leaves that line out) plus the message, and hands the run's new items to
+`add_items`. (Handed to `Runner.run` as its `session`, the SDK does the same, step by step,
+at about twice the cost of the run itself.) A user message handed back is recognised rather
+than written twice. The model's final message is held in memory until the gateway appends
+the reply line that replaces it, so a turn costs two fsyncs, plus one for its tool items.
 """
 
 from __future__ import annotations
@@ -114,6 +116,32 @@ def _apply(history: _History, offset: int, line: TranscriptLine) -> None:
     model_item = line_item(line)
     if model_item is not None:
         history.entries.append(_Entry(offset, model_item, estimate_tokens(model_item), user_line=line.role == "user"))
+
+
+def complete_tool_calls(items: list[Any]) -> list[Any]:
+    """`items` without a tool call that has no output, or an output without its call: a run cut
+    short (a crash, an error between the two) leaves one, and the model's API refuses it. A
+    reasoning item goes with the call it led to."""
+    calls = {i.get("call_id") for i in items if i.get("type") == "function_call"}
+    outputs = {i.get("call_id") for i in items if i.get("type") == "function_call_output"}
+    if calls == outputs:
+        return items
+    kept: list[Any] = []
+    for item in items:
+        kind = item.get("type")
+        if (kind == "function_call" and item.get("call_id") not in outputs) or (
+            kind == "function_call_output" and item.get("call_id") not in calls
+        ):
+            if kept and kept[-1].get("type") == "reasoning":
+                kept.pop()
+            continue
+        kept.append(item)
+    return kept
+
+
+def _has_user_message(items: list[dict[str, Any]]) -> bool:
+    """A batch with a person's message is a whole exchange someone else recorded, not a run's output."""
+    return any(i.get("role") == "user" for i in items)
 
 
 def _is_assistant_message(item: Any) -> bool:
@@ -254,7 +282,8 @@ class TranscriptSessions:
         history.over_budget = n < len(items)  # compaction is about tokens; the item cap only trims what is sent
         if self.max_items is not None and n > self.max_items:
             n = fit_count(items[-self.max_items :], self.budget, costs[-self.max_items :])  # from a turn's start
-        return [cast(TResponseInputItem, dict(i)) for i in items[len(items) - n :]]  # copies: not the cache
+        sent = complete_tool_calls(items[len(items) - n :])
+        return [cast(TResponseInputItem, dict(i)) for i in sent]  # copies: not the cache
 
     async def take_up_last_message(self, scope_id: str) -> bool:
         """After a restart: the scope's last item is a person's message no run answered. The next
@@ -289,6 +318,9 @@ class TranscriptSessions:
     # -- writing ---------------------------------------------------------------------
 
     async def add_items(self, scope_id: str, items: list[TResponseInputItem]) -> None:
+        """A run's items: its tool calls, their outputs and reasoning are written now, in one
+        append; the model's closing message is held, since the reply line will stand for it
+        (a batch with a person's message in it is written whole)."""
         items = list(items)
         if items and self._is_awaited_input(scope_id, items[0]):
             del self._awaiting[scope_id]  # already in the transcript: the gateway wrote it first
@@ -296,10 +328,14 @@ class TranscriptSessions:
         if not items:
             return
         batch = self._held.pop(scope_id, []) + [dict(i) for i in items]  # type: ignore[arg-type]
-        if all(_is_assistant_message(i) for i in batch):
-            self._held[scope_id] = batch  # the reply line will stand for it
-            return
-        await self._write_items(scope_id, batch)
+        closing = len(batch)
+        if not _has_user_message(batch):
+            while closing and _is_assistant_message(batch[closing - 1]):
+                closing -= 1
+        if batch[closing:]:
+            self._held[scope_id] = batch[closing:]
+        if closing:
+            await self._write_items(scope_id, batch[:closing])
 
     def _is_awaited_input(self, scope_id: str, item: Any) -> bool:
         offset = self._awaiting.get(scope_id)

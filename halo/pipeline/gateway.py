@@ -13,21 +13,26 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from agents import (
+    Agent,
     InputGuardrailTripwireTriggered,
     MaxTurnsExceeded,
     ModelBehaviorError,
     OutputGuardrailTripwireTriggered,
     RunConfig,
     Runner,
+    RunResult,
+    RunResultStreaming,
+    TResponseInputItem,
 )
 from openai.types.responses import ResponseTextDeltaEvent
 
 from halo.media.images import MODEL_CANNOT_SEE, NO_VISION, CannotSee, PhotoReader
 from halo.media.voice import NOT_SET_UP, CannotHear, Transcriber
 from halo.pipeline.envelope import Envelope
+from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn import Turn
 from halo.pipeline.turn_agents import TurnAgents
 from memory.redact import redact
@@ -58,6 +63,7 @@ AfterTurnHook = Callable[[Turn, "Reply"], Awaitable[None]]
 # answers made in code before the model is asked (status questions in work channels); None: not mine
 Answerer = Callable[[Turn, ModelStartCallback | None], Awaitable[str | None]]
 
+TOOL_STEPS = ToolSteps()
 OPEN_MESSAGE_TAIL = 40  # lines read back to find a message a crash left open (its tool items sit after it)
 PROVIDER_DOWN = "I can't reach my language model right now — your message is saved."
 MUDDLED = "I got muddled answering that (nothing was done). Could you ask again, perhaps in other words?"
@@ -244,6 +250,19 @@ class Gateway:
         *,
         recorded: bool = False,
     ) -> Reply:
+        try:
+            return await self._handle_turn(turn, on_delta, on_model_start, recorded=recorded)
+        finally:
+            self.agents.forget(turn)
+
+    async def _handle_turn(
+        self,
+        turn: Turn,
+        on_delta: DeltaCallback | None,
+        on_model_start: ModelStartCallback | None,
+        *,
+        recorded: bool,
+    ) -> Reply:
         env = turn.envelope
         decision = turn.decide("converse")
         if not decision.allowed:
@@ -254,6 +273,10 @@ class Gateway:
             turn, refusal, marks = await self._take_in(turn)
             env = turn.envelope
         model_input = _model_input(turn)  # the model's view, when it differs (who said it, in a group)
+        # the child guardrails: only a child's turn, or the family group with children, pays for them
+        safety = self.safety if self.safety.begin(turn) is not None else None
+        if refusal is None and env.addressed and self.agents.model is not None:
+            self.agents.prepare(turn)  # the context is read while the line is written: the model waits for both
         if not recorded:
             await self._record(
                 turn,
@@ -275,8 +298,6 @@ class Gateway:
             self._after(turn, reply)
             return reply
 
-        # the child guardrails: only a child's turn, or the family group with children, pays for them
-        safety = self.safety if self.safety.begin(turn) is not None else None
         deadline = self.llm.reply_deadline_seconds
         try:  # everything in the turn (classifier, commands, retries, model, tools) shares one deadline
             async with asyncio.timeout(deadline):
@@ -374,30 +395,21 @@ class Gateway:
         env = turn.envelope
         safety = self.safety if turn.safety is not None else None
         agent = self.agents.agent(turn)  # built once per model, tools and guard; instructions per turn
-        run_config = self.run_config
         session = self.sessions.get(env.scope.id)
-        # the SDK hands it to the session, which knows it is there already (a photo's text part too)
-        text_in: str | list[Any] = _model_input(turn)
+        # the history is the transcript; the message (a photo's picture too) goes after it
+        content: str | list[Any] = _model_input(turn)
         if turn.images:
-            content = [{"type": "input_text", "text": text_in}, *turn.images]
-            text_in = [{"role": "user", "content": content}]
+            content = [{"type": "input_text", "text": content}, *turn.images]
+        run_input = [*await session.get_items(), cast(TResponseInputItem, {"role": "user", "content": content})]
         max_turns = self.llm.max_model_turns
         try:
-            if on_delta is None:
-                output = (
-                    await Runner.run(
-                        agent, text_in, context=turn, session=session, run_config=run_config, max_turns=max_turns
-                    )
-                ).final_output
-            else:
-                streamed = Runner.run_streamed(
-                    agent, text_in, context=turn, session=session, run_config=run_config, max_turns=max_turns
-                )
-                async for event in streamed.stream_events():
-                    if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
-                        await on_delta(clean_text(event.data.delta))
-                output = streamed.final_output
-            text = clean_text(str(output or "")).strip()  # a model can send a lone surrogate
+            try:
+                result = await self._run(agent, run_input, turn, on_delta)
+            except Exception:  # what the tools did stays in the history; the rest of the run does not
+                await session.add_items(cast(list[TResponseInputItem], turn.tool_steps))
+                raise
+            await session.add_items(input_items(result.new_items))  # tool calls and outputs: one append
+            text = clean_text(str(result.final_output or "")).strip()  # a model can send a lone surrogate
         except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as tripped:
             # the user's line is in the session, and nothing of a stopped reply: the reply line
             # halo writes next is what the model's history keeps
@@ -442,6 +454,23 @@ class Gateway:
         if safety is not None:
             text = safety.final_text(turn, text)
         return Reply(text or "…", env.scope.id, "model", decision)
+
+    async def _run(
+        self, agent: Agent[Turn], run_input: list[TResponseInputItem], turn: Turn, on_delta: DeltaCallback | None
+    ) -> RunResult | RunResultStreaming:
+        """One model run over the history and the message; streamed when someone shows the reply as it comes."""
+        config, max_turns = self.run_config, self.llm.max_model_turns
+        if on_delta is None:
+            return await Runner.run(
+                agent, run_input, context=turn, run_config=config, max_turns=max_turns, hooks=TOOL_STEPS
+            )
+        result = Runner.run_streamed(
+            agent, run_input, context=turn, run_config=config, max_turns=max_turns, hooks=TOOL_STEPS
+        )
+        async for event in result.stream_events():
+            if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
+                await on_delta(clean_text(event.data.delta))
+        return result
 
     def _after(self, turn: Turn, reply: Reply) -> None:
         """After-reply work (distillation, indexing, compaction) never delays the reply."""
