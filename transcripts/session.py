@@ -193,7 +193,10 @@ class TranscriptSessions:
                 self._held.pop(scope_id, None)  # the reply the person got stands for the model's message
         history = self._cache.get(scope_id)
         if history is None:
-            return
+            if end_before != 0:
+                return  # read from the file when next asked
+            history = self._cache[scope_id] = _History([], 0)  # a new transcript: these lines are all of it
+            self._trim_cache()
         if history.end != end_before:  # bytes we have not seen: read it again when next asked
             del self._cache[scope_id]
             return
@@ -221,9 +224,12 @@ class TranscriptSessions:
         history = await asyncio.to_thread(self._load, scope_id) if size else _History([], 0)
         self._cache[scope_id] = history
         self._cache.move_to_end(scope_id)
+        self._trim_cache()
+        return history
+
+    def _trim_cache(self) -> None:
         while len(self._cache) > self.cached_scopes:
             self._cache.popitem(last=False)
-        return history
 
     def _load(self, scope_id: str) -> _History:
         """Read back from the end to the latest session start, or until well past the budget
