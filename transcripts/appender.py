@@ -124,9 +124,6 @@ class FileAppender:
                 self._drop(descriptor)
             self._cache.clear()
 
-    def open_count(self) -> int:
-        return len(self._cache)
-
     def _checkout(self, path: Path) -> _Descriptor:
         with self._mutex:
             if (descriptor := self._cache.get(path)) is None:
