@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import logging
+import os
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from config.paths import scope_hash
+from tests.waiting import eventually
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
 from transcripts._lines import BLOCK_SIZE
 
@@ -42,6 +44,27 @@ def store(tmp_path: Path) -> TranscriptStore:
 
 def raw_lines(path: Path) -> list[bytes]:
     return path.read_bytes().split(b"\n")
+
+
+def assert_at_offsets(path: Path, appended: list[tuple[int, TranscriptLine]]) -> None:
+    """Each line is whole in the file, at the offset its append returned."""
+    data = path.read_bytes()
+    for offset, line in appended:
+        assert offset == 0 or data[offset - 1 : offset] == b"\n"
+        assert data[offset : data.index(b"\n", offset)] == line.to_json().encode()
+
+
+def held_open(root: Path) -> list[str]:
+    """The files under `root` this process has a descriptor on (an unlinked one ends in " (deleted)")."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the descriptor os.listdir itself used, closed by now
+            continue
+        if target.startswith(f"{root}/"):
+            held.append(target)
+    return sorted(held)
 
 
 # --- TranscriptLine ---------------------------------------------------------------------------------
@@ -156,8 +179,10 @@ async def test_a_second_process_appending_concurrently_never_interleaves(
     assert child.stdout is not None
     assert await asyncio.wait_for(child.stdout.readline(), 60) == b"ready\n"
     ours = 150
+    appended = []
     for i in range(ours):
-        await store.append(make_line(f"parent {i} " + "z" * (i * 113 % 6000)))
+        line = make_line(f"parent {i} " + "z" * (i * 113 % 6000))
+        appended.append((await store.append(line), line))
     stop.touch()
     theirs = int(await asyncio.wait_for(child.stdout.readline(), 60))
     assert await asyncio.wait_for(child.wait(), 60) == 0
@@ -170,6 +195,150 @@ async def test_a_second_process_appending_concurrently_never_interleaves(
     switches = sum(a.role != b.role for a, b in itertools.pairwise(parsed))
     assert switches > 2  # the writers really overlapped
     assert store.count(SCOPE) == ours + theirs  # the cached count notices the other process's lines
+    assert_at_offsets(store.path(SCOPE), appended)  # the other process never wrote between our size and our write
+
+
+_HOLD_FLOCK = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.readline()
+os.write(fd, sys.argv[2].encode() + b"\\n")
+fcntl.flock(fd, fcntl.LOCK_UN)
+"""
+
+
+def waiting_for_flock(inode: int) -> bool:
+    """True once this process waits for a flock on the file with `inode`: in /proc/locks a waiter
+    reads `1: -> FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`."""
+    waiters = (entry.split() for entry in Path("/proc/locks").read_text().splitlines())
+    return any(w[1:3] == ["->", "FLOCK"] and w[5] == str(os.getpid()) and w[6].endswith(f":{inode}") for w in waiters)
+
+
+async def test_an_append_waits_while_another_process_holds_the_transcripts_flock(store: TranscriptStore) -> None:
+    # An older process, or a CLI import, locks the transcript itself; our append goes after its line.
+    first = make_line("first")
+    await store.append(first)
+    theirs = make_line("theirs")
+    path = store.path(SCOPE)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _HOLD_FLOCK,
+        str(path),
+        theirs.to_json(),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    assert await asyncio.wait_for(child.stdout.readline(), 60) == b"locked\n"
+    ours = make_line("ours")
+    appending = asyncio.create_task(store.append(ours))
+    await eventually(lambda: waiting_for_flock(path.stat().st_ino), what="our append waiting on the child's flock")
+    assert not appending.done()
+    child.stdin.write(b"go\n")
+    await child.stdin.drain()
+    assert await asyncio.wait_for(child.wait(), 60) == 0
+    offset = await appending
+    assert [line for _, line in store.read_from(SCOPE)] == [first, theirs, ours]
+    assert_at_offsets(path, [(offset, ours)])
+
+
+async def test_two_stores_appending_to_one_scope_keep_offsets_right(tmp_path: Path) -> None:
+    # Each store holds its own descriptor, as another process would: only the flock orders them.
+    ours, theirs = TranscriptStore(tmp_path / "t"), TranscriptStore(tmp_path / "t")
+    appended = []
+    for i in range(20):  # one after the other: each store's cached descriptor sees the other's lines
+        for store in (ours, theirs) if i % 2 else (theirs, ours):
+            line = make_line(f"turn {i} " + "w" * (i * 211 % 3000))
+            appended.append((await store.append(line), line))
+    together = [make_line(f"at once {i} " + "v" * (i * 89 % 4000)) for i in range(100)]
+    offsets = await asyncio.gather(*((ours if i % 2 else theirs).append(line) for i, line in enumerate(together)))
+    appended += zip(offsets, together, strict=True)
+
+    assert_at_offsets(ours.path(SCOPE), appended)
+    assert len({offset for offset, _ in appended}) == len(appended)
+    assert [line for _, line in ours.read_from(SCOPE)] == [line for _, line in sorted(appended, key=lambda a: a[0])]
+    assert ours.count(SCOPE) == theirs.count(SCOPE) == len(appended)
+    ours.close()
+    theirs.close()
+
+
+# --- descriptors kept open ------------------------------------------------------------------------------
+
+
+async def test_the_descriptor_stays_open_between_appends_until_close(store: TranscriptStore) -> None:
+    await store.append(make_line("one"))
+    await store.append(make_line("two"))
+    assert held_open(store.root) == [str(store.path(SCOPE))]
+    assert sorted(p.name for p in store.root.iterdir()) == [store.path(SCOPE).name]  # no .lock file beside it
+    store.close()
+    assert held_open(store.root) == []
+    await store.append(make_line("late"))  # an append after close still lands
+    assert [line.text for _, line in store.read_from(SCOPE)] == ["one", "two", "late"]
+    store.close()
+
+
+async def test_at_most_max_open_files_stay_open_least_recently_used_closed_first(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path / "t", max_open_files=4)
+    scopes = [f"web:{i}" for i in range(10)]
+    for scope_id in scopes:
+        await store.append(make_line("hello", scope_id=scope_id))
+    assert held_open(store.root) == sorted(str(store.path(s)) for s in scopes[-4:])
+    await store.append(make_line("again", scope_id="web:0"))  # closed a while ago: opened again
+    assert held_open(store.root) == sorted(str(store.path(s)) for s in ["web:0", *scopes[-3:]])
+
+    await asyncio.gather(*(store.append(make_line("at once", scope_id=s)) for s in scopes * 3))
+    assert len(held_open(store.root)) <= 4
+    assert [store.count(s) for s in scopes] == [5] + [4] * 9
+    store.close()
+    assert held_open(store.root) == []
+
+
+async def test_a_new_transcript_is_private_whatever_the_umask(store: TranscriptStore) -> None:
+    umask = os.umask(0o022)
+    try:
+        await store.append(make_line("family business"))
+    finally:
+        os.umask(umask)
+    assert store.path(SCOPE).stat().st_mode & 0o777 == 0o600
+    store.close()
+
+
+async def test_an_append_after_someone_else_unlinked_the_file_lands_at_the_path(store: TranscriptStore) -> None:
+    await store.append(make_line("before"))
+    store.path(SCOPE).unlink()  # another process purged the scope while our descriptor was open
+    after = make_line("after")
+    assert await store.append(after) == 0
+    assert [line for _, line in store.read_from(SCOPE)] == [after]
+    assert held_open(store.root) == [str(store.path(SCOPE))]  # the unlinked file's descriptor is closed
+    store.close()
+
+
+async def test_an_append_after_the_file_was_replaced_lands_in_the_replacement(store: TranscriptStore) -> None:
+    await store.append(make_line("before"))
+    restored = make_line("restored from a backup")
+    staged = store.root / "staged.tmp"
+    staged.write_bytes(restored.to_json().encode() + b"\n")
+    os.replace(staged, store.path(SCOPE))
+    after = make_line("after")
+    offset = await store.append(after)
+    assert offset == len(restored.to_json().encode()) + 1
+    assert [line for _, line in store.read_from(SCOPE)] == [restored, after]
+    assert store.count(SCOPE) == 2
+    store.close()
+
+
+async def test_a_purge_by_another_store_is_noticed_by_an_open_descriptor(tmp_path: Path) -> None:
+    ours, theirs = TranscriptStore(tmp_path / "t"), TranscriptStore(tmp_path / "t")
+    await ours.append(make_line("before"))
+    assert await theirs.purge(SCOPE) is True
+    after = make_line("after")
+    assert await ours.append(after) == 0
+    assert [line for _, line in theirs.read_from(SCOPE)] == [after]
+    ours.close()
+    theirs.close()
 
 
 # --- torn lines and watermarks ------------------------------------------------------------------------
@@ -283,13 +452,16 @@ async def test_count_is_cached_and_follows_appends(store: TranscriptStore) -> No
     assert TranscriptStore(store.root).count(SCOPE) == 8  # a fresh store rebuilds it from the file
 
 
-async def test_purge_removes_the_transcript_and_its_lock(store: TranscriptStore) -> None:
+async def test_purge_removes_the_transcript_and_an_old_lock_file(store: TranscriptStore) -> None:
     await store.append(make_line("secret family plans"))
     await store.append(make_line("other scope", scope_id="web:mom"))
+    old_lock = store.path(SCOPE).with_name(store.path(SCOPE).name + ".lock")
+    old_lock.touch()  # left by a halo from before the transcript itself was locked
     assert store.exists(SCOPE) and store.count(SCOPE) == 1
     assert await store.purge(SCOPE) is True
     assert not store.exists(SCOPE)
-    assert not store.path(SCOPE).with_name(store.path(SCOPE).name + ".lock").exists()
+    assert not old_lock.exists()
+    assert held_open(store.root) == [str(store.path("web:mom"))]  # the purged file's descriptor is closed
     assert store.count(SCOPE) == 0 and store.tail(SCOPE, 5) == []
     assert store.scope_ids() == ["web:mom"]
     assert await store.purge(SCOPE) is False
@@ -297,6 +469,7 @@ async def test_purge_removes_the_transcript_and_its_lock(store: TranscriptStore)
     fresh = make_line("a new start")
     assert await store.append(fresh) == 0
     assert store.count(SCOPE) == 1 and store.tail(SCOPE, 5) == [fresh]
+    store.close()
 
 
 # --- audit log ----------------------------------------------------------------------------------------

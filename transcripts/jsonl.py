@@ -23,21 +23,30 @@ def append_line(path: Path, data: bytes, *, durable: bool = True) -> tuple[int, 
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         size = os.fstat(fd).st_size
-        offset = size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            logger.warning("%s: last line is torn (crash?); starting a fresh line at %d", path, size)
-            data = b"\n" + data
-            offset = size + 1
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if durable:
-            _fsync(fd)
+        return size, write_record(fd, path, size, data, durable=durable)
     finally:
         os.close(fd)
-    if durable and size == 0:
-        fsync_dir(path.parent)  # a new file is durable only once its directory entry is
-    return size, offset
+
+
+def write_record(fd: int, path: Path, size: int, data: bytes, *, durable: bool = True) -> int:
+    """Write `data` at the end of `fd` (readable, O_APPEND, `size` bytes long); the record's offset.
+
+    The caller keeps other writers out between reading `size` and this write. A torn last line
+    gets a newline first. `durable`: for a file that was empty, its directory entry too.
+    """
+    offset = size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        logger.warning("%s: last line is torn (crash?); starting a fresh line at %d", path, size)
+        data = b"\n" + data
+        offset = size + 1
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    if durable:
+        _fsync(fd)
+        if size == 0:
+            fsync_dir(path.parent)  # a new file is durable only once its directory entry is
+    return offset
 
 
 def fsync_dir(directory: Path) -> None:

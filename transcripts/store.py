@@ -21,11 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
-from filelock import FileLock
-
 from config.paths import scope_hash
 from transcripts._lines import complete_lines_reversed
-from transcripts.jsonl import append_line, fsync_dir
+from transcripts.appender import FileAppender
+from transcripts.jsonl import fsync_dir
 from transcripts.text import clean_text, clean_value
 
 __all__ = ["TranscriptLine", "TranscriptReader", "TranscriptStore", "fsync_dir"]
@@ -189,23 +188,24 @@ class TranscriptObserver(Protocol):
 class TranscriptStore:
     """Appends are fsync'd and serialised per scope; a torn last line is skipped on read.
 
-    Serialised twice over: an asyncio.Lock per scope orders this process's tasks, and a
-    `FileLock` on `<scope_hash>.jsonl.lock` keeps a second process (a CLI import, a
-    restarted gateway overlapping the old one) from interleaving bytes with us.
+    Serialised twice over: an asyncio.Lock per scope orders this process's tasks, and a `flock`
+    on the transcript itself keeps a second process (a CLI import, a restarted gateway
+    overlapping the old one) from writing between our reading the size and our write. Each
+    scope's file stays open between appends (at most `max_open_files`): `close()` on shutdown.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, max_open_files: int = 128) -> None:
         self.root = root
         self._locks: dict[str, asyncio.Lock] = {}
-        self._file_locks: dict[str, FileLock] = {}
+        self._files = FileAppender(max_open_files)
         self._counts: dict[str, tuple[int, int]] = {}  # scope_id -> (valid lines, offset counted up to)
-        self._root_ready = False
         self.observers: list[TranscriptObserver] = []  # derived views kept current on append (the session)
 
     def path(self, scope_id: str) -> Path:
         return self.root / f"{scope_hash(scope_id)}.jsonl"
 
-    def _lock_path(self, scope_id: str) -> Path:
+    def _old_lock_path(self, scope_id: str) -> Path:
+        """Where a halo from before the flock on the transcript kept its lock file: purge removes it."""
         return self.root / f"{scope_hash(scope_id)}.jsonl.lock"
 
     def _lock(self, scope_id: str) -> asyncio.Lock:
@@ -213,14 +213,9 @@ class TranscriptStore:
             lock = self._locks[scope_id] = asyncio.Lock()
         return lock
 
-    def _file_lock(self, scope_id: str) -> FileLock:
-        if (lock := self._file_locks.get(scope_id)) is None:
-            # thread_local=False: successive appends run on different worker threads; the asyncio lock
-            # guarantees only one of them holds this object at a time. filelock waits by polling: the
-            # default 50 ms would let one process starve the other, so poll at the cost of an append.
-            lock = FileLock(self._lock_path(scope_id), mode=0o600, thread_local=False, poll_interval=0.001)
-            self._file_locks[scope_id] = lock
-        return lock
+    def close(self) -> None:
+        """Close the transcripts kept open. An append after this opens its file again."""
+        self._files.close()
 
     async def append(self, line: TranscriptLine) -> int:
         """Append one line and return the byte offset where it starts.
@@ -242,11 +237,7 @@ class TranscriptStore:
         encoded = [_encode(line) for line in lines]
         async with self._lock(scope_id):
             end_before, first = await asyncio.get_running_loop().run_in_executor(
-                _APPENDERS,
-                self._append_blocking,
-                self.path(scope_id),
-                self._file_lock(scope_id),
-                b"".join(encoded),
+                _APPENDERS, self._files.append, self.path(scope_id), b"".join(encoded)
             )
             offsets, at = [], first
             for data in encoded:
@@ -258,14 +249,6 @@ class TranscriptStore:
             for observer in self.observers:
                 observer.appended(scope_id, list(zip(offsets, lines, strict=True)), end_before, at)
         return offsets
-
-    def _append_blocking(self, path: Path, file_lock: FileLock, data: bytes) -> tuple[int, int]:
-        """All the blocking work of one append, in one worker-thread hop. Returns (old size, line offset)."""
-        if not self._root_ready:
-            self.root.mkdir(parents=True, exist_ok=True)
-            self._root_ready = True
-        with file_lock:
-            return append_line(path, data)
 
     def read_from(self, scope_id: str, offset: int = 0) -> TranscriptReader:
         """Iterate `(offset, line)` from `offset` (0, or an offset this store handed out).
@@ -323,30 +306,20 @@ class TranscriptStore:
         return sorted(found)
 
     async def purge(self, scope_id: str) -> bool:
-        """Delete the scope's transcript and lock file; True if a transcript existed.
+        """Delete the scope's transcript (and an old lock file); True if a transcript existed.
 
-        Destructive and final: callers must have asked for explicit confirmation. Taken under both
-        locks so no append of ours or another process lands in a file that is being deleted.
+        Destructive and final: callers must have asked for explicit confirmation. Taken under the
+        scope's lock and the file's flock, so no append of ours or another process is half done in
+        the file being deleted; another process's next append notices and starts a new file.
         """
         async with self._lock(scope_id):
             existed = await asyncio.to_thread(self._purge_blocking, scope_id)
             self._counts.pop(scope_id, None)
-            self._file_locks.pop(scope_id, None)
             for observer in self.observers:
                 observer.purged(scope_id)
         return existed
 
     def _purge_blocking(self, scope_id: str) -> bool:
-        path = self.path(scope_id)
-        if not path.exists() and not self._lock_path(scope_id).exists():
-            return False
-        existed = False
-        with self._file_lock(scope_id):
-            try:
-                path.unlink()
-                existed = True
-            except FileNotFoundError:
-                pass
-            # filelock notices a lock file unlinked under a waiter (st_nlink == 0) and retries on the new one.
-            self._lock_path(scope_id).unlink(missing_ok=True)
+        existed = self._files.remove(self.path(scope_id))
+        self._old_lock_path(scope_id).unlink(missing_ok=True)
         return existed

@@ -147,6 +147,7 @@ class Halo:
         await self.services.semantic.close()
         if self.services.graph is not None:
             await self.services.graph.close()  # stops the FalkorDB halo started
+        self.services.transcripts.close()  # last: delivery and memory above may still append
         await self.services.db.close()
         for model in self.owned_models:
             await close_model(model)
