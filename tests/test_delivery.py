@@ -212,7 +212,8 @@ async def test_a_web_reply_someone_waits_for_is_handed_over_then_recorded_as_sen
     answers = [await running.chat(text, token="mom-token") for text in ("hi", "and again")]
 
     assert [(status, body["reply"]) for status, body in answers] == [(200, "First."), (200, "Second.")]
-    # the second one (nothing older waiting in the scope) is written once, as sent: never pending
+    # each is written once, as sent, never pending; after the reply went (nobody waits for the record)
+    await delivery.drain()
     rows = await delivery.store.rows(scope_id="web:mom")
     assert [(r.message.text, r.state, r.attempts) for r in rows] == [("First.", "sent", 1), ("Second.", "sent", 1)]
     assert delivery.status() == {"pending": 0, "sent": 2, "failed": 0}

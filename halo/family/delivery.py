@@ -10,7 +10,8 @@ running adapter stays pending until one registers; pending rows are resumed at s
 
 A reply someone waits for on a live request (`halo.port.LiveReplies`: the web chat, the
 terminal) is handed over first and written once, as sent, when nothing older waits in its
-scope: its text is in the transcript already, so the row is the record, not the safeguard.
+scope: its text is in the transcript already, so the row is the record, not the safeguard,
+and the person does not wait for it to be written.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class Delivery:
         self._adapters: dict[str, Adapter] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._flushing: dict[str, asyncio.Task[None]] = {}
+        self._recording: set[asyncio.Task[None]] = set()  # rows of replies handed over, being written
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
 
@@ -160,7 +162,16 @@ class Delivery:
             except Exception as exc:  # SendFailed or a bug: the outbox takes it from here
                 log.warning("handing a reply to %s failed, queued instead: %s", message.scope_id, exc)
                 return False
-            assert message.created_at is not None
+        self.counts["sent"] += 1
+        # the person has the reply and the transcript its text: the row is written after, unwaited
+        task = asyncio.create_task(self._record_sent(message, about=about, batch=batch))
+        self._recording.add(task)
+        task.add_done_callback(self._recording.discard)
+        return True
+
+    async def _record_sent(self, message: Outbound, *, about: str | None, batch: str | None) -> None:
+        assert message.created_at is not None
+        try:
             await self.store.add(
                 message.scope_id,
                 message.text,
@@ -173,8 +184,8 @@ class Delivery:
                 message_id=message.id,
                 sent=True,
             )
-        self.counts["sent"] += 1
-        return True
+        except Exception:  # the reply went; only its record is missing (halo.db unwritable: logged)
+            log.exception("could not record the reply handed to %s as sent", message.scope_id)
 
     async def _count_once(self) -> None:
         if not self._counted:
@@ -325,7 +336,7 @@ class Delivery:
         """Wait for the attempts in flight now (shutdown, tests). A retry the worker starts after
         this is not waited for — it stays queued like any retry due later; waiting for it would
         never end while an adapter keeps failing (a stopped one, say)."""
-        in_flight = list(self._flushing.values())
+        in_flight = [*self._flushing.values(), *self._recording]
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
 
