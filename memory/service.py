@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from transcripts import TranscriptStore
 log = logging.getLogger(__name__)
 
 ERROR_CHARS = 300
+LOG_EVERY_SECONDS = 1.0  # daily log lines are batched: a turn pays no thread hop or file lock for them
 
 
 class DistillationDisabled(RuntimeError):
@@ -92,6 +93,9 @@ class MemoryService:
         self._timers = ScopeTimers()  # the quiet timers, and the extractions they start
         self.on_change: list[Callable[[str], None]] = []  # told a scope's memory files changed (index sync)
         self.on_quiet: list[Callable[[str], None]] = []  # told a scope went quiet (graph ingestion)
+        self._log_pending: dict[str, dict[date, list[str]]] = {}  # daily log lines not written yet
+        self._log_flush: asyncio.Task[None] | None = None
+        self._log_writing = asyncio.Lock()  # batches of one scope land in the order they were logged
 
     # --- reading --------------------------------------------------------------------
 
@@ -187,14 +191,43 @@ class MemoryService:
                 line = daily.shorten_reply(text)
             by_day.setdefault(day_of(entry.ts), []).append(daily.log_line(hhmm(entry.ts), entry.role, line))
 
-        def work() -> None:
-            for day, lines in by_day.items():
-                self.files.log_daily(scope_id, day, lines)
+        pending = self._log_pending.setdefault(scope_id, {})
+        for day, lines in by_day.items():
+            pending.setdefault(day, []).extend(lines)
+        if self._log_flush is None:  # the per-turn log is written in batches: the scheduled sync finds it
+            self._log_flush = asyncio.create_task(self._flush_log_soon())
 
-        await self._write(scope_id, work, durable=False)  # the per-turn log: the scheduled sync finds it
+    async def _flush_log_soon(self) -> None:
+        await asyncio.sleep(LOG_EVERY_SECONDS)
+        self._log_flush = None
+        await self.flush_log()
+
+    async def flush_log(self, scope_id: str | None = None) -> None:
+        """Write the daily log lines held back (all of them, or one scope's): before a change that
+        must see them (a forget), on drain and on close. Derived from the fsync'd transcript, so
+        a crash loses at most the last second of them, as a power cut would the unsynced rest."""
+        async with self._log_writing:
+            if scope_id is None:
+                pending, self._log_pending = self._log_pending, {}
+            else:
+                pending = {scope_id: self._log_pending.pop(scope_id)} if scope_id in self._log_pending else {}
+            if pending:
+                await asyncio.to_thread(self._write_log, pending)
+
+    def _write_log(self, pending: dict[str, dict[date, list[str]]]) -> None:
+        for scope_id, days in pending.items():
+            try:
+                with self.files.lock(scope_id):
+                    self.files.ensure(scope_id)
+                    for day, lines in days.items():
+                        self.files.log_daily(scope_id, day, lines)
+            except Exception:  # one scope's folder unwritable: the others still get theirs
+                log.exception("could not write the daily log of %s", scope_id)
 
     async def _write(self, scope_id: str, work: Callable[[], Any], *, durable: bool = True) -> Any:
-        """Run `work` under the scope's file lock; `durable` writes (facts, notes) are announced."""
+        """Run `work` under the scope's file lock; `durable` writes (facts, notes) are announced.
+        The scope's held-back log lines are written first, so a forget reaches them too."""
+        await self.flush_log(scope_id)
 
         def locked() -> Any:
             with self.files.lock(scope_id):
@@ -221,6 +254,7 @@ class MemoryService:
             return await self._distill(scope_id)
 
     async def _distill(self, scope_id: str) -> DistillResult:
+        await self.flush_log(scope_id)  # a forget it carries out reaches the newest log lines too
         try:
             result = await asyncio.to_thread(self.distiller.run, scope_id)
         except Exception as exc:
@@ -370,6 +404,10 @@ class MemoryService:
         return existed
 
     async def close(self) -> None:
+        if self._log_flush is not None:
+            self._log_flush.cancel()
+            self._log_flush = None
+        await self.flush_log()
         await self._timers.close()
         await asyncio.to_thread(self.state.close)
 

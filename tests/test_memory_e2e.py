@@ -355,3 +355,20 @@ async def test_extraction_is_unavailable_unless_configured(fake_llm: FakeOpenAI,
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
     with pytest.raises(ExtractionUnavailable, match=r"memory\.extractor"):
         await running.halo.services.memory.extract("web:mom")
+
+
+async def test_a_forget_reaches_daily_log_lines_not_written_yet(fake_llm: FakeOpenAI, settings_for, serve_halo):
+    """Daily log lines are written in batches (memory.service.LOG_EVERY_SECONDS); a forget that
+    comes before the batch is written still removes them, and nothing else is lost."""
+    running = await serve_halo(settings_for(llm_yaml(fake_llm)))
+    fake_llm.reply("Nice, a green bike.")
+    status, _ = await running.chat("I bought a green bike today", token="mom-token")
+    assert status == 200
+    status, _ = await running.chat("I had soup for lunch", token="mom-token")
+    assert status == 200  # no drain: both turns' log lines may still be held back
+    await running.halo.services.memory.forget("web:mom", "green bike")
+    await running.halo.gateway.drain()
+
+    text = running.halo.settings.paths.daily_file("web:mom", day_of(time_now())).read_text()
+    assert "bike" not in text
+    assert "[user] Mom: I had soup for lunch" in text

@@ -489,6 +489,7 @@ class Gateway:
         """Wait for after-turn work and deliveries in flight (on shutdown, and in tests)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self.memory.flush_log()
         await self.delivery.drain()
 
 
