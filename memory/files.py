@@ -68,15 +68,17 @@ def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:
         fsync_dir(path.parent)
 
 
-def append_line_block(path: Path, text: str) -> None:
+def append_line_block(path: Path, text: str) -> int:
     """Add whole lines at the end in one O_APPEND write: nothing already there is rewritten, so a
     concurrent hand edit cannot be lost. No fsync: use it only for text derived from the
-    fsync'd transcript (the daily log), where losing the last lines to a power cut is harmless."""
+    fsync'd transcript (the daily log), where losing the last lines to a power cut is harmless.
+    Returns the file's size after the write."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
     try:
         view = memoryview(clean_text(text).encode("utf-8"))
         while view:
             view = view[os.write(fd, view) :]
+        return os.fstat(fd).st_size
     finally:
         os.close(fd)
 

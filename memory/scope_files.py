@@ -28,6 +28,15 @@ from memory.files import (
 )
 from memory.markdown import append_to_section
 
+MAX_LOG_ENDS = 4096
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class ScopeInfo:
@@ -54,6 +63,7 @@ class ScopeFiles:
         self._guard = threading.Lock()
         self._ready: set[str] = set()
         self._info: dict[str, ScopeInfo] = {}
+        self._log_ends: dict[Path, int] = {}  # daily file -> its size after our last log append
 
     def lock(self, scope_id: str) -> ScopeLock:
         with self._guard:
@@ -141,14 +151,25 @@ class ScopeFiles:
         update_text(self.daily_path(scope_id, day), change, durable=durable)
 
     def log_daily(self, scope_id: str, day: date, lines: list[str]) -> None:
-        """The per-turn `[user]`/`[halo]` lines: a plain append when the file ends in its Transcript
-        section (the usual case, and cheap on every turn), else a rewrite that puts them there."""
+        """The `[user]`/`[halo]` lines: a plain append when the file ends in its Transcript section
+        (the usual case; unread when only our own appends came since), else a rewrite that puts
+        them there."""
         path = self.daily_path(scope_id, day)
+        block = "\n".join(lines) + "\n"
+        ends = self._log_ends.pop(path, None)
+        if ends is not None and _size(path) == ends:  # nothing but our own appends since: no need to read it
+            self._remember_log_end(path, append_line_block(path, block))
+            return
         text = read_text(path)
         if text.endswith("\n") and daily.ends_in_section(text, daily.TRANSCRIPT):
-            append_line_block(path, "\n".join(lines) + "\n")
+            self._remember_log_end(path, append_line_block(path, block))
         else:
             self.add_daily(scope_id, day, daily.TRANSCRIPT, lines, dedupe=False, durable=False)
+
+    def _remember_log_end(self, path: Path, size: int) -> None:
+        if len(self._log_ends) >= MAX_LOG_ENDS:  # yesterday's files and quiet scopes: read once more
+            self._log_ends.clear()
+        self._log_ends[path] = size
 
     def forget_in_daily(self, scope_id: str, query: str, only_of: str | None) -> int:
         """ "Forget" reaches the daily files too: matching note and log lines are removed."""
