@@ -18,6 +18,7 @@ from admin_api.routes import admin_routes
 from config.settings import Settings
 from halo.port import AdminRoutes
 from halo.runtime.app import Halo, build_halo
+from halo.runtime.heap import freeze_start_up_heap
 from halo.web_auth import WEB_AUTH, DashboardLogin, dashboard_link
 
 __all__ = ["HALO", "create_app", "is_admin", "json_error", "serve", "token_required"]
@@ -48,6 +49,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     site = GuardedSite(runner, settings.admin.host, settings.admin.port, limits=limits)
     await site.start()
     await halo.start()
+    freeze_start_up_heap()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

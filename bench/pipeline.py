@@ -33,6 +33,7 @@ from config.loader import load_settings
 from halo.pipeline.envelope import Envelope, Speaker
 from halo.pipeline.scopes import resolve_scope
 from halo.runtime.app import build_halo
+from halo.runtime.heap import freeze_start_up_heap
 from transcripts import TranscriptLine
 
 
@@ -81,6 +82,7 @@ def family_yaml(scopes: int) -> str:
 
 async def halo_pipeline(home: Path, model: Model, n: int, scopes: int, concurrency: int) -> tuple[list[float], float]:
     halo = build_halo(load_settings(home), model=model)
+    freeze_start_up_heap()  # as `halo serve` does once it has started
     family = halo.services.family
     envelopes = []
     for i in range(n):
