@@ -10,8 +10,8 @@ running adapter stays pending until one registers; pending rows are resumed at s
 
 A reply someone waits for on a live request (`halo.port.LiveReplies`: the web chat, the
 terminal) is handed over first and written once, as sent, when nothing older waits in its
-scope: its text is in the transcript already, so the row is the record, not the safeguard,
-and the person does not wait for it to be written.
+scope: its text is in the transcript already, so the row is the record, not the safeguard:
+such rows are written in batches, a second at most after the reply went.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 BASE_DELAY = 1.0  # seconds before the first retry; doubled each time
 MAX_DELAY = 300.0  # no retry waits longer, whatever the platform asks
+RECORD_SENT_EVERY = 1.0  # seconds: rows of live replies handed over are written in batches
 
 
 def _now() -> datetime:
@@ -75,7 +76,9 @@ class Delivery:
         self._adapters: dict[str, Adapter] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._flushing: dict[str, asyncio.Task[None]] = {}
-        self._recording: set[asyncio.Task[None]] = set()  # rows of replies handed over, being written
+        self._handed_over: list[tuple[Outbound, str | None, str | None]] = []  # sent, row not written yet
+        self._recording: asyncio.Task[None] | None = None
+        self._recording_turns = asyncio.Lock()
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
 
@@ -163,29 +166,26 @@ class Delivery:
                 log.warning("handing a reply to %s failed, queued instead: %s", message.scope_id, exc)
                 return False
         self.counts["sent"] += 1
-        # the person has the reply and the transcript its text: the row is written after, unwaited
-        task = asyncio.create_task(self._record_sent(message, about=about, batch=batch))
-        self._recording.add(task)
-        task.add_done_callback(self._recording.discard)
+        # the person has the reply and the transcript its text: the row is written after, in a batch
+        self._handed_over.append((message, about, batch))
+        if self._recording is None:
+            self._recording = asyncio.create_task(self._record_sent_soon())
         return True
 
-    async def _record_sent(self, message: Outbound, *, about: str | None, batch: str | None) -> None:
-        assert message.created_at is not None
-        try:
-            await self.store.add(
-                message.scope_id,
-                message.text,
-                kind=message.kind,
-                reply_to=message.reply_to,
-                in_reply_to_envelope=message.in_reply_to_envelope,
-                about=about,
-                batch=batch,
-                now=message.created_at,
-                message_id=message.id,
-                sent=True,
-            )
-        except Exception:  # the reply went; only its record is missing (halo.db unwritable: logged)
-            log.exception("could not record the reply handed to %s as sent", message.scope_id)
+    async def _record_sent_soon(self) -> None:
+        await asyncio.sleep(RECORD_SENT_EVERY)
+        self._recording = None
+        await self._record_sent()
+
+    async def _record_sent(self) -> None:
+        """The rows of replies handed over since the last batch, in one transaction: a reply's
+        record costs the next request nothing (one commit a second, whatever the traffic)."""
+        async with self._recording_turns:  # a drain waits for the batch being written
+            handed_over, self._handed_over = self._handed_over, []
+            try:
+                await self.store.record_sent(handed_over)
+            except Exception:  # the replies went; only their records are missing (halo.db unwritable)
+                log.exception("could not record %d replies handed over as sent", len(handed_over))
 
     async def _count_once(self) -> None:
         if not self._counted:
@@ -336,7 +336,11 @@ class Delivery:
         """Wait for the attempts in flight now (shutdown, tests). A retry the worker starts after
         this is not waited for — it stays queued like any retry due later; waiting for it would
         never end while an adapter keeps failing (a stopped one, say)."""
-        in_flight = [*self._flushing.values(), *self._recording]
+        if self._recording is not None:
+            self._recording.cancel()
+            self._recording = None
+        await self._record_sent()
+        in_flight = list(self._flushing.values())
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
 

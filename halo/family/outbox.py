@@ -130,6 +130,29 @@ class OutboxStore:
         seq = inserted.inserted_primary_key[0] if inserted.inserted_primary_key else 0
         return Row(int(seq), message, 1 if sent else 0, now, state, about, batch)
 
+    async def record_sent(self, handed_over: list[tuple[Outbound, str | None, str | None]]) -> None:
+        """Rows for messages already handed over (`message`, `about`, `batch`), in one transaction."""
+        values = [
+            {
+                "id": message.id,
+                "scope_id": message.scope_id,
+                "kind": message.kind,
+                "text": message.text,
+                "reply_to": message.reply_to,
+                "in_reply_to_envelope": message.in_reply_to_envelope,
+                "about": about,
+                "batch": batch,
+                "created": message.created_at,
+                "attempts": 1,
+                "next_attempt_at": message.created_at,
+                "state": "sent",
+            }
+            for message, about, batch in handed_over
+        ]
+        if values:
+            async with self.db.write(metadata) as conn:
+                await conn.execute(outbox_table.insert(), values)
+
     async def oldest_pending(self, scope_id: str) -> Row | None:
         async with self.db.read(metadata) as conn:
             found = await conn.execute(
