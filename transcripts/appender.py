@@ -78,13 +78,20 @@ class FileAppender:
         self._mutex = threading.Lock()  # guards the cache and the users counts
         weakref.finalize(self, _close_all, self._cache)  # a store dropped without close() leaks nothing
 
-    def append(self, path: Path, data: bytes) -> tuple[int, int]:
-        """Append `data` (whole lines) durably. Returns (the file's size before, the record's offset)."""
+    def append(self, path: Path, data: bytes, *, wait: bool = True) -> tuple[int, int] | None:
+        """Append `data` (whole lines) durably. Returns (the file's size before, the record's offset);
+        with `wait=False`, None instead of waiting for an append of the file already under way
+        (another thread's, or another process's)."""
         descriptor = self._checkout(path)
         try:
-            with descriptor.writing:
+            if not descriptor.writing.acquire(blocking=wait):
+                return None
+            try:
                 while True:
-                    fcntl.flock(descriptor.fd, fcntl.LOCK_EX)
+                    try:
+                        fcntl.flock(descriptor.fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        return None
                     try:
                         if (size := _size_if_current(descriptor.fd, path)) is not None:
                             return size, write_record(descriptor.fd, path, size, data)
@@ -92,6 +99,8 @@ class FileAppender:
                         fcntl.flock(descriptor.fd, fcntl.LOCK_UN)
                     stale, descriptor.fd = descriptor.fd, _open(path)  # no one else uses it: we are its user
                     os.close(stale)
+            finally:
+                descriptor.writing.release()
         finally:
             self._release(descriptor)
 

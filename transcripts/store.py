@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any, Literal, Protocol, get_args
 from config.paths import scope_hash
 from transcripts._lines import complete_lines_reversed
 from transcripts.appender import FileAppender
+from transcripts.disk_pace import DiskPace
 from transcripts.jsonl import fsync_dir
 from transcripts.text import clean_text, clean_value
 
@@ -35,9 +37,9 @@ Role = Literal["user", "assistant", "system", "event"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
 CORE_KEYS: frozenset[str] = frozenset({"id", "ts", "scope_id", "role", "speaker", "target", "platform", "text"})
 
-# Appends wait on the disk, not the CPU: threads of their own, so scopes fsync side by side (the
-# filesystem journal commits concurrent fsyncs together: group commit) and never queue behind other
-# to_thread work. Threads start only as appends need them; one pool for every store in the process.
+# When the disk is slow (DiskPace), appends wait on it in threads of their own, so scopes fsync side by
+# side (the filesystem journal commits concurrent fsyncs together: group commit) and never queue behind
+# other to_thread work. Threads start only as appends need them; one pool for every store in the process.
 _APPENDERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="transcript-append")
 
 
@@ -198,6 +200,7 @@ class TranscriptStore:
         self.root = root
         self._locks: dict[str, asyncio.Lock] = {}
         self._files = FileAppender(max_open_files)
+        self.pace = DiskPace()  # whether appends wait for the disk on the loop or in a thread
         self._counts: dict[str, tuple[int, int]] = {}  # scope_id -> (valid lines, offset counted up to)
         self.observers: list[TranscriptObserver] = []  # derived views kept current on append (the session)
 
@@ -235,10 +238,13 @@ class TranscriptStore:
         if any(line.scope_id != scope_id for line in lines):
             raise ValueError("append_many takes the lines of one scope")
         encoded = [_encode(line) for line in lines]
+        data, path = b"".join(encoded), self.path(scope_id)
         async with self._lock(scope_id):
-            end_before, first = await asyncio.get_running_loop().run_in_executor(
-                _APPENDERS, self._files.append, self.path(scope_id), b"".join(encoded)
-            )
+            written = self._append_now(path, data) if self.pace.quick() else None
+            if written is None:  # a slow disk lately, or another append of this file under way
+                written = await asyncio.get_running_loop().run_in_executor(_APPENDERS, self._files.append, path, data)
+            assert written is not None  # one that waits always writes
+            end_before, first = written
             offsets, at = [], first
             for data in encoded:
                 offsets.append(at)
@@ -249,6 +255,14 @@ class TranscriptStore:
             for observer in self.observers:
                 observer.appended(scope_id, list(zip(offsets, lines, strict=True)), end_before, at)
         return offsets
+
+    def _append_now(self, path: Path, data: bytes) -> tuple[int, int] | None:
+        """The append on the event loop (see DiskPace), or None if it would have to wait for another."""
+        started = time.perf_counter()
+        written = self._files.append(path, data, wait=False)
+        if written is not None and written[0]:  # a new file's first append (its creation) is no measure
+            self.pace.took(time.perf_counter() - started)
+        return written
 
     def read_from(self, scope_id: str, offset: int = 0) -> TranscriptReader:
         """Iterate `(offset, line)` from `offset` (0, or an offset this store handed out).

@@ -1,0 +1,71 @@
+"""Appends wait for a quick disk on the event loop, and for a slow one in worker threads
+(transcripts/disk_pace.py); an append never waits on the loop for another one's lock."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+from transcripts import TranscriptLine, TranscriptStore
+from transcripts.disk_pace import BACK_OFF_SECONDS, SLOW_SECONDS, DiskPace
+
+SCOPE = "web:mom"
+
+
+def line(text: str) -> TranscriptLine:
+    return TranscriptLine(f"id-{text}", datetime.now(UTC), SCOPE, "user", text, platform="web")
+
+
+def test_one_slow_append_sends_appends_to_threads_for_a_while() -> None:
+    now = [100.0]
+    pace = DiskPace(clock=lambda: now[0])
+    pace.took(SLOW_SECONDS / 10)
+    assert pace.quick()
+    pace.took(SLOW_SECONDS * 4)  # a busy SD card
+    assert not pace.quick()
+    now[0] += BACK_OFF_SECONDS - 1
+    assert not pace.quick()
+    now[0] += 1
+    assert pace.quick()  # tried on the loop again
+
+
+async def test_a_quick_disk_is_waited_for_on_the_loop(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path)
+    threads: set[str] = set()
+    real_append = store._files.append
+
+    def spy(path: Path, data: bytes, *, wait: bool = True):  # type: ignore[no-untyped-def]
+        threads.add(threading.current_thread().name)
+        return real_append(path, data, wait=wait)
+
+    store._files.append = spy  # type: ignore[method-assign]
+    await store.append(line("one"))
+    await store.append(line("two"))
+    assert threads == {threading.main_thread().name}
+    store.pace.took(SLOW_SECONDS * 2)
+    await store.append(line("three"))
+    assert any(name.startswith("transcript-append") for name in threads)  # a slow disk: a worker waits
+    assert [entry.text for _, entry in store.read_from(SCOPE)] == ["one", "two", "three"]
+    store.close()
+
+
+async def test_an_append_never_waits_on_the_loop_for_another_process_lock(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path)
+    await store.append(line("first"))
+    other = os.open(store.path(SCOPE), os.O_RDWR)  # another process's descriptor: its own flock
+    fcntl.flock(other, fcntl.LOCK_EX)
+    appending = asyncio.create_task(store.append(line("second")))
+    ticks = 0
+    while not appending.done() and ticks < 20:  # the loop keeps running while the append waits
+        ticks += 1
+        await asyncio.sleep(0)
+    assert ticks == 20 and not appending.done()
+    fcntl.flock(other, fcntl.LOCK_UN)
+    os.close(other)
+    await appending
+    assert [entry.text for _, entry in store.read_from(SCOPE)] == ["first", "second"]
+    store.close()
