@@ -2,7 +2,8 @@
 
 Both use the same instant in-process model, so the difference is halo's own overhead:
 envelope, policy, two fsync'd transcript appends (the session is read from the transcript),
-context assembly and the agent run. Then the memory a scope costs: 10,000 scopes each
+context assembly and the agent run. halo runs with its start-up heap frozen, as `halo serve`
+does (halo/runtime/heap.py). Then the memory a scope costs: 10,000 scopes each
 taken through one turn of the session layer. Goals (issue 11) are checked against
 figures measured in the same run.
 
@@ -178,6 +179,10 @@ async def main() -> None:
     base_lat, base_wall = await bare_runner(model, args.messages)
     base = report("baseline: bare Runner.run", base_lat, base_wall)
 
+    with tempfile.TemporaryDirectory() as tmp:  # warm-up: the first turns a process ever runs (lazy imports)
+        home = Path(tmp)
+        (home / "halo.yaml").write_text(family_yaml(10))
+        await halo_pipeline(home, model, 100, 10, 1)
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         (home / "halo.yaml").write_text(family_yaml(args.scopes))
@@ -203,6 +208,14 @@ async def main() -> None:
     check(f"{args.concurrency}-scope p99 / halo p50", con["p99"] / seq["p50"], 10.0, "×")
     if args.rss_scopes:
         check(f"RSS growth over {args.rss_scopes} scopes", grown, 30.0, " MB")
+    # Little's law: with `concurrency` turns always in flight, the mean latency is concurrency / rate
+    mean_ms = 1000 * args.concurrency / con["rate"]
+    needed = 1000 * args.concurrency / (10 * seq["p50"])
+    print(
+        f"\n{args.concurrency} turns always in flight: mean latency = {args.concurrency} / rate = {mean_ms:.1f} ms; "
+        f"a p99 within 10× the one-at-a-time p50 ({10 * seq['p50']:.1f} ms) needs a rate of at least "
+        f"{needed:.0f}/s ({needed / base['rate']:.2f}× bare), on one event loop."
+    )
 
 
 if __name__ == "__main__":
