@@ -276,7 +276,7 @@ class Gateway:
         # the child guardrails: only a child's turn, or the family group with children, pays for them
         safety = self.safety if self.safety.begin(turn) is not None else None
         if refusal is None and env.addressed and self.agents.model is not None:
-            self.agents.prepare(turn)  # the context is read while the line is written: the model waits for both
+            self.agents.prepare(turn)  # the context is read while a slow disk writes the line; the model waits for both
         if not recorded:
             await self._record(
                 turn,

@@ -68,8 +68,9 @@ class TurnAgents:
         return agent
 
     def prepare(self, turn: Turn) -> None:
-        """Start reading the turn's context now, while its message is being written to disk: the
-        first model call takes what was read, later calls (after a tool ran) read it again."""
+        """Start reading the turn's context before its message is written: when the disk is slow
+        (appends wait in a thread, transcripts/disk_pace.py), the two overlap. The first model
+        call takes what was read; later calls (after a tool ran) read it again."""
         turn.instructions = asyncio.ensure_future(self.context.instructions(turn))
 
     @staticmethod
