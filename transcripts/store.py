@@ -246,9 +246,9 @@ class TranscriptStore:
             assert written is not None  # one that waits always writes
             end_before, first = written
             offsets, at = [], first
-            for data in encoded:
+            for record in encoded:
                 offsets.append(at)
-                at += len(data)
+                at += len(record)
             counted = self._counts.get(scope_id)
             if counted is not None and counted[1] == end_before:  # nothing unseen in between: keep it cheap
                 self._counts[scope_id] = (counted[0] + len(lines), at)

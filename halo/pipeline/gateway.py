@@ -250,19 +250,6 @@ class Gateway:
         *,
         recorded: bool = False,
     ) -> Reply:
-        try:
-            return await self._handle_turn(turn, on_delta, on_model_start, recorded=recorded)
-        finally:
-            self.agents.forget(turn)
-
-    async def _handle_turn(
-        self,
-        turn: Turn,
-        on_delta: DeltaCallback | None,
-        on_model_start: ModelStartCallback | None,
-        *,
-        recorded: bool,
-    ) -> Reply:
         env = turn.envelope
         decision = turn.decide("converse")
         if not decision.allowed:
@@ -273,10 +260,6 @@ class Gateway:
             turn, refusal, marks = await self._take_in(turn)
             env = turn.envelope
         model_input = _model_input(turn)  # the model's view, when it differs (who said it, in a group)
-        # the child guardrails: only a child's turn, or the family group with children, pays for them
-        safety = self.safety if self.safety.begin(turn) is not None else None
-        if refusal is None and env.addressed and self.agents.model is not None:
-            self.agents.prepare(turn)  # the context is read while a slow disk writes the line; the model waits for both
         if not recorded:
             await self._record(
                 turn,
@@ -298,6 +281,8 @@ class Gateway:
             self._after(turn, reply)
             return reply
 
+        # the child guardrails: only a child's turn, or the family group with children, pays for them
+        safety = self.safety if self.safety.begin(turn) is not None else None
         deadline = self.llm.reply_deadline_seconds
         try:  # everything in the turn (classifier, commands, retries, model, tools) shares one deadline
             async with asyncio.timeout(deadline):

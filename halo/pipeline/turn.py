@@ -9,7 +9,6 @@ to have respected a permission.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +30,6 @@ class Turn:
     cut_short: str | None = None  # why tool work stopped early, said in the reply
     images: list[dict[str, str]] = field(default_factory=list)  # photos shown to the model (halo/media/images.py)
     tool_steps: list[dict[str, Any]] = field(default_factory=list)  # finished calls and outputs (run_items.py)
-    instructions: asyncio.Future[str] | None = None  # read while the message is written (TurnAgents.prepare)
 
     @property
     def scope(self) -> Scope:

@@ -9,7 +9,6 @@ tool still asks the policy itself when it is called.
 
 from __future__ import annotations
 
-import asyncio
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -67,25 +66,8 @@ class TurnAgents:
             _put(self._agents, key, agent)
         return agent
 
-    def prepare(self, turn: Turn) -> None:
-        """Start reading the turn's context before its message is written: when the disk is slow
-        (appends wait in a thread, transcripts/disk_pace.py), the two overlap. The first model
-        call takes what was read; later calls (after a tool ran) read it again."""
-        turn.instructions = asyncio.ensure_future(self.context.instructions(turn))
-
-    @staticmethod
-    def forget(turn: Turn) -> None:
-        """The turn is over: context read for a model call that never came (a command answered)."""
-        if (ready := turn.instructions) is not None:
-            turn.instructions = None
-            ready.cancel()
-            if ready.done() and not ready.cancelled():
-                ready.exception()  # retrieved: a failed read nobody needed is not an error
-
     async def _instructions(self, ctx: RunContextWrapper[Turn], agent: Agent[Turn]) -> str:
-        turn = ctx.context
-        ready, turn.instructions = turn.instructions, None
-        return await ready if ready is not None else await self.context.instructions(turn)
+        return await self.context.instructions(ctx.context)
 
     def offered_tools(self, turn: Turn) -> tuple[Tool, ...]:
         """Only the tools the policy would let this turn use: a refused tool is not even shown
