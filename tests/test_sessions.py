@@ -16,6 +16,10 @@ from transcripts.session import SUMMARY_PREFIX, TranscriptSessions
 from transcripts.tokens import estimate_tokens, fit_to_budget
 
 SCOPE = "web:mom"
+TOOL_STEP = [  # one finished tool call, as a run's items
+    {"type": "function_call", "call_id": "c1", "name": "current_time", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "c1", "output": "09:00"},
+]
 
 
 def turn(i: int, words: int = 40) -> list[dict]:
@@ -283,10 +287,7 @@ async def test_a_tool_call_left_without_its_output_is_not_sent_to_the_model(tmp_
     store = TranscriptStore(tmp_path / "t")
     sessions = TranscriptSessions(store, 4000)
     await store.append(line("user", "What time is it?"))
-    done = [
-        {"type": "function_call", "call_id": "c1", "name": "current_time", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": "c1", "output": "09:00"},
-    ]
+    done = TOOL_STEP
     cut_off = [
         {"type": "reasoning", "id": "rs_1", "summary": []},
         {"type": "function_call", "call_id": "c2", "name": "recall", "arguments": '{"query": "x"}'},
@@ -300,17 +301,14 @@ async def test_a_tool_call_left_without_its_output_is_not_sent_to_the_model(tmp_
 
 
 async def test_a_runs_closing_message_is_held_for_the_reply_line(tmp_path: Path):
-    """One `add_items` with a whole run: the tool step is written at once, the model's closing
-    message waits for the reply line that stands for it (so the history has it once)."""
+    """A whole run at once (`add_run`): the tool step is written, the model's closing message
+    waits for the reply line that stands for it (so the history has it once)."""
     store = TranscriptStore(tmp_path / "t")
     sessions = TranscriptSessions(store, 4000)
     await store.append(line("user", "Time?"))
-    step = [
-        {"type": "function_call", "call_id": "c1", "name": "current_time", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": "c1", "output": "09:00"},
-    ]
+    step = TOOL_STEP
     closing = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Nine."}]}
-    await sessions.get(SCOPE).add_items([*step, closing])  # type: ignore[list-item]
+    await sessions.add_run(SCOPE, [*step, closing])  # type: ignore[list-item]
     assert [r.get("kind") for r in on_disk(store)] == [None, "session.item", "session.item"]
 
     await store.append(line("assistant", "Nine.", reply="model"))

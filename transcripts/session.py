@@ -19,7 +19,7 @@ before: user and assistant lines are items, other events are not.
 
 The gateway appends the user's line (fsync'd) before the model is asked, sends the model
 `get_items` (which leaves that line out) plus the message, and hands the run's new items to
-`add_items`. (Handed to `Runner.run` as its `session`, the SDK does the same, step by step,
+`add_run`. (Handed to `Runner.run` as its `session`, the SDK does the same, step by step,
 at about twice the cost of the run itself.) A user message handed back is recognised rather
 than written twice. The model's final message is held in memory until the gateway appends
 the reply line that replaces it, so a turn costs two fsyncs, plus one for its tool items.
@@ -137,11 +137,6 @@ def complete_tool_calls(items: list[Any]) -> list[Any]:
             continue
         kept.append(item)
     return kept
-
-
-def _has_user_message(items: list[dict[str, Any]]) -> bool:
-    """A batch with a person's message is a whole exchange someone else recorded, not a run's output."""
-    return any(i.get("role") == "user" for i in items)
 
 
 def _is_assistant_message(item: Any) -> bool:
@@ -324,9 +319,6 @@ class TranscriptSessions:
     # -- writing ---------------------------------------------------------------------
 
     async def add_items(self, scope_id: str, items: list[TResponseInputItem]) -> None:
-        """A run's items: its tool calls, their outputs and reasoning are written now, in one
-        append; the model's closing message is held, since the reply line will stand for it
-        (a batch with a person's message in it is written whole)."""
         items = list(items)
         if items and self._is_awaited_input(scope_id, items[0]):
             del self._awaiting[scope_id]  # already in the transcript: the gateway wrote it first
@@ -334,14 +326,19 @@ class TranscriptSessions:
         if not items:
             return
         batch = self._held.pop(scope_id, []) + [dict(i) for i in items]  # type: ignore[arg-type]
-        closing = len(batch)
-        if not _has_user_message(batch):
-            while closing and _is_assistant_message(batch[closing - 1]):
-                closing -= 1
-        if batch[closing:]:
-            self._held[scope_id] = batch[closing:]
-        if closing:
-            await self._write_items(scope_id, batch[:closing])
+        if all(_is_assistant_message(i) for i in batch):
+            self._held[scope_id] = batch  # the reply line will stand for it
+            return
+        await self._write_items(scope_id, batch)
+
+    async def add_run(self, scope_id: str, items: list[TResponseInputItem]) -> None:
+        """A whole run's new items (the gateway's): its tool calls, their outputs and reasoning
+        are written in one append; its closing message is held for the reply line."""
+        closing = len(items)
+        while closing and _is_assistant_message(items[closing - 1]):
+            closing -= 1
+        await self.add_items(scope_id, items[:closing])
+        await self.add_items(scope_id, items[closing:])
 
     def _is_awaited_input(self, scope_id: str, item: Any) -> bool:
         offset = self._awaiting.get(scope_id)

@@ -393,7 +393,7 @@ class Gateway:
             except Exception:  # what the tools did stays in the history; the rest of the run does not
                 await session.add_items(cast(list[TResponseInputItem], turn.tool_steps))
                 raise
-            await session.add_items(input_items(result.new_items))  # tool calls and outputs: one append
+            await self.sessions.add_run(env.scope.id, input_items(result.new_items))  # tool calls: one append
             text = clean_text(str(result.final_output or "")).strip()  # a model can send a lone surrogate
         except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as tripped:
             # the user's line is in the session, and nothing of a stopped reply: the reply line
