@@ -29,6 +29,7 @@ from memory.scope_timers import ScopeTimers
 from memory.state import JobStateStore
 from memory.when import absolute_dates, day_of, hhmm
 from transcripts import TranscriptStore
+from transcripts.write_behind import WriteBehind
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +94,10 @@ class MemoryService:
         self._timers = ScopeTimers()  # the quiet timers, and the extractions they start
         self.on_change: list[Callable[[str], None]] = []  # told a scope's memory files changed (index sync)
         self.on_quiet: list[Callable[[str], None]] = []  # told a scope went quiet (graph ingestion)
-        self._log_pending: dict[str, dict[date, list[str]]] = {}  # daily log lines not written yet
-        self._log_flush: asyncio.Task[None] | None = None
-        self._log_writing = asyncio.Lock()  # batches of one scope land in the order they were logged
+        # (scope, day, line): the per-turn log, derived from the fsync'd transcript, written in batches
+        self._daily_log: WriteBehind[tuple[str, date, str]] = WriteBehind(
+            self._write_log, LOG_EVERY_SECONDS, "daily log lines"
+        )
 
     # --- reading --------------------------------------------------------------------
 
@@ -180,7 +182,6 @@ class MemoryService:
         """`[user]` / `[halo]` lines in today's daily file, redacted (every platform, after the reply)."""
         if not self.settings.daily_transcript or not entries:
             return
-        by_day: dict[Any, list[str]] = {}
         for entry in entries:
             text = redact(entry.text)
             if entry.role == "user":
@@ -189,33 +190,22 @@ class MemoryService:
                 line = f"{entry.speaker}: {daily.one_line(text, daily.LOG_CHARS)}" if entry.speaker else text
             else:
                 line = daily.shorten_reply(text)
-            by_day.setdefault(day_of(entry.ts), []).append(daily.log_line(hhmm(entry.ts), entry.role, line))
-
-        pending = self._log_pending.setdefault(scope_id, {})
-        for day, lines in by_day.items():
-            pending.setdefault(day, []).extend(lines)
-        if self._log_flush is None:  # the per-turn log is written in batches: the scheduled sync finds it
-            self._log_flush = asyncio.create_task(self._flush_log_soon())
-
-    async def _flush_log_soon(self) -> None:
-        await asyncio.sleep(LOG_EVERY_SECONDS)
-        self._log_flush = None
-        await self.flush_log()
+            self._daily_log.add((scope_id, day_of(entry.ts), daily.log_line(hhmm(entry.ts), entry.role, line)))
 
     async def flush_log(self, scope_id: str | None = None) -> None:
         """Write the daily log lines held back (all of them, or one scope's): before a change that
         must see them (a forget), on drain and on close. Derived from the fsync'd transcript, so
         a crash loses at most the last second of them, as a power cut would the unsynced rest."""
-        async with self._log_writing:
-            if scope_id is None:
-                pending, self._log_pending = self._log_pending, {}
-            else:
-                pending = {scope_id: self._log_pending.pop(scope_id)} if scope_id in self._log_pending else {}
-            if pending:
-                await asyncio.to_thread(self._write_log, pending)
+        await self._daily_log.flush(None if scope_id is None else lambda item: item[0] == scope_id)
 
-    def _write_log(self, pending: dict[str, dict[date, list[str]]]) -> None:
-        for scope_id, days in pending.items():
+    async def _write_log(self, batch: list[tuple[str, date, str]]) -> None:
+        by_scope: dict[str, dict[date, list[str]]] = {}
+        for scope_id, day, line in batch:
+            by_scope.setdefault(scope_id, {}).setdefault(day, []).append(line)
+        await asyncio.to_thread(self._write_log_files, by_scope)
+
+    def _write_log_files(self, by_scope: dict[str, dict[date, list[str]]]) -> None:
+        for scope_id, days in by_scope.items():
             try:
                 with self.files.lock(scope_id):
                     self.files.ensure(scope_id)
@@ -404,10 +394,7 @@ class MemoryService:
         return existed
 
     async def close(self) -> None:
-        if self._log_flush is not None:
-            self._log_flush.cancel()
-            self._log_flush = None
-        await self.flush_log()
+        await self._daily_log.close()
         await self._timers.close()
         await asyncio.to_thread(self.state.close)
 

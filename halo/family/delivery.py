@@ -32,6 +32,7 @@ from halo.family.outbox import OutboxStore, Row
 from halo.pipeline.scopes import member_scopes
 from halo.port import Adapter, Audit, LiveReplies, Outbound, OutboundKind, Scope, SendFailed
 from transcripts import TranscriptLine, TranscriptStore
+from transcripts.write_behind import WriteBehind
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +77,8 @@ class Delivery:
         self._adapters: dict[str, Adapter] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._flushing: dict[str, asyncio.Task[None]] = {}
-        self._handed_over: list[tuple[Outbound, str | None, str | None]] = []  # sent, row not written yet
-        self._recording: asyncio.Task[None] | None = None
-        self._recording_turns = asyncio.Lock()
+        # rows of live replies handed over: the record, written in batches (the text is in the transcript)
+        self._sent_rows = WriteBehind(self.store.record_sent, RECORD_SENT_EVERY, "rows of replies handed over")
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
 
@@ -166,26 +166,8 @@ class Delivery:
                 log.warning("handing a reply to %s failed, queued instead: %s", message.scope_id, exc)
                 return False
         self.counts["sent"] += 1
-        # the person has the reply and the transcript its text: the row is written after, in a batch
-        self._handed_over.append((message, about, batch))
-        if self._recording is None:
-            self._recording = asyncio.create_task(self._record_sent_soon())
+        self._sent_rows.add((message, about, batch))
         return True
-
-    async def _record_sent_soon(self) -> None:
-        await asyncio.sleep(RECORD_SENT_EVERY)
-        self._recording = None
-        await self._record_sent()
-
-    async def _record_sent(self) -> None:
-        """The rows of replies handed over since the last batch, in one transaction: a reply's
-        record costs the next request nothing (one commit a second, whatever the traffic)."""
-        async with self._recording_turns:  # a drain waits for the batch being written
-            handed_over, self._handed_over = self._handed_over, []
-            try:
-                await self.store.record_sent(handed_over)
-            except Exception:  # the replies went; only their records are missing (halo.db unwritable)
-                log.exception("could not record %d replies handed over as sent", len(handed_over))
 
     async def _count_once(self) -> None:
         if not self._counted:
@@ -336,10 +318,7 @@ class Delivery:
         """Wait for the attempts in flight now (shutdown, tests). A retry the worker starts after
         this is not waited for — it stays queued like any retry due later; waiting for it would
         never end while an adapter keeps failing (a stopped one, say)."""
-        if self._recording is not None:
-            self._recording.cancel()
-            self._recording = None
-        await self._record_sent()
+        await self._sent_rows.flush()
         in_flight = list(self._flushing.values())
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
@@ -352,6 +331,7 @@ class Delivery:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
             self._worker = None
+        await self._sent_rows.close()
         await self.drain()
 
     def status(self) -> dict[str, Any]:
