@@ -228,8 +228,8 @@ class Adapter(Protocol):
 class LiveReplies(Protocol):
     """Optional: an adapter where a person waits on a live request for the reply (the web chat's
     HTTP request, the terminal). Such a reply is handed over first and recorded in the outbox as
-    sent in one write: its text is durable in the transcript already, and a failed hand-over
-    is queued like any other message."""
+    sent afterwards, in a batch: its text is durable in the transcript already, and a failed
+    hand-over is queued like any other message."""
 
     def awaits_reply(self, envelope_id: str) -> bool:
         """Whether a request is waiting, now, for the reply to this envelope."""

@@ -95,12 +95,9 @@ class OutboxStore:
         about: str | None = None,
         batch: str | None = None,
         now: datetime,
-        message_id: str | None = None,
-        sent: bool = False,
     ) -> Row:
-        """The new row, committed: pending, or `sent` already (handed over before it was written)."""
-        message_id = message_id or uuid.uuid4().hex
-        state = "sent" if sent else "pending"
+        """The new pending row, committed."""
+        message_id = uuid.uuid4().hex
         async with self.db.write(metadata) as conn:
             inserted = await conn.execute(
                 outbox_table.insert().values(
@@ -113,9 +110,9 @@ class OutboxStore:
                     about=about,
                     batch=batch,
                     created=now,
-                    attempts=1 if sent else 0,
+                    attempts=0,
                     next_attempt_at=now,
-                    state=state,
+                    state="pending",
                 )
             )
         message = Outbound(
@@ -128,7 +125,7 @@ class OutboxStore:
             created_at=now,
         )
         seq = inserted.inserted_primary_key[0] if inserted.inserted_primary_key else 0
-        return Row(int(seq), message, 1 if sent else 0, now, state, about, batch)
+        return Row(int(seq), message, 0, now, "pending", about, batch)
 
     async def record_sent(self, handed_over: list[tuple[Outbound, str | None, str | None]]) -> None:
         """Rows for messages already handed over (`message`, `about`, `batch`), in one transaction."""
