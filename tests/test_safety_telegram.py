@@ -4,27 +4,18 @@ the real gateway, guardrails and policy decide, and parents hear about it in the
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 
 import pytest
 
-from config.loader import load_settings
-from halo.runtime.app import Halo, build_halo
-from tests.conftest import llm_yaml, write_home
+from halo.runtime.app import Halo
+from tests.conftest import llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
-from tests.fakes.telegram_server import FakeTelegram
 from tests.safety_support import SAFETY_FAMILY, SafetyScript, alerts, transcript
-from tests.telegram_support import adapter_of, telegram_yaml
+from tests.telegram_support import StartTelegram
 
 FAMILY_GROUP = -1005
 FAMILY = SAFETY_FAMILY + f"family_group: {{telegram_chat_id: {FAMILY_GROUP}}}\n"
 PARENTS = {1001: "wags", 1002: "mom"}
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
 
 
 @pytest.fixture
@@ -35,23 +26,9 @@ async def model() -> AsyncIterator[tuple[FakeOpenAI, SafetyScript]]:
 
 
 @pytest.fixture
-async def start(
-    home: Path, model: tuple[FakeOpenAI, SafetyScript], tg: FakeTelegram
-) -> AsyncIterator[Callable[..., Awaitable[Halo]]]:
-    running: list[Halo] = []
-
-    async def start_halo(family: str = FAMILY) -> Halo:
-        write_home(home, llm_yaml(model[0]) + telegram_yaml(tg.base_url), family=family)
-        halo = build_halo(load_settings(home))
-        running.append(halo)
-        await halo.start_adapters()
-        adapter = adapter_of(halo)
-        await tg.wait_for(lambda: adapter.status()["connected"], what="polling")
-        return halo
-
-    yield start_halo
-    for halo in running:
-        await halo.close()
+def start(start_telegram: StartTelegram, model: tuple[FakeOpenAI, SafetyScript]) -> Callable[..., Awaitable[Halo]]:
+    """halo on the Telegram stand-in, with the safety script as its model and this family."""
+    return lambda family=FAMILY: start_telegram(llm=llm_yaml(model[0]), family=family)
 
 
 async def test_a_young_childs_cry_for_help_reaches_every_parent_without_her_words(start, tg, model):

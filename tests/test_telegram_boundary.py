@@ -4,44 +4,20 @@ Each is handled or ignored cleanly, never answered as someone it is not."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
-
 import pytest
 
-from config.loader import load_settings
-from halo.runtime.app import Halo, build_halo
-from tests.conftest import llm_yaml, write_home
+from halo.runtime.app import Halo
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.telegram_support import COMMENTED_FAMILY, adapter_of, telegram_yaml
+from tests.telegram_support import StartTelegram
 from transcripts import TranscriptStore
 
 GROUP = -1001234
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def start(home: Path, fake_llm: FakeOpenAI, tg: FakeTelegram) -> AsyncIterator[Callable[..., Awaitable[Halo]]]:
-    running: list[Halo] = []
-
-    async def start_halo(extra_yaml: str = "") -> Halo:
-        write_home(home, llm_yaml(fake_llm) + telegram_yaml(tg.base_url) + extra_yaml, family=COMMENTED_FAMILY)
-        halo = build_halo(load_settings(home))
-        running.append(halo)
-        await halo.start_adapters()
-        adapter = adapter_of(halo)
-        await tg.wait_for(lambda: adapter.status()["connected"], what="polling")
-        return halo
-
-    yield start_halo
-    for halo in running:
-        await halo.close()
+def start(start_telegram: StartTelegram) -> StartTelegram:
+    return start_telegram
 
 
 def transcript_texts(halo: Halo, scope_id: str) -> list[str]:
