@@ -56,16 +56,24 @@ async def test_a_quick_disk_is_waited_for_on_the_loop(tmp_path: Path) -> None:
 async def test_an_append_never_waits_on_the_loop_for_another_process_lock(tmp_path: Path) -> None:
     store = TranscriptStore(tmp_path)
     await store.append(line("first"))
-    other = os.open(store.path(SCOPE), os.O_RDWR)  # another process's descriptor: its own flock
-    fcntl.flock(other, fcntl.LOCK_EX)
+    locked, release = threading.Event(), threading.Event()
+
+    def other_process() -> None:  # its own descriptor, its own flock; let go when told (or a blocked loop)
+        fd = os.open(store.path(SCOPE), os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        locked.set()
+        release.wait(timeout=10)
+        os.close(fd)
+
+    holder = threading.Thread(target=other_process)
+    holder.start()
+    assert await asyncio.to_thread(locked.wait, 10)
     appending = asyncio.create_task(store.append(line("second")))
-    ticks = 0
-    while not appending.done() and ticks < 20:  # the loop keeps running while the append waits
-        ticks += 1
-        await asyncio.sleep(0)
-    assert ticks == 20 and not appending.done()
-    fcntl.flock(other, fcntl.LOCK_UN)
-    os.close(other)
+    for _ in range(20):  # the loop keeps running while the append waits (had it waited on the loop,
+        await asyncio.sleep(0)  # the holder's timeout would free it and it would be done by now)
+    assert not appending.done()
+    release.set()
     await appending
+    await asyncio.to_thread(holder.join)
     assert [entry.text for _, entry in store.read_from(SCOPE)] == ["first", "second"]
     store.close()
