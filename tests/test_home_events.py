@@ -232,6 +232,20 @@ async def test_for_minutes_waits_and_is_cancelled_when_the_door_closes(house):
     assert "cancelled" in {r["id"]: r for r in h.home.rules_report()}["front-door-open"]["lastOutcome"]
 
 
+async def test_equals_false_fires_on_json_false_only_not_on_falsy_values_or_the_text(house):
+    h = await house(at=london(23, 12))
+    await h.publish("zigbee2mqtt/front_door", {"contact": True})
+    for falsy in (0, 0.0, [], "false"):
+        await h.publish("zigbee2mqtt/front_door", {"contact": falsy})
+        h.clock.advance(minutes=10)
+        await h.home.tick()
+        assert [h.sent(dm) for dm in PARENT_DMS] == [[], []], falsy
+    await h.publish("zigbee2mqtt/front_door", {"contact": False})
+    h.clock.advance(minutes=10)
+    await h.home.tick()
+    assert [h.sent(dm) for dm in PARENT_DMS] == [["The front door has been open for 10 minutes."]] * 2
+
+
 async def test_quiet_hours_hold_the_door_until_morning_but_not_the_leak(house):
     h = await house(at=london(23, 22, 30))
     door = {"contact": False, "battery": 91}

@@ -117,6 +117,8 @@ async def clear(request: web.Request) -> web.Response:
     halo = halo_of(request)
     async with halo.gateway.scope_lock(scope.id):
         removed = await halo.scope_admin.clear_session(scope.id, actor=actor(request))
+    if removed is None:
+        raise ApiError(404, f"no session for {scope.id!r}: nothing has been said there, so nothing to clear")
     return reply(Cleared(scopeId=scope.id, cleared=True, itemsRemoved=removed))
 
 
@@ -186,7 +188,7 @@ ROUTES = [
         clear,
         "token",
         summary="Clear the derived session state; the transcript is kept",
-        responses={200: Reply("cleared", Cleared), 400: BAD_SCOPE, 404: NO_SCOPE},
+        responses={200: Reply("cleared", Cleared), 400: BAD_SCOPE, 404: f"{NO_SCOPE}; or it has no transcript yet"},
         parameters=[SCOPE_PATH],
         tag="scopes",
     ),

@@ -174,13 +174,19 @@ class Delivery:
             self._counted = True
             self.counts = await self.store.counts()
 
+    def member_dms(self, member_id: str) -> list[str]:
+        """The chat-app DMs of one member that halo runs: where `to_member` sends."""
+        return [
+            scope.id
+            for scope in member_scopes(self._family())
+            if scope.type == "dm" and scope.owner_id == member_id and self.reaches(scope)
+        ]
+
     async def to_member(self, member_id: str, text: str, kind: OutboundKind = "notice") -> list[str]:
         """Send to every chat-app DM of one member that halo runs; returns the scope ids."""
-        reached = []
-        for scope in member_scopes(self._family()):
-            if scope.type == "dm" and scope.owner_id == member_id and self.reaches(scope):
-                await self.send(scope.id, text, kind=kind)
-                reached.append(scope.id)
+        reached = self.member_dms(member_id)
+        for scope_id in reached:
+            await self.send(scope_id, text, kind=kind)
         return reached
 
     async def to_parents(self, text: str, kind: OutboundKind = "notice") -> list[str]:
@@ -277,7 +283,7 @@ class Delivery:
                 speaker="halo",
                 target=row.about,
                 platform=platform_of(message.scope_id),
-                extra={"outbox_id": message.id, "kind": message.kind} if alert else {},
+                extra={"outbox_id": message.id, "kind": message.kind} if alert else {"outbox_id": message.id},
             )
         )
 

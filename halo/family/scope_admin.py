@@ -155,8 +155,11 @@ class ScopeAdmin:
         summaries.sort(key=lambda s: (not s.configured, s.scope.id))
         return summaries
 
-    async def clear_session(self, scope_id: str, *, actor: str) -> int:
-        """Forget the derived session (the model's history); the transcript stays. Returns items removed."""
+    async def clear_session(self, scope_id: str, *, actor: str) -> int | None:
+        """Forget the derived session (the model's history); the transcript stays. Returns items
+        removed, or None when the scope has no transcript: nothing to clear, and none is made."""
+        if self.transcripts.count(scope_id) == 0:
+            return None
         removed = len(await self.sessions.all_items(scope_id))
         await self.sessions.clear(scope_id, why=f"session cleared by {actor}")
         self.audit.write("admin_clear", scope_id=scope_id, actor=actor, items_removed=removed)

@@ -52,6 +52,16 @@ async def test_clear_forgets_the_session_and_keeps_the_transcript(admin):
     assert event["scope_id"] == SEEDED and event["actor"] == "admin:token"
 
 
+async def test_clearing_a_scope_with_no_transcript_is_a_404_and_makes_none(admin):
+    harness = await admin()
+    silent = "telegram:-1001234"  # configured, nothing said there yet
+    reply = await harness.local.call("POST", f"/sessions/{silent}/clear")
+    assert reply.status == 404 and "nothing to clear" in reply.body["error"], reply.text
+    assert not harness.services.transcripts.path(silent).exists()
+    assert harness.services.audit.tail(1, kind="admin_clear") == []
+    assert (await harness.local.call("POST", f"/sessions/{silent}/distill")).status == 200  # still a known scope
+
+
 async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     harness = await admin()
     await harness.seed()
