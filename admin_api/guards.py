@@ -19,6 +19,7 @@ from aiohttp import web
 
 from admin_api.base import HALO, Handler, json_error
 from halo.access import is_local_request
+from halo.http_body import takes_body, wants_body
 from halo.web_auth import Caller, caller_of
 
 Access = Literal["anyone", "token", "loopback", "member"]
@@ -78,7 +79,7 @@ def guard(access: Access, handler: Handler, on_unauthorized: Handler | None = No
 
     guarded.__name__ = getattr(handler, "__name__", "guarded")
     guarded.__doc__ = handler.__doc__
-    return guarded
+    return takes_body(guarded) if wants_body(handler) else guarded
 
 
 def token_required(handler: Handler) -> Handler:

@@ -10,12 +10,13 @@ import signal
 
 from aiohttp import web
 
-from admin_api.base import HALO, OPENAPI, errors_as_json, json_error, no_store
+from admin_api.base import HALO, OPENAPI, errors_as_json, json_error, no_store, no_unwanted_body
 from admin_api.connections import ConnectionLimits, GuardedSite
 from admin_api.guards import guard, is_admin, token_required
 from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
 from config.settings import Settings
+from halo.http_body import takes_body
 from halo.port import AdminRoutes
 from halo.runtime.app import Halo, build_halo
 from halo.runtime.heap import freeze_start_up_heap
@@ -25,11 +26,12 @@ __all__ = ["HALO", "create_app", "is_admin", "json_error", "serve", "token_requi
 
 
 def create_app(halo: Halo) -> web.Application:
-    app = web.Application(middlewares=[no_store, errors_as_json], client_max_size=1024**2)
+    app = web.Application(middlewares=[no_store, errors_as_json, no_unwanted_body], client_max_size=1024**2)
     app[HALO] = halo
     app[WEB_AUTH] = DashboardLogin(halo.services.paths.logins)
     for route in admin_routes():
-        app.router.add_route(route.method, route.path, guard(route.access, route.handler, route.on_unauthorized))
+        handler = guard(route.access, route.handler, route.on_unauthorized)
+        app.router.add_route(route.method, route.path, takes_body(handler) if route.body is not None else handler)
     extra_paths: dict[str, dict] = {}
     for adapter in halo.adapters:
         if isinstance(adapter, AdminRoutes):
@@ -45,7 +47,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     app = create_app(halo)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    limits = ConnectionLimits(settings.admin.max_connections, settings.admin.read_timeout_seconds)
+    limits = ConnectionLimits.from_settings(settings.admin)
     site = GuardedSite(runner, settings.admin.host, settings.admin.port, limits=limits)
     await site.start()
     await halo.start()

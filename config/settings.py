@@ -136,6 +136,11 @@ class AdminSettings(BaseModel):
     token: SecretStr | None = None
     max_connections: int = Field(default=256, ge=1, description="open at once; past it new ones are closed")
     read_timeout_seconds: float = Field(default=30, gt=0, description="a client silent mid-request this long is cut")
+    max_connections_per_address: int = Field(
+        default=32, ge=1, description="open at once from one address; past it, its longest-waiting one is closed"
+    )
+    header_timeout_seconds: float = Field(default=10, gt=0, description="a request's head must arrive within this")
+    body_timeout_seconds: float = Field(default=30, gt=0, description="a request's body must arrive within this")
 
 
 EmbedderName = Literal["model2vec", "openai", "sentence-transformers", "none"]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from halo.http_body import BadBody, read_json
+from halo.http_body import BadBody, read_json, takes_body
 from halo.pipeline.envelope import (
     Attachment,
     Envelope,
@@ -73,6 +73,7 @@ __all__ = [
     "attachment_kind",
     "clean_text",
     "read_json",
+    "takes_body",
 ]
 
 OutboundKind = Literal["reply", "notice", "proactive", "alert", "digest"]

@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from admin_api.connections import ConnectionLimits, GuardedSite
 from admin_api.server import create_app
 from halo.pipeline.envelope import Speaker
 from halo.pipeline.services import Services
@@ -83,6 +84,8 @@ class AdminHarness:
         self.runner = runner
         self.http = http
         self.local: Endpoint
+        self.port: int  # of the local site
+        self.limits: ConnectionLimits  # its connection policy, from halo.yaml's admin section
         self.remotes: list[Endpoint] = []
 
     @property
@@ -199,16 +202,18 @@ async def admin(
         http = aiohttp.ClientSession()
         harness = AdminHarness(halo, runner, http)
         started.append(harness)
-        local = web.TCPSite(runner, "127.0.0.1", 0)
+        harness.limits = ConnectionLimits.from_settings(halo.settings.admin)
+        local = GuardedSite(runner, "127.0.0.1", 0, limits=harness.limits)  # as `halo serve` listens
         await local.start()
-        harness.local = Endpoint(http, f"http://127.0.0.1:{_port(local)}", "local", token=ADMIN_TOKEN)
+        harness.port = local.port
+        harness.local = Endpoint(http, f"http://127.0.0.1:{local.port}", "local", token=ADMIN_TOKEN)
         spoofed = PeerSite(runner, SPOOFED_PEER)
         await spoofed.start()
         harness.remotes.append(Endpoint(http, f"http://127.0.0.1:{spoofed.port}", "transport"))
         if _INTERFACE:
-            nic = web.TCPSite(runner, _INTERFACE, 0)
+            nic = GuardedSite(runner, _INTERFACE, 0, limits=harness.limits)
             await nic.start()
-            harness.remotes.append(Endpoint(http, f"http://{_INTERFACE}:{_port(nic)}", "interface"))
+            harness.remotes.append(Endpoint(http, f"http://{_INTERFACE}:{nic.port}", "interface"))
         return harness
 
     yield start
@@ -216,9 +221,3 @@ async def admin(
         await harness.http.close()
         await harness.runner.cleanup()
         await harness.halo.close()
-
-
-def _port(site: web.TCPSite) -> int:
-    server = site._server
-    assert server is not None
-    return int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
