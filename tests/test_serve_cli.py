@@ -53,7 +53,7 @@ def wait_healthy(port: int, proc: subprocess.Popen[str], timeout: float = STARTU
             raise AssertionError(f"halo exited early: {proc.stderr.read() if proc.stderr else ''}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as resp:
-                if json.load(resp) == {"ok": True}:
+                if json.load(resp)["ok"] is True:
                     return
         except OSError:
             time.sleep(0.1)  # polling a port that is not open yet; there is no event to wait on

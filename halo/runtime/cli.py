@@ -69,15 +69,23 @@ def check_admin_exposure(settings: Settings) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    settings = _settings(create_starter=True)  # a config mistake is said before the SDK loads
+    check_admin_exposure(settings)
+    check_policies(settings)
     from admin_api.server import serve  # the one place halo's CLI composes the core with the admin server
 
-    settings = _settings(create_starter=True)
-    check_admin_exposure(settings)
     try:
         asyncio.run(serve(settings))
     except OSError as exc:
         raise StartupError(f"cannot listen on {settings.admin.host}:{settings.admin.port}: {exc.strerror}") from None
     return 0
+
+
+def check_policies(settings: Settings) -> None:
+    """The Cedar policies (halo's and HALO_HOME/policies/) parse: cheap, and no SDK needed."""
+    from policy import PolicyEngine
+
+    PolicyEngine(settings.family_view(), extra_dir=settings.paths.policies)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
