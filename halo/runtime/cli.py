@@ -69,15 +69,23 @@ def check_admin_exposure(settings: Settings) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    settings = _settings(create_starter=True)  # a config mistake is said before the SDK loads
+    check_admin_exposure(settings)
+    check_policies(settings)
     from admin_api.server import serve  # the one place halo's CLI composes the core with the admin server
 
-    settings = _settings(create_starter=True)
-    check_admin_exposure(settings)
     try:
         asyncio.run(serve(settings))
     except OSError as exc:
         raise StartupError(f"cannot listen on {settings.admin.host}:{settings.admin.port}: {exc.strerror}") from None
     return 0
+
+
+def check_policies(settings: Settings) -> None:
+    """The Cedar policies (halo's and HALO_HOME/policies/) parse: cheap, and no SDK needed."""
+    from policy import PolicyEngine
+
+    PolicyEngine(settings.family_view(), extra_dir=settings.paths.policies)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -105,17 +113,22 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_explain(args: argparse.Namespace) -> int:
-    from halo.pipeline.scopes import resolve_scope
-    from policy import PolicyEngine, explain
+    from halo.pipeline.scopes import UnknownScopeError, resolve_scope
+    from policy import ACTIONS, PolicyEngine, explain
 
+    if args.action not in ACTIONS:
+        raise StartupError(f"no policy action {args.action!r}; the actions are: {', '.join(sorted(ACTIONS))}")
     settings = _settings()
     family = settings.family_view()
     engine = PolicyEngine(family, extra_dir=settings.paths.policies)
     principal = family.member(args.member) if args.member != "unknown" else None
     if args.member != "unknown" and principal is None:
         raise StartupError(f"no member {args.member!r}; members: {', '.join(m.id for m in family.members)}")
-    scope = resolve_scope(family, args.scope)
-    from_scope = resolve_scope(family, args.from_scope) if args.from_scope else scope
+    try:
+        scope = resolve_scope(family, args.scope)
+        from_scope = resolve_scope(family, args.from_scope) if args.from_scope else scope
+    except UnknownScopeError as exc:
+        raise StartupError(str(exc)) from None
     resource = family.member(args.about) if args.about else scope
     if resource is None:
         raise StartupError(f"no member {args.about!r}")
