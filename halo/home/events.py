@@ -31,6 +31,7 @@ from zoneinfo import ZoneInfo
 from config.family import Family
 from config.home import HomeRule, HomeSettings, QuietHours
 from halo.family.delivery import Delivery
+from halo.family.direct import DirectMessages
 from halo.home.rules import condition_holds, render, topic_matches
 from halo.home.send import send_home_message
 from halo.home.store import HomeStore, Queued
@@ -89,6 +90,7 @@ class HomeEvents:
         store: HomeStore,
         policy: PolicyEngine,
         delivery: Delivery,
+        direct: DirectMessages,
         audit: AuditLog,
         *,
         now: Callable[[], datetime] | None = None,
@@ -98,6 +100,7 @@ class HomeEvents:
         self.store = store
         self.policy = policy
         self.delivery = delivery
+        self.direct = direct
         self.audit = audit
         self.now = now or (lambda: datetime.now(UTC))
         self.rules = list(settings.rules)
@@ -268,19 +271,22 @@ class HomeEvents:
 
     def _recipients(self, rule: HomeRule) -> list[tuple[Scope, bool]]:
         """The scopes a rule names, each with whether the rule names its owner explicitly
-        (only then may a child's DM receive it; the policy decides)."""
+        (only then may a child's DM receive it; the policy decides). A member, and each parent
+        for `parents`, is reached where they get direct messages (halo/family/direct.py)."""
         family = self.family()
         found: dict[str, tuple[Scope, bool]] = {}
 
-        def dms_of(member_id: str, named: bool) -> None:
-            for scope in member_scopes(family):
-                if scope.type == "dm" and scope.owner_id == member_id and self.delivery.reaches(scope):
-                    found.setdefault(scope.id, (scope, named))
+        def dm_of(member_id: str, named: bool) -> None:
+            scope = self.direct.scope_of(member_id)
+            if scope is None:
+                log.warning("home rule %s: %r is not a member", rule.id, member_id)
+            else:
+                found.setdefault(scope.id, (scope, named))
 
         for target in rule.to:
             if target == "parents":
                 for parent in family.parents:
-                    dms_of(parent.id, False)
+                    dm_of(parent.id, False)
             elif target in ("parents_group", "family_group"):
                 for scope in member_scopes(family):
                     if scope.type == target:
@@ -291,7 +297,7 @@ class HomeEvents:
                 except UnknownScopeError as exc:
                     log.warning("home rule %s: %s", rule.id, exc)
             else:
-                dms_of(target, True)
+                dm_of(target, True)
         return list(found.values())
 
     async def _to_scope(

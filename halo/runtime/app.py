@@ -24,6 +24,7 @@ from halo.context.memory import MemorySource
 from halo.context.recall import Recall, RecallSource, memory_files_in_context
 from halo.family.db import HaloDB
 from halo.family.delivery import Delivery
+from halo.family.direct import DirectMessages
 from halo.family.groups import GroupGuard
 from halo.family.members import FamilyEditor
 from halo.family.pairing import Pairing
@@ -167,6 +168,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     transcripts = TranscriptStore(paths.transcripts)
     db = HaloDB(paths.halo_db)
     delivery = Delivery(db, transcripts, lambda: policy.family, audit=audit)
+    # where a member gets a direct message: Telegram, else Discord, else the web inbox
+    direct = DirectMessages(lambda: policy.family, delivery.can_send)
     tasks = TaskStore(db)
     main_model = model if model is not None else build_model(settings.llm)
     extraction_model = _extraction_model(settings, model, main_model)
@@ -185,6 +188,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         HomeStore(db, settings.home_events.keep_observations),
         policy,
         delivery,
+        direct,
         audit,
     )
     sessions = TranscriptSessions(
