@@ -258,16 +258,21 @@ class HomeEvents:
         self.audit.write("home_rule_fired", rule=rule.id, entity=entity, topic=topic, deliveries=outcomes)
 
     async def _burst(self, rule: HomeRule, now: datetime) -> float | None:
-        """When this firing is part of a burst, the time the burst's summary goes out."""
+        """When this firing is part of a burst, the time the burst's summary goes out. A summary
+        still collecting in halo.db takes it too: the count of recent firings is this run's, so
+        after a restart in the middle of a burst the rest still joins the summary."""
         window = self.settings.burst_minutes * 60
         recent = self._recent.setdefault(rule.id, deque())
         stamp = now.timestamp()
         while recent and recent[0] <= stamp - window:
             recent.popleft()
         recent.append(stamp)
+        collecting = await self.store.burst_release(rule.id)
+        if collecting is not None:
+            return collecting
         if len(recent) <= self.settings.burst_limit:
             return None
-        return await self.store.burst_release(rule.id) or stamp + window
+        return stamp + window
 
     def _recipients(self, rule: HomeRule) -> list[tuple[Scope, bool]]:
         """The scopes a rule names, each with whether the rule names its owner explicitly
