@@ -42,6 +42,8 @@ def create_app(halo: Halo) -> web.Application:
 async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     """Run until SIGINT/SIGTERM, then stop adapters and finish accepted messages."""
     halo = build_halo(settings)
+    # SIGHUP: apply halo.yaml now, as `halo reload` does (from the first moment anyone can see halo up)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, halo.config.ask)
     app = create_app(halo)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()

@@ -121,6 +121,15 @@ class HomeEvents:
                 self.reports[rule_id].last_fired_at = datetime.fromtimestamp(at, UTC)
         self._task = asyncio.create_task(self._tick_forever(), name="home-events")
 
+    async def apply(self, settings: HomeSettings) -> None:
+        """halo.yaml's `home:` section changed (halo/runtime/reload.py): new rules and quiet
+        hours from the next observation on. What a kept rule saw, fired and queued stays."""
+        async with self._lock:
+            self.settings = settings
+            self.rules = list(settings.rules)
+            self.reports = {r.id: self.reports.get(r.id) or RuleReport() for r in self.rules}
+            self._recent = {r.id: self._recent.get(r.id) or deque() for r in self.rules}
+
     async def stop(self) -> None:
         for task in (self._task, self._worker):
             if task is not None:
