@@ -9,12 +9,14 @@ import logging
 import signal
 import urllib.request
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from config.settings import Settings
+from halo.port import Observation
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, free_port
 from tests.test_serve_cli import halo, halo_cmd, wait_healthy
 from tests.waiting import eventually
@@ -65,6 +67,15 @@ async def test_a_new_member_and_a_changed_rule_work_without_a_restart(live, home
     assert (home / "members" / "nani" / "USER.md").exists()
     code, rules = await get(live, "/home/rules")
     assert [r["id"] for r in rules["rules"]] == ["basement-leak"]
+    # the edited rule is the one that judges the house now, and reaches the new parent too
+    leak = Observation(
+        "zigbee2mqtt/basement_leak", "zigbee2mqtt", "basement_leak", {"water_leak": True}, datetime.now(UTC)
+    )
+    await live.halo.home.observe(leak)
+    await live.halo.services.delivery.drain()
+    nani = {"Authorization": "Bearer nani-token"}
+    assert [m["text"] for m in (await get(live, "/api/chat/inbox", nani))[1]["messages"]] == ["Water leak!"]
+    assert {r["id"]: r for r in live.halo.home.rules_report()}["basement-leak"]["fired"] == 1
     status = await reload_status(live)
     assert "nani" in [m["id"] for m in status["config"]["members"]]
     assert status["config_reload"]["last_trigger"] == "watch" and status["config_reload"]["error"] is None
