@@ -119,6 +119,9 @@ class ConfigReload:
             except ConfigError as exc:
                 self._refused(str(exc), digest)
                 return False
+            except OSError as exc:  # unreadable now (permissions, a vanished mount)
+                self._refused(f"{self.path}: cannot be read: {exc.strerror or exc}", digest)
+                return False
             try:
                 await self.apply(new)
             except Exception as exc:  # a part refused it: say so, keep what runs
