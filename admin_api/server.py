@@ -70,6 +70,12 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     halo: Halo | None = None
+
+    def reload_config() -> None:  # SIGHUP applies halo.yaml now, as `halo reload` does
+        if halo is not None:  # while loading, halo is about to read the file anyway
+            halo.config.ask()
+
+    loop.add_signal_handler(signal.SIGHUP, reload_config)
     try:
         await asyncio.to_thread(_load_halo)
         from halo.runtime.app import build_halo

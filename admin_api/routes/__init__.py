@@ -71,6 +71,7 @@ BAD_LINES = f"`lines` is not a whole number from 1 to {MAX_LINES}, or scopeId is
 def admin_routes() -> list[Route]:
     from admin_api.routes import (
         backups,
+        config,
         dashboard,
         events,
         family,
@@ -99,4 +100,5 @@ def admin_routes() -> list[Route]:
         *home.ROUTES,
         *login.ROUTES,
         *backups.ROUTES,
+        *config.ROUTES,
     ]

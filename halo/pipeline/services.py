@@ -64,6 +64,6 @@ class Services:
 
     @property
     def family(self) -> Family:
-        """The live family: the policy engine is rebuilt when members change (halo/family/members.py).
-        `settings` stays the start-up snapshot; read people and groups from here."""
+        """The live family: the policy engine is rebuilt when members change (halo/family/members.py)
+        or halo.yaml is reloaded (halo/runtime/reload.py); read people and groups from here."""
         return self.policy.family

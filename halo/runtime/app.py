@@ -24,6 +24,7 @@ from halo.context.memory import MemorySource
 from halo.context.recall import Recall, RecallSource, memory_files_in_context
 from halo.family.db import HaloDB
 from halo.family.delivery import Delivery
+from halo.family.direct import DirectMessages
 from halo.family.groups import GroupGuard
 from halo.family.members import FamilyEditor
 from halo.family.pairing import Pairing
@@ -47,6 +48,7 @@ from halo.runtime.graph_wiring import build_graph
 from halo.runtime.memory_wiring import build_memory, memory_after_turn
 from halo.runtime.private_files import make_private
 from halo.runtime.providers import build_model, close_model, model_settings
+from halo.runtime.reload import ConfigReload, live_part
 from halo.runtime.starter import write_default_soul, write_default_user_files
 from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
@@ -93,6 +95,19 @@ class Halo:
     missed: MissedMessages | None = None  # messages a crash left unanswered, caught up on start
     catching_up: asyncio.Task[CatchUp] | None = None
     approvals: Approvals | None = None  # consequential tool calls waiting for a parent
+    config: ConfigReload = field(init=False)  # halo.yaml edits, applied live (halo/runtime/reload.py)
+
+    def __post_init__(self) -> None:
+        self.config = ConfigReload(self.settings, self.apply_config)
+
+    async def apply_config(self, new: Settings) -> None:
+        """A reloaded, valid halo.yaml: its live keys (the family, the policy's view of it, the
+        home rules) take effect now. `settings` keeps the start-up values of everything else."""
+        write_default_user_files(self.services.paths, new.members)
+        self.services.policy.rebuild(new.family_view())  # every part reads the family from here
+        if self.home is not None:
+            await self.home.apply(new.home_events)
+        self.settings = self.services.settings = self.settings.model_copy(update=live_part(new))
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.platform: a.status() for a in self.adapters}
@@ -117,6 +132,7 @@ class Halo:
             self.digest.start()
         if self.approvals is not None:
             self.approvals.start()
+        self.config.start()  # from now on, an edit to halo.yaml is applied without a restart
 
     async def start_adapters(self) -> None:
         if self.home is not None:
@@ -128,6 +144,7 @@ class Halo:
         if self.catching_up is not None and not self.catching_up.done():
             self.catching_up.cancel()  # what it did not reach is still open, and caught up next start
             await asyncio.gather(self.catching_up, return_exceptions=True)
+        await self.config.close()
         if self.backups is not None:
             self.backups.close()
         for adapter in reversed(self.adapters):
@@ -167,6 +184,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     transcripts = TranscriptStore(paths.transcripts)
     db = HaloDB(paths.halo_db)
     delivery = Delivery(db, transcripts, lambda: policy.family, audit=audit)
+    # where a member gets a direct message: Telegram, else Discord, else the web inbox
+    direct = DirectMessages(lambda: policy.family, delivery.can_send)
     tasks = TaskStore(db)
     main_model = model if model is not None else build_model(settings.llm)
     extraction_model = _extraction_model(settings, model, main_model)
@@ -185,6 +204,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         HomeStore(db, settings.home_events.keep_observations),
         policy,
         delivery,
+        direct,
         audit,
     )
     sessions = TranscriptSessions(

@@ -200,6 +200,31 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reload(args: argparse.Namespace) -> int:
+    """Ask the running halo to apply halo.yaml now (it also does so by itself within seconds)."""
+    from config.loader import ConfigError
+    from halo.runtime.reload import ask_running_halo
+
+    try:
+        settings = _settings()
+    except ConfigError as exc:  # the running halo refuses it too, and keeps its config
+        print(f"halo: halo.yaml was not applied; the running halo keeps its config.\n{exc}", file=sys.stderr)
+        return 1
+    try:
+        status, body = ask_running_halo(settings)
+    except OSError as exc:
+        where = f"{settings.admin.host}:{settings.admin.port}"
+        print(f"halo: no halo answers on {where} ({exc}); the next `halo serve` reads halo.yaml", file=sys.stderr)
+        return 1
+    if status != 200:
+        print(f"halo: halo.yaml was not applied.\n{body.get('error', body)}", file=sys.stderr)
+        return 1
+    print("halo.yaml applied.")
+    if body.get("restartNeeded"):
+        print(f"restart halo for: {', '.join(body['restartNeeded'])}")
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """The whole workspace into one archive, with progress on a terminal."""
     from pathlib import Path
@@ -266,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("path", help="an archive made by halo export")
     restore.add_argument("--force", action="store_true", help="replace an existing workspace (kept aside)")
     restore.set_defaults(fn=cmd_import)
+
+    sub.add_parser("reload", help="apply halo.yaml to the running halo now").set_defaults(fn=cmd_reload)
 
     sub.add_parser("dashboard", help="print a fresh one-time login link to the dashboard").set_defaults(
         fn=cmd_dashboard

@@ -73,6 +73,7 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("POST", "/logout"): Example("/logout"),
     ("GET", "/backups"): Example("/backups"),
     ("POST", "/backups"): Example("/backups", ok=201),
+    ("POST", "/reload"): Example("/reload"),
 }
 ROUTES = {(r.method, r.path): r for r in admin_routes()}
 
