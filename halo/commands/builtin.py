@@ -42,6 +42,7 @@ class Command:
     summary: str
     handler: Handler
     usage: str = ""
+    in_menu: bool = True  # False: not offered in a platform's command menu (a name Telegram refuses, `remind!`)
 
 
 class CommandRegistry:

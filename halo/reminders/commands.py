@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from halo.commands.builtin import Command
 from halo.pipeline.turn import Turn
-from halo.reminders.service import REMIND_USAGE, Reminders
+from halo.reminders.service import Reminders
 
 
 def reminder_commands(reminders: Reminders) -> list[Command]:
@@ -25,6 +25,6 @@ def reminder_commands(reminders: Reminders) -> list[Command]:
 
     return [
         Command("remind", "Remind you or someone at a time", remind, usage="[me|parents|name] <when> <text>"),
-        Command("remind!", "The same, urgent: quiet hours do not hold it", remind_urgent, usage=REMIND_USAGE[7:]),
+        Command("remind!", "The same, urgent: quiet hours do not hold it", remind_urgent, usage="…", in_menu=False),
         Command("reminders", "Your reminders, numbered; cancel one", reminders_command, usage="[cancel N]"),
     ]

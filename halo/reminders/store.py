@@ -11,6 +11,7 @@ transaction (`fire`), guarded by the `due_at` it was read with: a reminder is ne
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -111,7 +112,7 @@ QueueIn = Callable[[AsyncConnection, Message], Awaitable[Row]]
 
 def _sec(at: datetime) -> float:
     """Due times are whole seconds: they round-trip exactly, so `fire` can compare them."""
-    return float(round(at.timestamp()))
+    return float(math.floor(at.timestamp()))
 
 
 def _ts(ts: float) -> datetime:
