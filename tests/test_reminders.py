@@ -263,3 +263,22 @@ async def test_the_model_sets_a_reminder_in_plain_words(halo: Any, outbox: Any, 
     reminders = await halo.reminders.store.list()
     assert [(r.set_by, r.target, r.text) for r in reminders] == [("mom", "aarav", "pack his kit")]
     assert reminders[0].due_at.astimezone(UTC).minute == 0
+
+
+async def test_a_parent_sees_and_cancels_every_reminder_over_the_api(
+    serve_halo: Callable[..., Any], settings_for: Callable[..., Any], fake_llm: FakeOpenAI
+) -> None:
+    running = await serve_halo(settings_for(llm_yaml(fake_llm)))
+    await running.chat("/remind aarav tomorrow 7:30 pack your kit", token="mom-token")
+    await running.chat("/list add milk", token="aarav-token")
+    parent = {"Authorization": "Bearer wags-token"}
+    async with running.http.get(running.url("/reminders"), headers=parent) as r:
+        assert r.status == 200
+        (reminder,) = await r.json()
+    assert (reminder["setBy"], reminder["target"], reminder["state"]) == ("mom", "aarav", "pending")
+    async with running.http.get(running.url("/reminders"), headers={"Authorization": "Bearer aarav-token"}) as r:
+        assert r.status == 403  # a child sees their own through the chat
+    async with running.http.delete(running.url(f"/reminders/{reminder['id']}"), headers=parent) as r:
+        assert r.status == 200 and (await r.json())["state"] == "cancelled"
+    async with running.http.get(running.url("/lists"), headers=parent) as r:
+        assert [(i["scopeId"], i["text"]) for i in await r.json()] == [("web:aarav", "milk")]

@@ -81,6 +81,7 @@ def admin_routes() -> list[Route]:
         memory,
         pairing,
         policy,
+        reminders,
         sessions,
         tasks,
     )
@@ -99,4 +100,5 @@ def admin_routes() -> list[Route]:
         *home.ROUTES,
         *login.ROUTES,
         *backups.ROUTES,
+        *reminders.ROUTES,
     ]
