@@ -71,8 +71,13 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         loop.add_signal_handler(sig, stop.set)
     halo: Halo | None = None
 
+    hup_while_loading = False
+
     def reload_config() -> None:  # SIGHUP applies halo.yaml now, as `halo reload` does
-        if halo is not None:  # while loading, halo is about to read the file anyway
+        nonlocal hup_while_loading
+        if halo is None:  # the settings were read before loading: apply the file once halo is up
+            hup_while_loading = True
+        else:
             halo.config.ask()
 
     loop.add_signal_handler(signal.SIGHUP, reload_config)
@@ -85,6 +90,8 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         app = create_app(halo)
         await halo.start()
         await front.open(app)  # the requests that waited go on now
+        if hup_while_loading:
+            halo.config.ask()
     except BaseException:
         front.failed()
         await runner.cleanup()

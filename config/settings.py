@@ -282,6 +282,18 @@ class ToolSettings(BaseModel):
         return value.rstrip("/") if value else value
 
 
+class ReminderSettings(BaseModel):
+    """`/remind` and the reminder tools (halo/reminders)."""
+
+    model_config = _STRICT
+    children_may_remind_parents: bool = Field(
+        default=False, description="a child may set reminders for parents, not only for themself"
+    )
+    catch_up_minutes: float = Field(
+        default=60, ge=0, description="a reminder halo was down for is still sent this late; older ones are reported"
+    )
+
+
 class Settings(BaseSettings, Family):
     """The whole halo.yaml. Unknown keys are errors; the environment wins over the file."""
 
@@ -299,6 +311,7 @@ class Settings(BaseSettings, Family):
     sessions: SessionSettings = Field(default_factory=SessionSettings)
     backups: BackupSettings = Field(default_factory=BackupSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    reminders: ReminderSettings = Field(default_factory=ReminderSettings)
 
     @model_validator(mode="after")
     def _home_names_members(self) -> Settings:

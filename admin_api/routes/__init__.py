@@ -82,6 +82,7 @@ def admin_routes() -> list[Route]:
         memory,
         pairing,
         policy,
+        reminders,
         sessions,
         tasks,
     )
@@ -101,4 +102,5 @@ def admin_routes() -> list[Route]:
         *login.ROUTES,
         *backups.ROUTES,
         *config.ROUTES,
+        *reminders.ROUTES,
     ]

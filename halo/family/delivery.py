@@ -26,6 +26,8 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from config.family import Family
 from halo.family.db import HaloDB
 from halo.family.outbox import OutboxStore, Row
@@ -198,6 +200,33 @@ class Delivery:
         if not reached:
             log.warning("no parent DM is reachable for a notice: %s", text[:80])
         return reached
+
+    async def add_in(
+        self,
+        conn: AsyncConnection,
+        scope_id: str,
+        text: str,
+        *,
+        kind: OutboundKind = "notice",
+        about: str | None = None,
+    ) -> Row:
+        """Queue a message inside the caller's halo.db transaction (opened with
+        `halo.family.outbox.metadata` among its tables), so it is queued if and only if the
+        caller's own change commits. Hand the rows to `committed` after the commit."""
+        return await self.store.add_in(conn, scope_id, text, kind=kind, about=about, now=self.clock())
+
+    async def committed(self, rows: list[Row]) -> None:
+        """Rows `add_in` queued are committed: deliver them like any other."""
+        if not rows:
+            return
+        if self._counted:
+            self.counts["pending"] += len(rows)
+        else:
+            await self._count_once()  # reads them with the rest
+        for row in rows:
+            self._clear.discard(row.message.scope_id)  # something older than the next send waits now
+        self._ensure_worker()
+        self._wake.set()
 
     async def retry_now(self, platform: str) -> None:
         """The platform is back: its waiting messages are due now (their order is kept)."""

@@ -90,7 +90,7 @@ class GatewayInbound(FamilyDirectory):
         self._commands = commands
 
     def commands(self) -> Sequence[tuple[str, str, str]]:
-        return [(c.name, c.usage, c.summary) for c in self._commands]
+        return [(c.name, c.usage, c.summary) for c in self._commands if c.in_menu]
 
     async def handle(self, envelope: Envelope, progress: Progress | None = None) -> TurnOutcome:
         reply = await self._gateway.handle(

@@ -32,6 +32,10 @@ from halo.family.scope_admin import ScopeAdmin
 from halo.home.commands import home_commands
 from halo.home.events import HomeEvents
 from halo.home.store import HomeStore
+from halo.lists.commands import list_commands
+from halo.lists.service import Lists
+from halo.lists.store import ListStore
+from halo.lists.tools import list_tools
 from halo.media.documents import Documents
 from halo.media.images import build_photo_reader
 from halo.media.voice import build_transcriber
@@ -43,6 +47,11 @@ from halo.pipeline.services import Services
 from halo.pipeline.turn import Turn
 from halo.pipeline.turn_agents import TurnAgents
 from halo.port import Adapter, PresenceCheck
+from halo.reminders.commands import reminder_commands
+from halo.reminders.firing import ReminderScheduler
+from halo.reminders.service import Reminders
+from halo.reminders.store import ReminderStore
+from halo.reminders.tools import reminder_tools
 from halo.runtime.backups import BackupSchedule
 from halo.runtime.graph_wiring import build_graph
 from halo.runtime.memory_wiring import build_memory, memory_after_turn
@@ -95,6 +104,9 @@ class Halo:
     missed: MissedMessages | None = None  # messages a crash left unanswered, caught up on start
     catching_up: asyncio.Task[CatchUp] | None = None
     approvals: Approvals | None = None  # consequential tool calls waiting for a parent
+    reminders: Reminders | None = None  # /remind and the reminder tools (GET /reminders)
+    reminder_clock: ReminderScheduler | None = None  # fires due reminders through the outbox
+    lists: ListStore | None = None  # each scope's lists (GET /lists)
     config: ConfigReload = field(init=False)  # halo.yaml edits, applied live (halo/runtime/reload.py)
 
     def __post_init__(self) -> None:
@@ -133,6 +145,8 @@ class Halo:
         if self.approvals is not None:
             self.approvals.start()
         self.config.start()  # from now on, an edit to halo.yaml is applied without a restart
+        if self.reminder_clock is not None:
+            self.reminder_clock.start()  # after the outbox: what a crash left due goes now, marked late
 
     async def start_adapters(self) -> None:
         if self.home is not None:
@@ -159,6 +173,8 @@ class Halo:
         await self.gateway.drain()
         if self.digest is not None:
             self.digest.close()
+        if self.reminder_clock is not None:
+            await self.reminder_clock.close()
         await self.services.delivery.close()
         await self.services.memory.close()
         await self.services.semantic.close()
@@ -207,6 +223,23 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         direct,
         audit,
     )
+    # reminders (issue 26): one timer fires them into the outbox, quiet hours as home events have them
+    reminder_store = ReminderStore(db)
+    reminder_clock = ReminderScheduler(
+        reminder_store,
+        delivery,
+        direct,
+        lambda: policy.family,
+        quiet_until=home.quiet_until,
+        audit=audit,
+        catch_up=timedelta(minutes=settings.reminders.catch_up_minutes),
+    )
+    reminders = Reminders(
+        reminder_store,
+        children_may_remind_parents=settings.reminders.children_may_remind_parents,
+        wake=reminder_clock.wake,
+    )
+    lists = Lists(ListStore(db))
     sessions = TranscriptSessions(
         transcripts, settings.sessions.history_token_budget, max_items=settings.sessions.history_max_items
     )
@@ -237,6 +270,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
                 pairing=pairing,
                 groups=groups,
                 tools=lambda turn: [tool.name for tool in agents.offered_tools(turn)],
+                whoami_lines=[reminders.who_may_i_remind],
             ),
             *memory_commands(memory_actions),
             *files_commands(documents),
@@ -244,6 +278,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             graph_recall.command(),
             *task_commands(tasks),
             *home_commands(home),
+            *reminder_commands(reminders),
+            *list_commands(lists),
         ]
     )
     approvals = Approvals(
@@ -256,6 +292,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         recall.tool(),
         graph_recall.tool(),
         *task_tools(tasks),
+        *reminder_tools(reminders),
+        *list_tools(lists),
         *web_tools(PageFetcher()),  # "outward": the policy decides who may reach the web
         *web_search_tools(settings),
     ]
@@ -398,6 +436,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         tasks=tasks,
         digest=digest,
         approvals=approvals,
+        reminders=reminders,
+        reminder_clock=reminder_clock,
+        lists=lists.store,
     )
 
 

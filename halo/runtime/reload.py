@@ -210,7 +210,7 @@ def ask_running_halo(settings: Settings, timeout: float = 30.0) -> tuple[int, di
         headers["Cookie"] = f"{SESSION_COOKIE}={session}"
     connection = http.client.HTTPConnection(host, settings.admin.port, timeout=timeout)
     try:
-        connection.request("POST", "/reload", body=b"{}", headers=headers)
+        connection.request("POST", "/reload", headers=headers)  # no body: the route takes none
         response = connection.getresponse()
         raw = response.read()
     finally:

@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,7 @@ async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
         scope_id, "Dentist: Friday <script>alert(1)</script>", by="Mom", when=datetime.now(UTC)
     )
     await services.semantic.sync_all([scope_id])  # the scope's index, from its transcript and memory
+    await seed_reminder(services, scope_id)
     services.audit.write(
         "policy",
         principal="mom",
@@ -140,6 +141,20 @@ async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
         policy_ids=["memory-own-scope"],
         reason="seeded",
     )
+
+
+async def seed_reminder(services: Any, scope_id: str = SEEDED) -> None:
+    """Reminder 1 (Mom's for Aarav) and an item on the scope's list, as /remind and /list leave them."""
+    from halo.lists.store import ListStore
+    from halo.reminders.store import ReminderStore
+    from halo.reminders.when import When
+
+    now = datetime.now(UTC)
+    await ReminderStore(services.db).add(
+        set_by="mom", target="aarav", text="pack your kit", scope_id=scope_id, when=When(now + timedelta(hours=1)),
+        urgent=False, now=now,
+    )  # fmt: skip
+    await ListStore(services.db).add(scope_id, None, ["milk"], by="mom")
 
 
 async def seed_document(services: Any, scope_id: str = SEEDED) -> int:

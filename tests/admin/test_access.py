@@ -58,6 +58,9 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/memory/graph"): Example(f"/memory/graph?scopeId={SEEDED}"),
     ("GET", "/pairing/requests"): Example("/pairing/requests"),
     ("GET", "/tasks"): Example("/tasks"),
+    ("GET", "/reminders"): Example("/reminders"),
+    ("DELETE", "/reminders/{id}"): Example("/reminders/1"),
+    ("GET", "/lists"): Example("/lists"),
     ("POST", "/pairing/requests/{code}/approve"): Example(
         "/pairing/requests/{code}/approve", json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"}
     ),
