@@ -13,10 +13,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError
 from halo.family.scope_admin import parse_scope_id
 from halo.http_body import BadBody
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError
 from halo.runtime.app import Halo
 
 log = logging.getLogger(__name__)

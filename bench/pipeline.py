@@ -31,8 +31,8 @@ from agents import Agent, Model, ModelResponse, RunConfig, Runner, Usage
 from agents.testing import assistant_message
 
 from config.loader import load_settings
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from halo.runtime.app import build_halo
 from halo.runtime.heap import freeze_start_up_heap
 from transcripts import TranscriptLine

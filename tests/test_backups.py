@@ -15,7 +15,7 @@ import pytest
 
 from config.loader import load_settings
 from halo.runtime.app import build_halo
-from halo.runtime.backups import (
+from halo.workspace.backups import (
     BackupError,
     BackupSchedule,
     export_workspace,

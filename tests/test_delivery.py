@@ -14,7 +14,7 @@ import pytest
 
 from adapters.telegram import TelegramAdapter
 from config.loader import load_settings
-from halo.family.outbox import Row
+from halo.outbound.outbox import Row
 from halo.runtime.app import Halo, build_halo
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from config.loader import load_settings
-from halo.pipeline.envelope import Attachment, Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.pipeline.turn import Turn
+from halo.core.envelope import Attachment, Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.core.turn import Turn
 from halo.runtime.app import Halo, build_halo
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI

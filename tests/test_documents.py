@@ -168,7 +168,7 @@ async def test_a_text_file_in_a_discord_dm_is_read(home: Path, fake_llm: FakeOpe
         assert await dc.wait_sent(dc.dm_channel(2101)) == ["Noted: the release checklist."]
         prompt = fake_llm.prompt_text(fake_llm.model_requests[-1])
         assert "(document: checklist.md)" in prompt and "Priya signs off the changelog" in prompt
-        scope_id = "discord:2101"  # a DM is named by the person (halo/pipeline/scopes.py)
+        scope_id = "discord:2101"  # a DM is named by the person (halo/core/scopes.py)
         [saved] = files_of(halo, scope_id)
         assert "- tag v2.3 on Thursday" in saved.read_text() and len(dc.downloads) == 1
 

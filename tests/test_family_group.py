@@ -14,10 +14,10 @@ from agents import RunContextWrapper
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from halo.pipeline.envelope import Envelope, Speaker
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.core.turn import Turn
 from halo.pipeline.gateway import Reply
-from halo.pipeline.scopes import resolve_scope
-from halo.pipeline.turn import Turn
 from halo.runtime.app import build_halo
 from halo.tools.guarded import guarded_tool
 from tests.conftest import llm_yaml

@@ -13,8 +13,8 @@ from tests.graph_support import require_graph_extra
 
 require_graph_extra()
 
-from halo.pipeline.envelope import Envelope, Speaker  # noqa: E402
-from halo.pipeline.scopes import resolve_scope  # noqa: E402
+from halo.core.envelope import Envelope, Speaker  # noqa: E402
+from halo.core.scopes import resolve_scope  # noqa: E402
 from tests.conftest import llm_yaml  # noqa: E402
 from tests.fakes.graphiti_model import GraphitiStandIn  # noqa: E402
 from tests.fakes.llm_server import FakeOpenAI  # noqa: E402

@@ -13,8 +13,8 @@ from tests.graph_support import require_graph_extra
 
 require_graph_extra()
 
-from halo.pipeline.envelope import Envelope, Speaker  # noqa: E402
-from halo.pipeline.scopes import resolve_scope  # noqa: E402
+from halo.core.envelope import Envelope, Speaker  # noqa: E402
+from halo.core.scopes import resolve_scope  # noqa: E402
 from memory.graph.server import free_port  # noqa: E402
 from tests.conftest import llm_yaml  # noqa: E402
 from tests.fakes.graphiti_model import GraphitiStandIn  # noqa: E402
@@ -39,8 +39,8 @@ WITHOUT_EXTRA = textwrap.dedent(
 
     from config.loader import load_settings
     from halo.runtime.app import build_halo
-    from halo.pipeline.envelope import Envelope, Speaker
-    from halo.pipeline.scopes import resolve_scope
+    from halo.core.envelope import Envelope, Speaker
+    from halo.core.scopes import resolve_scope
     from admin_api.status import status_snapshot
 
     async def main():

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from config.loader import load_settings  # noqa: E402
-from halo.pipeline.envelope import Envelope, Speaker  # noqa: E402
-from halo.pipeline.scopes import resolve_scope  # noqa: E402
-from halo.pipeline.turn import Turn  # noqa: E402
+from halo.core.envelope import Envelope, Speaker  # noqa: E402
+from halo.core.scopes import resolve_scope  # noqa: E402
+from halo.core.turn import Turn  # noqa: E402
 from halo.runtime.app import build_halo  # noqa: E402
 from tests.conftest import llm_yaml, write_home  # noqa: E402
 from tests.fakes.graphiti_model import GraphitiStandIn  # noqa: E402

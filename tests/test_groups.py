@@ -3,8 +3,8 @@ stops the group; only a parent's /resume, once they have left, restarts it."""
 
 from __future__ import annotations
 
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from halo.runtime.app import Halo, build_halo
 from policy import SYSTEM
 from tests.conftest import llm_yaml

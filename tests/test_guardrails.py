@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 from agents import RunContextWrapper
 
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.tools.guarded import guarded_tool
 from tests.conftest import llm_yaml
 from tests.fakes.anthropic_server import FakeAnthropic

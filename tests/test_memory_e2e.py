@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from halo.context.builder import CUT_MARKER
-from halo.pipeline.envelope import Envelope, Speaker
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from halo.pipeline.gateway import Reply
-from halo.pipeline.scopes import resolve_scope
 from halo.runtime.app import Halo
 from memory import daily
 from memory.markdown import section_body

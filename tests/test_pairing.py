@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from halo.family.pairing import CODE_ALPHABET, CODE_LENGTH, MAX_PENDING, PairingError, UnknownCode
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
 from halo.runtime.app import Halo
 
 CODE = re.compile(rf"\b[{CODE_ALPHABET}]{{{CODE_LENGTH}}}\b")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model

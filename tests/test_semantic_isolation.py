@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from config.loader import load_settings
 from config.paths import scope_hash
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.pipeline.turn import Turn
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.core.turn import Turn
 from halo.runtime.app import build_halo
 from memory.semantic import SemanticMemory
 from memory.semantic.embedders import Model2VecEmbedder

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from config.loader import load_settings
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.pipeline.turn import Turn
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.core.turn import Turn
 from halo.runtime.app import build_halo
 from halo.tools.guarded import tool_class
 from tests.conftest import write_home

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from tests.conftest import OWNER_AUTH
 from tests.safety_support import SAFETY_FAMILY, family_settings
 

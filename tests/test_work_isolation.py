@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 from config.family import Member
 from config.loader import load_settings
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from halo.runtime.app import Halo, build_halo
 from tests.conftest import llm_yaml, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI

@@ -11,7 +11,7 @@ from admin_api.base import halo_of
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Timestamp, reply
 from admin_api.routes import Reply, Route
-from halo.runtime.backups import backup_now, list_archives
+from halo.workspace.backups import backup_now, list_archives
 
 
 class Backup(ApiModel):

@@ -19,9 +19,9 @@ from admin_api.base import ApiError, halo_of, lines_param
 from admin_api.models import ApiModel, Timestamp, TranscriptLine, reply
 from admin_api.routes import BAD_LINES, LINES, SCOPE_QUERY, Reply, Route
 from config.family import Member
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError, member_scopes
 from halo.family.scope_admin import parse_scope_id
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError, member_scopes
 from halo.web_auth import member_of as web_member
 
 NO_MEMBER = "send Authorization: Bearer <your web_token> (or sign in to the dashboard)"

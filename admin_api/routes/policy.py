@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from admin_api.base import halo_of
 from admin_api.models import ApiModel, Member, reply
 from admin_api.routes import Reply, Route
+from halo.core.envelope import Envelope, Platform, Scope, Speaker
+from halo.core.turn import Turn
 from halo.family.policy_table import MEMBER_ACTIONS, SYSTEM_ACTIONS, policy_table
-from halo.pipeline.envelope import Envelope, Platform, Scope, Speaker
-from halo.pipeline.turn import Turn
 from halo.runtime.app import Halo
 from halo.safety.profiles import effective_profile
 from policy.engine import POLICY_DIR

@@ -9,7 +9,7 @@ from admin_api.base import ApiError, halo_of, path_scope
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Count, Timestamp, reply
 from admin_api.routes import BAD_SCOPE, NO_SCOPE, SCOPE_PATH, Reply, Route, param
-from halo.pipeline.envelope import ScopeType
+from halo.core.envelope import ScopeType
 from memory.distill import DistillResult
 from memory.service import DistillationDisabled
 

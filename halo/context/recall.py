@@ -16,9 +16,9 @@ from agents import FunctionTool, RunContextWrapper
 
 from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError, resolve_scope
-from halo.pipeline.turn import Turn
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError, resolve_scope
+from halo.core.turn import Turn
 from halo.tools.guarded import guarded_tool
 from memory.documents import document_label
 from memory.semantic import Hit, SemanticMemory

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.family import Family
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError, member_scopes, resolve_scope
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError, member_scopes, resolve_scope
 
 if TYPE_CHECKING:
     from config.paths import HaloPaths

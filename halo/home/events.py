@@ -30,12 +30,12 @@ from zoneinfo import ZoneInfo
 
 from config.family import Family
 from config.home import HomeRule, HomeSettings, QuietHours
-from halo.family.delivery import Delivery
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError, member_scopes, resolve_scope
 from halo.home.rules import condition_holds, render, topic_matches
 from halo.home.send import send_home_message
 from halo.home.store import HomeStore, Queued
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError, member_scopes, resolve_scope
+from halo.outbound.delivery import Delivery
 from halo.port import Observation
 from policy import SYSTEM, PolicyEngine
 from transcripts import AuditLog

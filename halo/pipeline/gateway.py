@@ -29,11 +29,11 @@ from agents import (
 )
 from openai.types.responses import ResponseTextDeltaEvent
 
+from halo.core.envelope import Envelope
+from halo.core.turn import Turn
 from halo.media.images import MODEL_CANNOT_SEE, NO_VISION, CannotSee, PhotoReader
 from halo.media.voice import NOT_SET_UP, CannotHear, Transcriber
-from halo.pipeline.envelope import Envelope
 from halo.pipeline.run_items import ToolSteps, input_items
-from halo.pipeline.turn import Turn
 from halo.pipeline.turn_agents import TurnAgents
 from memory.redact import redact
 from policy import Decision
@@ -43,10 +43,10 @@ from transcripts.text import clean_text
 if TYPE_CHECKING:
     from config.settings import LLMSettings
     from halo.commands.builtin import CommandRegistry
-    from halo.family.delivery import Delivery
     from halo.family.groups import GroupGuard
     from halo.family.pairing import Pairing
     from halo.media.documents import Documents
+    from halo.outbound.delivery import Delivery
     from halo.safety.gate import SafetyGate
     from memory.service import MemoryService
     from policy import PolicyEngine

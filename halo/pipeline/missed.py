@@ -31,11 +31,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from config.family import Family, Member
-from halo.family.delivery import Delivery
-from halo.pipeline.envelope import Envelope, Speaker
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import UnknownScopeError, resolve_scope
+from halo.outbound.delivery import Delivery
 from halo.pipeline.gateway import OPEN_MESSAGE_TAIL, Gateway, open_message
 from halo.pipeline.inbound import GatewayInbound
-from halo.pipeline.scopes import UnknownScopeError, resolve_scope
 from transcripts import AuditLog, TranscriptLine, TranscriptReader, TranscriptStore
 
 log = logging.getLogger(__name__)

@@ -21,11 +21,11 @@ if TYPE_CHECKING:
     from halo.context.builder import ContextBuilder
     from halo.context.graph import GraphRecall
     from halo.context.recall import Recall
-    from halo.family.db import HaloDB
-    from halo.family.delivery import Delivery
     from halo.family.groups import GroupGuard
     from halo.family.pairing import Pairing
     from halo.media.documents import Documents
+    from halo.outbound.db import HaloDB
+    from halo.outbound.delivery import Delivery
     from halo.safety.gate import SafetyGate
     from halo.safety.notify import Notifier
     from memory.graph.service import GraphMemory

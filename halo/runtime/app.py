@@ -22,8 +22,8 @@ from halo.context.documents import DocumentSource
 from halo.context.graph import GraphRecall
 from halo.context.memory import MemorySource
 from halo.context.recall import Recall, RecallSource, memory_files_in_context
-from halo.family.db import HaloDB
-from halo.family.delivery import Delivery
+from halo.context.tone import ProfileSource
+from halo.core.turn import Turn
 from halo.family.groups import GroupGuard
 from halo.family.members import FamilyEditor
 from halo.family.pairing import Pairing
@@ -34,25 +34,23 @@ from halo.home.store import HomeStore
 from halo.media.documents import Documents
 from halo.media.images import build_photo_reader
 from halo.media.voice import build_transcriber
+from halo.outbound.db import HaloDB
+from halo.outbound.delivery import Delivery
 from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.gateway import Gateway, Reply
 from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.missed import CatchUp, MissedMessages
 from halo.pipeline.services import Services
-from halo.pipeline.turn import Turn
 from halo.pipeline.turn_agents import TurnAgents
 from halo.port import Adapter, PresenceCheck
-from halo.runtime.backups import BackupSchedule
 from halo.runtime.graph_wiring import build_graph
 from halo.runtime.memory_wiring import build_memory, memory_after_turn
-from halo.runtime.private_files import make_private
 from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
 from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
 from halo.safety.notify import Notifier
 from halo.safety.profiles import model_name
-from halo.safety.tone import ProfileSource
 from halo.tools.approvals import Approvals
 from halo.tools.guarded import default_tools
 from halo.tools.memory import memory_tools
@@ -63,6 +61,8 @@ from halo.work.digest import WorkDigest
 from halo.work.status import StatusAnswers
 from halo.work.tasks import TaskStore
 from halo.work.tools import task_tools
+from halo.workspace.backups import BackupSchedule
+from halo.workspace.private_files import make_private
 from memory import daily
 from memory.documents import ScopeDocuments
 from memory.semantic import SemanticMemory

@@ -105,7 +105,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_explain(args: argparse.Namespace) -> int:
-    from halo.pipeline.scopes import resolve_scope
+    from halo.core.scopes import resolve_scope
     from policy import PolicyEngine, explain
 
     settings = _settings()
@@ -133,7 +133,7 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
 
 def cmd_distill(args: argparse.Namespace) -> int:
     """Distil one scope now (and with --extract, run model extraction too), then say what changed."""
-    from halo.pipeline.scopes import UnknownScopeError, resolve_scope
+    from halo.core.scopes import UnknownScopeError, resolve_scope
     from halo.runtime.app import build_halo
     from memory.service import DistillationDisabled, ExtractionUnavailable
 
@@ -192,7 +192,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from config.paths import default_home
-    from halo.runtime.backups import BackupError, export_workspace
+    from halo.workspace.backups import BackupError, export_workspace
 
     home = default_home()
     shown = sys.stderr.isatty()
@@ -214,7 +214,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from config.paths import default_home
-    from halo.runtime.backups import BackupError, import_workspace
+    from halo.workspace.backups import BackupError, import_workspace
 
     home = default_home()
     try:
@@ -271,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from halo.runtime.private_files import private_umask
+    from halo.workspace.private_files import private_umask
 
     private_umask()  # every file halo writes holds a family's private words or a token
     args = build_parser().parse_args(argv)

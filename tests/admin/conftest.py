@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from admin_api.server import create_app
-from halo.pipeline.envelope import Speaker
+from halo.core.envelope import Speaker
 from halo.pipeline.services import Services
 from halo.runtime.app import Halo, build_halo
 from halo.web_auth import SESSION_COOKIE, DashboardLogin

@@ -3,8 +3,8 @@ sent, as a parent sees and removes them from the dashboard."""
 
 from __future__ import annotations
 
-from halo.pipeline.envelope import Attachment, Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
+from halo.core.envelope import Attachment, Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from halo.runtime.app import Halo
 from tests.admin.conftest import ADMIN_TOKEN
 from tests.document_support import SCHOOL_LETTER

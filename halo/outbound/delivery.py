@@ -27,9 +27,9 @@ from functools import partial
 from typing import Any
 
 from config.family import Family
-from halo.family.db import HaloDB
-from halo.family.outbox import OutboxStore, Row
-from halo.pipeline.scopes import member_scopes
+from halo.core.scopes import member_scopes
+from halo.outbound.db import HaloDB
+from halo.outbound.outbox import OutboxStore, Row
 from halo.port import Adapter, Audit, LiveReplies, Outbound, OutboundKind, Scope, SendFailed
 from transcripts import TranscriptLine, TranscriptStore
 from transcripts.write_behind import WriteBehind
