@@ -17,7 +17,7 @@ from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError
 from halo.family.scope_admin import parse_scope_id
 from halo.http_body import BadBody
-from halo.runtime.app import Halo
+from halo.inventory import Halo
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from admin_api.models import ApiModel, Count, Number, OpenModel, Timestamp
 from halo import VERSION
-from halo.runtime.app import Halo
+from halo.inventory import Halo
 from transcripts.audit import is_secret_key
 
 MASK = "**********"
@@ -124,7 +124,7 @@ class Status(ApiModel):
 
 async def status_snapshot(halo: Halo) -> dict[str, Any]:
     settings = halo.settings
-    services = halo.services
+    services = halo
     paths = settings.paths
     pending = len(await services.pairing.list_pending())
     snapshot: dict[str, Any] = {

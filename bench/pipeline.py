@@ -84,7 +84,7 @@ def family_yaml(scopes: int) -> str:
 async def halo_pipeline(home: Path, model: Model, n: int, scopes: int, concurrency: int) -> tuple[list[float], float]:
     halo = build_halo(load_settings(home), model=model)
     freeze_start_up_heap()  # as `halo serve` does once it has started
-    family = halo.services.family
+    family = halo.family
     envelopes = []
     for i in range(n):
         member = family.members[i % scopes]
@@ -129,7 +129,7 @@ async def scopes_rss(home: Path, n: int) -> float:
     lock, the user's line, the session read, the SDK's saves (input recognised, reply held),
     the reply line. (A family of `n` members would measure the policy engine instead.)"""
     halo = build_halo(load_settings(home), model=InstantModel())
-    services, gateway = halo.services, halo.gateway
+    services, gateway = halo, halo.gateway
 
     def line(scope_id: str, role: str, text: str) -> TranscriptLine:
         return TranscriptLine(uuid.uuid4().hex, datetime.now(UTC), scope_id, role, text, platform="telegram")  # type: ignore[arg-type]

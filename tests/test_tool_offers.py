@@ -63,7 +63,7 @@ def test_no_tool_reaches_anyone_the_policy_does_not_allow(tmp_path_factory, shap
     home: Path = tmp_path_factory.mktemp("offers") / "halo-home"
     write_home(home, family=family_yaml(shape))
     halo = build_halo(load_settings(home))
-    family = halo.services.family
+    family = halo.family
     parent_outward = private_in_dm = 0
     try:
         for member in family.members:
@@ -72,7 +72,7 @@ def test_no_tool_reaches_anyone_the_policy_does_not_allow(tmp_path_factory, shap
             for scope_id in [*own, FAMILY_GROUP, PARENTS_GROUP, WORK]:
                 scope = resolve_scope(family, scope_id)
                 envelope = Envelope(scope_id.split(":")[0], scope, Speaker(member.id, member), "?")  # type: ignore[arg-type]
-                turn = Turn(envelope, halo.services.policy)
+                turn = Turn(envelope, halo.policy)
                 offered = halo.gateway.agents.offered_tools(turn)
                 classes = {tool_class(tool) for tool in offered}
                 where = (

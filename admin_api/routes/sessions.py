@@ -1,4 +1,4 @@
-"""Scopes and their sessions: list, clear, distill now, purge (ARCHITECTURE §7)."""
+"""Scopes and their sessions: list, clear, distill now, purge (docs/ARCHITECTURE.md, "Admin API")."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ async def sessions(request: web.Request) -> web.Response:
 
 
 async def sessions_with_counts(request: web.Request) -> web.Response:
-    services = halo_of(request).services
+    services = halo_of(request)
     counts = await services.sessions.item_counts()
     ids = await halo_of(request).scope_admin.active_scope_ids()
     return reply([SessionCount(scopeId=scope_id, itemCount=counts.get(scope_id, 0)) for scope_id in ids])
@@ -123,7 +123,7 @@ async def clear(request: web.Request) -> web.Response:
 async def distill(request: web.Request) -> web.Response:
     """Distil the scope's new transcript into its memory now (waits for a run in progress)."""
     scope = await path_scope(request)
-    services = halo_of(request).services
+    services = halo_of(request)
     try:
         result = await services.memory.distill(scope.id)
     except DistillationDisabled as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -106,6 +106,8 @@ class Gateway:
         transcriber: Transcriber | None = None,
         photos: PhotoReader | None = None,
         documents: Documents | None = None,
+        answerers: Sequence[Answerer] = (),
+        after_turn: Sequence[AfterTurnHook] = (),
     ) -> None:
         self.policy = policy
         self.groups = groups
@@ -118,12 +120,12 @@ class Gateway:
         self.delivery = delivery
         self.audit = audit
         self.llm = llm
-        self.after_turn: list[AfterTurnHook] = []
+        self.after_turn = list(after_turn)  # after each turn, in the background (memory, the index)
         self.agents = agents
         self.transcriber = transcriber  # voice notes to text (halo/media/voice.py); None: not set up
         self.photos = photos  # photos to image input (halo/media/images.py); None: halo cannot see them
         self.documents = documents  # documents read into the scope's files (halo/media/documents.py)
-        self.answerers: list[Answerer] = []
+        self.answerers = list(answerers)  # asked in order before the model; the first answer wins
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.run_config = RunConfig(tracing_disabled=not llm.tracing)  # built once: it reads the environment

@@ -69,7 +69,7 @@ def check_admin_exposure(settings: Settings) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from admin_api.server import serve  # the one place halo's CLI composes the core with the admin server
+    from halo.runtime.serve import serve
 
     settings = _settings(create_starter=True)
     check_admin_exposure(settings)
@@ -95,7 +95,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         try:
             await halo.start_background()
             chat = TerminalChat(halo.inbound, halo.inbound.speaker("cli", member.id))
-            halo.services.delivery.register("cli", chat)  # replies and notices come back through it
+            halo.delivery.register("cli", chat)  # replies and notices come back through it
             await chat.run()
         finally:
             await halo.close()
@@ -145,7 +145,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         halo = build_halo(settings)
-        memory = halo.services.memory
+        memory = halo.memory
         try:
             result = await memory.distill(args.scope)
             print(

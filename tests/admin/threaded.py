@@ -11,7 +11,8 @@ from aiohttp import web
 
 from admin_api.server import create_app
 from config.settings import Settings
-from halo.runtime.app import Halo, build_halo
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.admin.peers import PeerSite
 
 
