@@ -81,7 +81,7 @@ def describe(turn: Turn, hit: Hit) -> str:
 
 
 def memory_files_in_context(turn: Turn) -> set[str]:
-    """This scope's files the memory context source shows whole (ARCHITECTURE §2: MEMORY.md,
+    """This scope's files the memory context source shows whole (docs/ARCHITECTURE.md, "HALO_HOME": MEMORY.md,
     today's and yesterday's notes): recalling chunks of them again would only spend tokens."""
     today = turn.envelope.ts.astimezone().date()
     return {"MEMORY.md", f"daily/{today.isoformat()}.md", f"daily/{(today - timedelta(days=1)).isoformat()}.md"}
