@@ -158,7 +158,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
         "pairing": {"pending": pending},
         "queues": {
             "gateway_background_tasks": halo.gateway.background_tasks,
-            "busy_scopes": halo.gateway.busy_scopes,
+            "busy_scopes": halo.scope_locks.busy,
             "pending_pairing_requests": pending,
             # halo's outbox: messages waiting for (or refused by) their platform
             "outbox_pending": services.delivery.counts["pending"],

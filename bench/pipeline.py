@@ -136,7 +136,7 @@ async def scopes_rss(home: Path, n: int) -> float:
 
     async def touch(i: int) -> None:
         scope_id = f"telegram:-{1000000 + i}"
-        async with gateway.scope_lock(scope_id):
+        async with gateway.locks.of(scope_id):
             await services.transcripts.append(line(scope_id, "user", f"hello {i}"))
             session = services.sessions.get(scope_id)
             await session.get_items()

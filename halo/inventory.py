@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from halo.context.graph import GraphRecall
     from halo.context.recall import Recall
     from halo.core.live_family import LiveFamily
+    from halo.core.scope_locks import ScopeLocks
     from halo.family.groups import GroupGuard
     from halo.family.pairing import Pairing
     from halo.family.scope_admin import ScopeAdmin
@@ -86,6 +87,7 @@ class Halo:
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
     gateway: Gateway
+    scope_locks: ScopeLocks  # the gateway's, the catch-up's and the admin API's (clear, purge)
     inbound: GatewayInbound
     # outbound and what sends through it
     delivery: Delivery

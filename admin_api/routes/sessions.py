@@ -115,7 +115,7 @@ async def clear(request: web.Request) -> web.Response:
     """Forget the derived session (what the model sees); the transcript stays."""
     scope = await path_scope(request)
     halo = halo_of(request)
-    async with halo.gateway.scope_lock(scope.id):
+    async with halo.scope_locks.of(scope.id):
         removed = await halo.scope_admin.clear_session(scope.id, actor=actor(request))
     return reply(Cleared(scopeId=scope.id, cleared=True, itemsRemoved=removed))
 
@@ -142,7 +142,7 @@ async def purge(request: web.Request) -> web.Response:
         raise ApiError(400, "confirm must equal the scope id exactly; nothing was deleted")
     scope = await path_scope(request)
     halo = halo_of(request)
-    async with halo.gateway.scope_lock(scope.id):
+    async with halo.scope_locks.of(scope.id):
         result = await halo.scope_admin.purge_scope(scope.id, actor=actor(request))
     parts = PurgedParts(sessionItems=result.session_items, transcript=result.transcript, memory=result.memory)
     return reply(Purged(scopeId=scope.id, purged=parts))

@@ -135,7 +135,7 @@ class MissedMessages:
 
     async def _apologise(self, missed: Missed) -> bool:
         line = missed.line
-        async with self._gateway.scope_lock(line.scope_id):  # no live turn of the scope in between
+        async with self._gateway.locks.of(line.scope_id):  # no live turn of the scope in between
             tail = await asyncio.to_thread(self._transcripts.tail, line.scope_id, OPEN_MESSAGE_TAIL)
             still_open = open_message(tail)
             if still_open is None or still_open.id != line.id:

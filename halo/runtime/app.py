@@ -22,6 +22,7 @@ from halo.context.memory import MemorySource
 from halo.context.recall import Recall, RecallSource, memory_files_in_context
 from halo.context.tone import ProfileSource
 from halo.core.live_family import LiveFamily
+from halo.core.scope_locks import ScopeLocks
 from halo.core.turn import Turn
 from halo.family.groups import GroupGuard
 from halo.family.members import FamilyEditor
@@ -187,6 +188,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         ),
         approvals.answer,  # a parent's yes or no
     ]
+    scope_locks = ScopeLocks()  # one turn at a time per scope; catch-up and admin scope work wait too
     gateway = Gateway(
         policy=policy,
         groups=groups,
@@ -204,6 +206,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         photos=build_photo_reader(settings.llm),
         documents=documents,
         answerers=answerers,
+        locks=scope_locks,
         after_turn=[
             partial(_keep_session_in_budget, sessions, main_model, settings.llm.tracing),
             memory_after_turn(memory),
@@ -274,6 +277,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         model_settings=settings_for_model,
         tools=tools,
         gateway=gateway,
+        scope_locks=scope_locks,
         inbound=inbound,
         delivery=delivery,
         notifier=notifier,
