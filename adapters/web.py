@@ -204,7 +204,7 @@ def openapi_paths() -> dict[str, Any]:
             "get": {
                 "summary": "What halo said to this member on its own (notices, alerts), oldest first",
                 "x-access": "member",
-                "security": [{}, {"memberToken": []}],
+                "security": [{"memberToken": []}, {"dashboardSession": []}],
                 "tags": ["web chat"],
                 "responses": {
                     "200": {

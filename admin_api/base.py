@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError
 from halo.family.scope_admin import parse_scope_id
 from halo.http_body import BadBody, wants_body
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError
-from halo.runtime.app import Halo
+from halo.inventory import Halo
 
 log = logging.getLogger(__name__)
 

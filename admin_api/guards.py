@@ -1,4 +1,4 @@
-"""Who may call what (ARCHITECTURE §7), decided here and nowhere else.
+"""Who may call what (docs/ARCHITECTURE.md, "Admin API"), decided here and nowhere else.
 
 - "anyone": no credential (`/healthz`, `/openapi.json`, and `/login`, whose one-time token is
   its own credential);
@@ -43,7 +43,7 @@ def caller(request: web.Request) -> Caller | None:
         return request[CALLER]
     settings = request.app[HALO].settings
     token = settings.admin.token.get_secret_value() if settings.admin.token else None
-    found = caller_of(request, request.app[HALO].services.family, token)
+    found = caller_of(request, request.app[HALO].family, token)
     if found is not None:
         request[CALLER] = found
     return found

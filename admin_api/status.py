@@ -19,7 +19,7 @@ from pydantic import Field
 
 from admin_api.models import ApiModel, Count, Number, OpenModel, Timestamp
 from halo import VERSION
-from halo.runtime.app import Halo
+from halo.inventory import Halo
 from transcripts.audit import is_secret_key
 
 MASK = "**********"
@@ -127,8 +127,8 @@ class Status(ApiModel):
 
 
 async def status_snapshot(halo: Halo) -> dict[str, Any]:
-    settings = halo.settings
-    services = halo.services
+    settings = halo.config.current  # the live keys as last reloaded
+    services = halo
     paths = settings.paths
     pending = len(await services.pairing.list_pending())
     snapshot: dict[str, Any] = {
@@ -162,7 +162,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
         "pairing": {"pending": pending},
         "queues": {
             "gateway_background_tasks": halo.gateway.background_tasks,
-            "busy_scopes": halo.gateway.busy_scopes,
+            "busy_scopes": halo.scope_locks.busy,
             "pending_pairing_requests": pending,
             # halo's outbox: messages waiting for (or refused by) their platform
             "outbox_pending": services.delivery.counts["pending"],

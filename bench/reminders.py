@@ -42,8 +42,8 @@ TARGETS = ("wags", "mom", "aarav")
 
 
 async def make_table(home: Path) -> None:
-    from halo.family import outbox
-    from halo.family.db import HaloDB
+    from halo.outbound import outbox
+    from halo.outbound.db import HaloDB
     from halo.reminders.store import metadata
 
     db = HaloDB(home / "halo.db")
@@ -107,7 +107,7 @@ async def fire_thousand(home: Path) -> tuple[float, int]:
     try:
         began = time.perf_counter()
         await halo.start_background()
-        delivery = halo.services.delivery
+        delivery = halo.delivery
         while delivery.counts["sent"] < 1000 and time.perf_counter() - began < FIRE_LIMIT * 2:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         return time.perf_counter() - began, delivery.counts["sent"]

@@ -219,7 +219,7 @@ class MemorySettings(BaseModel):
 
 
 class BackupSettings(BaseModel):
-    """`halo export` archives made on a schedule into HALO_HOME/backups (halo/runtime/backups.py)."""
+    """`halo export` archives made on a schedule into HALO_HOME/backups (halo/workspace/backups.py)."""
 
     model_config = _STRICT
     schedule: str | None = Field(

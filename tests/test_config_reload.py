@@ -72,7 +72,7 @@ async def test_a_new_member_and_a_changed_rule_work_without_a_restart(live, home
         "zigbee2mqtt/basement_leak", "zigbee2mqtt", "basement_leak", {"water_leak": True}, datetime.now(UTC)
     )
     await live.halo.home.observe(leak)
-    await live.halo.services.delivery.drain()
+    await live.halo.delivery.drain()
     nani = {"Authorization": "Bearer nani-token"}
     assert [m["text"] for m in (await get(live, "/api/chat/inbox", nani))[1]["messages"]] == ["Water leak!"]
     assert {r["id"]: r for r in live.halo.home.rules_report()}["basement-leak"]["fired"] == 1
@@ -83,7 +83,7 @@ async def test_a_new_member_and_a_changed_rule_work_without_a_restart(live, home
 
 
 async def test_a_broken_edit_keeps_the_running_config_and_says_which_key(live, home: Path, caplog):
-    caplog.set_level(logging.ERROR, logger="halo.runtime.reload")
+    caplog.set_level(logging.ERROR, logger="halo.workspace.config_reload")
     config = home / "halo.yaml"
     good = config.read_text()
     config.write_text(with_nani(good).replace("role: parent, web_token: nani-token", "role: grandma, web_token: x"))
@@ -97,7 +97,7 @@ async def test_a_broken_edit_keeps_the_running_config_and_says_which_key(live, h
     # what ran before still runs: the owner chats, the rule is the old one, nobody new
     assert (await live.chat("/whoami"))[0] == 200
     assert [r["id"] for r in (await get(live, "/home/rules"))[1]["rules"]] == ["leak"]
-    assert len(live.halo.services.family.members) == 5
+    assert len(live.halo.family.members) == 5
 
     config.write_text(with_nani(good))  # fixed: applied, and the problem is gone
     await eventually(lambda: live.halo.config.reloads == 1 and live.halo.config.error is None, what="the fix")

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from config.loader import load_settings
-from halo.runtime.app import Halo, build_halo
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.conftest import Outbox, write_home
 from tests.home_support import (
     BROKER_PORT,
@@ -79,7 +80,7 @@ class Houses:
         assert halo.home is not None
         halo.home.now = clock.now
         outbox = Outbox()
-        halo.services.delivery.register("telegram", outbox)
+        halo.delivery.register("telegram", outbox)
         await halo.start_adapters()
         await eventually(lambda: mqtt_of(halo).connected.is_set(), what="MQTT connected")
         return House(halo, clock, outbox, self.pub)  # type: ignore[arg-type]

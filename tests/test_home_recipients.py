@@ -17,7 +17,8 @@ from aiohttp.test_utils import TestServer
 from admin_api.server import create_app
 from config.loader import load_settings
 from halo.family.direct import DirectMessages
-from halo.runtime.app import Halo, build_halo
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.conftest import write_home
 from tests.fakes.telegram_server import FakeTelegram
 from tests.home_support import LEAK, forget_session, mqtt_of, mqtt_yaml, publisher, unique_prefix
@@ -60,7 +61,7 @@ class Running:
         home = self.halo.home
         assert home is not None
         await eventually(lambda: home.observed >= count, what=f"{count} observation(s) judged")
-        await self.halo.services.delivery.drain()
+        await self.halo.delivery.drain()
 
     async def inbox(self, token: str) -> list[str]:
         headers = {"Authorization": f"Bearer {token}"}

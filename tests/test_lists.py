@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from config.loader import load_settings
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.runtime.app import Halo, build_halo
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, ToolCall
 from tests.home_support import FAMILY_LONDON
@@ -29,7 +30,7 @@ async def family_halo(home: Path, fake_llm: FakeOpenAI) -> AsyncIterator[Halo]:
 
 
 async def say(halo: Halo, member_id: str, scope_id: str, text: str) -> str:
-    family = halo.services.policy.family
+    family = halo.policy.family
     member = family.member(member_id)
     assert member is not None
     scope = resolve_scope(family, scope_id)

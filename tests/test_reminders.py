@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from config.family import Family
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.pipeline.turn import Turn
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.core.turn import Turn
 from halo.reminders.service import decide_remind
 from halo.reminders.store import PARENTS
 from policy import PolicyEngine
@@ -94,11 +94,11 @@ def test_children_may_remind_parents_when_the_family_says_so(child: str) -> None
 
 
 def test_a_refusal_is_audited_and_explained(halo: Any) -> None:
-    policy = halo.services.policy
+    policy = halo.policy
     decision = decide_remind(policy, turn_for(policy, "aarav", "web:aarav"), "tara", False)[0]
     assert not decision.allowed
     assert "child-reminds-self-only" in decision.policy_ids
-    events = halo.services.paths.events_log.read_text()
+    events = halo.paths.events_log.read_text()
     assert '"action": "remind"' in events and '"allowed": false' in events
 
 
@@ -125,7 +125,7 @@ def clocked(halo: Any) -> Clock:
 
 
 async def say(halo: Any, member_id: str, scope_id: str, text: str) -> str:
-    family = halo.services.policy.family
+    family = halo.policy.family
     member = family.member(member_id)
     scope = resolve_scope(family, scope_id)
     user = str(member.telegram_user_id or member.discord_user_id or member_id)
@@ -207,7 +207,7 @@ async def test_quiet_hours_hold_a_reminder_until_they_end_unless_urgent(
     halo = build_halo(settings_for(llm_yaml(fake_llm) + QUIET))
     try:
         box = Outbox()
-        halo.services.delivery.register("telegram", box)
+        halo.delivery.register("telegram", box)
         clock = clocked(halo)
         await say(halo, "mom", "telegram:1002", "/remind aarav tomorrow 23:00 lights out")
         await say(halo, "mom", "telegram:1002", "/remind! aarav tomorrow 23:00 the dog is out")

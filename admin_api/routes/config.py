@@ -20,7 +20,7 @@ async def reload_config(request: web.Request) -> web.Response:
     """Read, validate and apply halo.yaml; an invalid file is refused and changes nothing."""
     halo = halo_of(request)
     applied = await halo.config.reload("api")
-    halo.services.audit.write("config_reload", applied=applied, actor=actor(request))
+    halo.audit.write("config_reload", applied=applied, actor=actor(request))
     if not applied:
         raise ApiError(422, f"the running config is kept: {halo.config.error}")
     return reply(Reloaded(applied=True, restartNeeded=halo.config.restart_needed))

@@ -23,7 +23,7 @@ class Health(ApiModel):
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return reply(Health(home=home_fingerprint(halo_of(request).services.paths.home)))
+    return reply(Health(home=home_fingerprint(halo_of(request).paths.home)))
 
 
 async def status(request: web.Request) -> web.Response:

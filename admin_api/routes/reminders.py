@@ -67,7 +67,7 @@ async def cancel_reminder(request: web.Request) -> web.Response:
     store = _reminders(request)
     halo = halo_of(request)
     if await store.cancel(int(raw)):
-        halo.services.audit.write("reminder_cancelled", reminder_id=int(raw), actor=actor(request))
+        halo.audit.write("reminder_cancelled", reminder_id=int(raw), actor=actor(request))
         if halo.reminder_clock is not None:
             halo.reminder_clock.wake()
     found = await store.get(int(raw))

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from config.family import Member
+from halo.core.turn import Turn
 from halo.family.pairing import APPROVE_USAGE, PairingError, parse_approve
-from halo.pipeline.turn import Turn
 from halo.safety.profiles import effective_profile
 from policy import SYSTEM
 

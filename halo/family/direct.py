@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from config.family import Family
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import member_scopes
+from halo.core.envelope import Scope
+from halo.core.scopes import member_scopes
 
 # chat apps, best first; the web inbox is the fallback that is always there
 PREFERRED_PLATFORMS = ("telegram", "discord")

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.family import Family
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError, member_scopes, resolve_scope
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError, member_scopes, resolve_scope
 
 if TYPE_CHECKING:
     from config.paths import HaloPaths
@@ -70,7 +70,7 @@ def parse_scope_id(family: Family, scope_id: str) -> Scope:
 
 
 def _memory_scope_ids(scopes_root: Path) -> set[str]:
-    """Scopes that have only a memory folder left; `scope.json` names them (ARCHITECTURE §4)."""
+    """Scopes that have only a memory folder left; `scope.json` names them (docs/ARCHITECTURE.md, "HALO_HOME")."""
     found: set[str] = set()
     if not scopes_root.is_dir():
         return found

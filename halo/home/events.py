@@ -30,13 +30,13 @@ from zoneinfo import ZoneInfo
 
 from config.family import Family
 from config.home import HomeRule, HomeSettings, QuietHours
-from halo.family.delivery import Delivery
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError, member_scopes, resolve_scope
 from halo.family.direct import DirectMessages
 from halo.home.rules import condition_holds, render, topic_matches
 from halo.home.send import send_home_message
 from halo.home.store import HomeStore, Queued
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError, member_scopes, resolve_scope
+from halo.outbound.delivery import Delivery
 from halo.port import Observation
 from policy import SYSTEM, PolicyEngine
 from transcripts import AuditLog
@@ -122,7 +122,7 @@ class HomeEvents:
         self._task = asyncio.create_task(self._tick_forever(), name="home-events")
 
     async def apply(self, settings: HomeSettings) -> None:
-        """halo.yaml's `home:` section changed (halo/runtime/reload.py): new rules and quiet
+        """halo.yaml's `home:` section changed (halo/workspace/config_reload.py): new rules and quiet
         hours from the next observation on. What a kept rule saw, fired and queued stays."""
         async with self._lock:
             self.settings = settings

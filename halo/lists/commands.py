@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from halo.commands.builtin import Command
+from halo.core.turn import Turn
 from halo.lists.service import Lists
-from halo.pipeline.turn import Turn
 
 
 def list_commands(lists: Lists) -> list[Command]:

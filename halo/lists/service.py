@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from halo.core.turn import Turn
 from halo.lists.store import DEFAULT_LIST, ListError, ListItem, ListStore, list_name
-from halo.pipeline.turn import Turn
 
 LIST_USAGE = "Usage: /list [name] · /list [name] add milk, eggs · /list [name] done 2|milk · /list [name] clear"
 

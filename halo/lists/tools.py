@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from agents import FunctionTool, RunContextWrapper
 
+from halo.core.turn import Turn
 from halo.lists.service import Lists
-from halo.pipeline.turn import Turn
 from halo.tools.guarded import guarded_tool
 
 

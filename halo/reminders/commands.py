@@ -4,7 +4,7 @@ answered in code."""
 from __future__ import annotations
 
 from halo.commands.builtin import Command
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.reminders.service import Reminders
 
 

@@ -18,9 +18,9 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from config.family import Family, Member
-from halo.family.delivery import Delivery
+from halo.core.envelope import Scope
 from halo.family.direct import DirectMessages
-from halo.pipeline.envelope import Scope
+from halo.outbound.delivery import Delivery
 from halo.port import Audit
 from halo.reminders.store import PARENTS, Firing, Message, Reminder, ReminderStore
 from halo.reminders.when import Recurrence, describe

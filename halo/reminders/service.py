@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from config.family import Family, Member
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.reminders.store import MAX_TEXT, PARENTS, Reminder, ReminderStore
 from halo.reminders.when import WHEN_FORMS, Recurrence, When, WhenError, describe, parse_when, split_when
 from policy import Decision, PolicyEngine

@@ -20,9 +20,9 @@ from typing import Literal
 from sqlalchemy import Boolean, Column, Float, Index, Integer, MetaData, String, Table, Text, func, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from halo.family import outbox
-from halo.family.db import HaloDB
-from halo.family.outbox import Row
+from halo.outbound import outbox
+from halo.outbound.db import HaloDB
+from halo.outbound.outbox import Row
 from halo.reminders.when import When
 
 State = Literal["pending", "done", "cancelled", "missed"]

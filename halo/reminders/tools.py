@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from agents import FunctionTool, RunContextWrapper
 
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.reminders.service import Reminders
 from halo.tools.guarded import guarded_tool
 

@@ -72,7 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(create_starter=True)  # a config mistake is said before the SDK loads
     check_admin_exposure(settings)
     check_policies(settings)
-    from admin_api.server import serve  # the one place halo's CLI composes the core with the admin server
+    from halo.runtime.serve import serve
 
     try:
         asyncio.run(serve(settings))
@@ -103,7 +103,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         try:
             await halo.start_background()
             chat = TerminalChat(halo.inbound, halo.inbound.speaker("cli", member.id))
-            halo.services.delivery.register("cli", chat)  # replies and notices come back through it
+            halo.delivery.register("cli", chat)  # replies and notices come back through it
             await chat.run()
         finally:
             await halo.close()
@@ -113,7 +113,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_explain(args: argparse.Namespace) -> int:
-    from halo.pipeline.scopes import UnknownScopeError, resolve_scope
+    from halo.core.scopes import UnknownScopeError, resolve_scope
     from policy import ACTIONS, PolicyEngine, explain
 
     if args.action not in ACTIONS:
@@ -146,7 +146,7 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
 
 def cmd_distill(args: argparse.Namespace) -> int:
     """Distil one scope now (and with --extract, run model extraction too), then say what changed."""
-    from halo.pipeline.scopes import UnknownScopeError, resolve_scope
+    from halo.core.scopes import UnknownScopeError, resolve_scope
     from halo.runtime.app import build_halo
     from memory.service import DistillationDisabled, ExtractionUnavailable
 
@@ -158,7 +158,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         halo = build_halo(settings)
-        memory = halo.services.memory
+        memory = halo.memory
         try:
             result = await memory.distill(args.scope)
             print(
@@ -203,7 +203,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 def cmd_reload(args: argparse.Namespace) -> int:
     """Ask the running halo to apply halo.yaml now (it also does so by itself within seconds)."""
     from config.loader import ConfigError
-    from halo.runtime.reload import ask_running_halo
+    from halo.workspace.config_reload import ask_running_halo
 
     try:
         settings = _settings()
@@ -230,7 +230,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from config.paths import default_home
-    from halo.runtime.backups import BackupError, export_workspace
+    from halo.workspace.backups import BackupError, export_workspace
 
     home = default_home()
     shown = sys.stderr.isatty()
@@ -252,7 +252,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from config.paths import default_home
-    from halo.runtime.backups import BackupError, import_workspace
+    from halo.workspace.backups import BackupError, import_workspace
 
     home = default_home()
     try:
@@ -311,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from halo.runtime.private_files import private_umask
+    from halo.workspace.private_files import private_umask
 
     private_umask()  # every file halo writes holds a family's private words or a token
     args = build_parser().parse_args(argv)

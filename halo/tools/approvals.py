@@ -23,9 +23,9 @@ from typing import Any
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, select, update
 
 from config.family import Family
-from halo.family.db import HaloDB
-from halo.family.delivery import Delivery
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
+from halo.outbound.db import HaloDB
+from halo.outbound.delivery import Delivery
 from transcripts import AuditLog, TranscriptStore
 
 log = logging.getLogger(__name__)

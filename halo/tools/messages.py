@@ -9,8 +9,8 @@ from collections.abc import Callable
 from agents import FunctionTool, RunContextWrapper
 
 from config.family import Family, Member
-from halo.family.delivery import Delivery
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
+from halo.outbound.delivery import Delivery
 from halo.tools.approvals import Approvals, Pending
 from halo.tools.guarded import guarded_tool
 

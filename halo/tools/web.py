@@ -24,7 +24,7 @@ from agents import FunctionTool, RunContextWrapper, Tool, WebSearchTool
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.tools.guarded import CLASS_ATTRIBUTE, guarded_tool
 
 MAX_BYTES = 1_000_000

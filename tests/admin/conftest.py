@@ -16,9 +16,10 @@ from aiohttp import web
 
 from admin_api.connections import ConnectionLimits, GuardedSite
 from admin_api.server import create_app
-from halo.pipeline.envelope import Speaker
-from halo.pipeline.services import Services
-from halo.runtime.app import Halo, build_halo
+from halo.core.envelope import Speaker
+from halo.inventory import Halo
+from halo.inventory import Halo as Services
+from halo.runtime.app import build_halo
 from halo.web_auth import SESSION_COOKIE, DashboardLogin
 from tests.admin.peers import SPOOFED_PEER, PeerSite, non_loopback_ipv4
 from tests.semantic_helpers import save_concept_model
@@ -90,11 +91,11 @@ class AdminHarness:
 
     @property
     def services(self) -> Services:
-        return self.halo.services
+        return self.halo
 
     async def sign_in(self) -> dict[str, str]:
         """What a parent's browser holds after opening the login link `halo serve` prints."""
-        link = self.halo.services.paths.logins
+        link = self.halo.paths.logins
         token = DashboardLogin(link).issue_link_token()
         async with self.http.get(f"{self.local.base}/login?token={token}", allow_redirects=False) as resp:
             assert resp.status == 303, await resp.text()

@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from halo.pipeline.envelope import Speaker
+from halo.core.envelope import Speaker
 from tests.admin.conftest import ADMIN_TOKEN, ADMIN_YAML, SEEDED
 from tests.conftest import Outbox, llm_yaml
 from transcripts import TranscriptLine

@@ -12,7 +12,8 @@ from aiohttp import web
 from admin_api.connections import ConnectionLimits, GuardedSite
 from admin_api.server import create_app
 from config.settings import Settings
-from halo.runtime.app import Halo, build_halo
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.admin.peers import PeerSite
 
 

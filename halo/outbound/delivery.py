@@ -29,9 +29,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from config.family import Family
-from halo.family.db import HaloDB
-from halo.family.outbox import OutboxStore, Row
-from halo.pipeline.scopes import member_scopes
+from halo.core.scopes import member_scopes
+from halo.outbound.db import HaloDB
+from halo.outbound.outbox import OutboxStore, Row
 from halo.port import Adapter, Audit, LiveReplies, Outbound, OutboundKind, Scope, SendFailed
 from transcripts import TranscriptLine, TranscriptStore
 from transcripts.write_behind import WriteBehind
@@ -211,7 +211,7 @@ class Delivery:
         about: str | None = None,
     ) -> Row:
         """Queue a message inside the caller's halo.db transaction (opened with
-        `halo.family.outbox.metadata` among its tables), so it is queued if and only if the
+        `halo.outbound.outbox.metadata` among its tables), so it is queued if and only if the
         caller's own change commits. Hand the rows to `committed` after the commit."""
         return await self.store.add_in(conn, scope_id, text, kind=kind, about=about, now=self.clock())
 

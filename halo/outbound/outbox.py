@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from halo.family.db import HaloDB
+from halo.outbound.db import HaloDB
 from halo.port import Outbound, OutboundKind
 
 metadata = MetaData()

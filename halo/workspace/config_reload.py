@@ -48,6 +48,7 @@ class ConfigReload:
 
     def __init__(self, started: Settings, apply: Apply, *, poll_seconds: float = POLL_SECONDS) -> None:
         self.started = started
+        self.current = started  # what runs now: the start-up settings with the live keys reloaded
         self.apply = apply
         self.path = started.paths.config_file
         self.poll_seconds = poll_seconds
@@ -128,6 +129,7 @@ class ConfigReload:
                 log.exception("applying halo.yaml failed")
                 self._refused(f"{self.path}: could not be applied: {type(exc).__name__}: {exc}", digest)
                 return False
+            self.current = self.current.model_copy(update=live_part(new))
             self.restart_needed = restart_needed(self.started, new)
             self.applied_digest = self._seen = digest
             self.error = None
