@@ -61,6 +61,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         ready.set()
     await stop.wait()
     print("halo: shutting down …", flush=True)
+    halo.stopping()  # before waiting on requests in flight: a document being read is killed, not awaited
     await runner.shutdown()  # stop accepting; in-flight requests finish
     await runner.cleanup()
     await halo.close()

@@ -206,6 +206,15 @@ class MemorySettings(BaseModel):
     max_document_chars: int = Field(
         default=400_000, ge=1000, description="longest text kept from one document (about 100k tokens)"
     )
+    document_read_seconds: float = Field(
+        default=60, gt=0, le=600, description="download and reading of one document; then its reader is killed"
+    )
+    document_reader_mb: int = Field(
+        default=512, ge=128, le=8192, description="memory the process reading one document may use"
+    )
+    max_documents_reading: int = Field(
+        default=2, ge=1, le=32, description="documents read at once, family-wide (one per member); the rest wait"
+    )
     document_excerpt_tokens: int = Field(
         default=2000, ge=100, le=20_000, description="the beginning of a just-sent document shown to the model"
     )

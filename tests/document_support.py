@@ -1,8 +1,11 @@
 """Real documents for tests: a minimal valid PDF whose pages carry text streams (what a school
 letter exported from a word processor is, stripped to the bone), and one with no text at all
-(what a scanner makes, minus the pictures)."""
+(what a scanner makes, minus the pictures). And hostile ones: a few kilobytes that cost a reader
+minutes of CPU and hundreds of MB (`hostile_pdf`), for tests of what such a file must not do."""
 
 from __future__ import annotations
+
+import zlib
 
 
 def pdf(pages: list[list[str]]) -> bytes:
@@ -21,6 +24,34 @@ def pdf(pages: list[list[str]]) -> bytes:
         drawn = "".join(f"({_escape(line)}) Tj T*\n" for line in lines)
         stream = f"BT\n/F1 12 Tf\n72 720 Td\n14 TL\n{drawn}ET".encode()
         objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
+    return _assemble(objects)
+
+
+def hostile_pdf(pages: int = 200, stream_mb: float = 2, *, compress: bool = False) -> bytes:
+    """A PDF whose `pages` pages all draw one shared content stream of `stream_mb` MB of text
+    operators: every page makes a reader parse the whole stream again. Compressed
+    (FlateDecode), a 10 MB stream is a file of a few kilobytes."""
+    line = b"() Tj 1 0 Td\n"  # draws nothing: no text to stop at, only operators to parse
+    body = b"BT\n/F1 12 Tf\n72 720 Td\n" + line * int(stream_mb * 1_000_000 / len(line)) + b"ET"
+    head = b"<< /Length %d >>"
+    if compress:
+        body = zlib.compress(body, 9)
+        head = b"<< /Length %d /Filter /FlateDecode >>"
+    kids = " ".join(f"{5 + i} 0 R" for i in range(pages))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        head % len(body) + b"\nstream\n" + body + b"\nendstream",
+    ]
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+    page += b"/Contents 4 0 R >>"
+    objects += [page] * pages
+    return _assemble(objects)
+
+
+def _assemble(objects: list[bytes]) -> bytes:
+    """Numbered objects (the first is the catalog), an xref table and a trailer: a PDF file."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):

@@ -124,7 +124,14 @@ class Halo:
         for adapter in self.adapters:
             await adapter.start()
 
+    def stopping(self) -> None:
+        """What would hold up a stop ends now: documents being read are killed (their senders
+        are told to send them again). Called first on shutdown, before anything is waited on."""
+        if self.services.documents is not None:
+            self.services.documents.close()
+
     async def close(self) -> None:
+        self.stopping()
         if self.catching_up is not None and not self.catching_up.done():
             self.catching_up.cancel()  # what it did not reach is still open, and caught up next start
             await asyncio.gather(self.catching_up, return_exceptions=True)
@@ -196,7 +203,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     graph_recall = GraphRecall(graph, audit)
     memory_actions = MemoryActions(memory, audit)
     scope_documents = ScopeDocuments(memory.files)  # documents members sent, in each scope's files/
-    documents = Documents(scope_documents, settings.memory, semantic, audit)
+    documents = Documents(scope_documents, settings.memory, semantic, audit, delivery)
     context = ContextBuilder(
         [
             PersonaSource(paths.soul),
