@@ -5,7 +5,9 @@ minutes of CPU and hundreds of MB (`hostile_pdf`), for tests of what such a file
 
 from __future__ import annotations
 
+import os
 import zlib
+from pathlib import Path
 
 
 def pdf(pages: list[list[str]]) -> bytes:
@@ -80,3 +82,23 @@ SCHOOL_LETTER = pdf(
     ]
 )
 SCANNED = pdf([[], []])  # pages, and not a word of text on them
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes `pid` started that are still alive (Linux /proc): a document reader shows here."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:  # the task ended while we looked
+            continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs or waits unreaped (a zombie counts: it was not cleaned up)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

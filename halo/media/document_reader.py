@@ -40,7 +40,8 @@ class Stopped(Exception):
 
 
 class DocumentReader:
-    """One child process per document; `close` kills every one still reading."""
+    """One child process per document; `close` kills every one still reading. Start reads from the
+    event loop's thread: the child's death-with-parent signal follows the thread that started it."""
 
     def __init__(self, *, max_pages: int, max_chars: int, cpu_seconds: float, memory_mb: int) -> None:
         self.max_pages = max_pages
@@ -55,7 +56,8 @@ class DocumentReader:
         kills the child. Raises Unreadable, TooHeavy, or Stopped when halo is stopping."""
         if self.closed:
             raise Stopped
-        args = [kind, str(self.max_pages), str(self.max_chars), str(self.cpu_seconds), str(self.memory_mb)]
+        limits = (self.max_pages, self.max_chars, self.cpu_seconds, self.memory_mb, os.getpid())
+        args = [kind, *map(str, limits)]
         child = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -68,6 +70,8 @@ class DocumentReader:
         )
         self.running.add(child)
         try:
+            if self.closed:  # `close` came while the child was being started
+                raise Stopped
             out, _ = await child.communicate(data)
         finally:
             self.running.discard(child)

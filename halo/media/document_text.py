@@ -70,6 +70,8 @@ def extract(data: bytes, kind: DocumentKind, max_pages: int, max_chars: int | No
             break
         try:
             text = page.extract_text() or ""
+        except MemoryError:  # the reader's limit: the whole document is too big, not this page
+            raise
         except Exception as exc:  # one bad page does not lose the others
             log.warning("could not read page %d of a PDF: %s: %s", number, type(exc).__name__, exc)
             text = ""

@@ -1,17 +1,22 @@
 """The child process that reads one document: `python -m halo.media.read_document KIND MAX_PAGES
-MAX_CHARS CPU_SECONDS MEMORY_MB`, the document's bytes on stdin, one JSON object on stdout.
+MAX_CHARS CPU_SECONDS MEMORY_MB PARENT_PID`, the document's bytes on stdin, one JSON object on
+stdout.
 
 It sets its own OS limits (CPU seconds and address space) before it reads a byte, so a hostile
-file that gets past the parent's deadline is still stopped by the kernel, and it imports only
+file that gets past the parent's deadline is still stopped by the kernel; on Linux it also dies
+with halo (a SIGKILLed halo cannot kill its readers itself). It imports only
 what reading needs (pypdf, for a PDF): no SDK, no settings, a quick start. The answer is
 `{"text": ..., "pages": ...}`, or `{"unreadable": why}`, or `{"too_big": "memory"}`.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
+import os
 import resource
+import signal
 import sys
 from typing import Any, cast
 
@@ -27,6 +32,15 @@ def limit(cpu_seconds: int, memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (size, size))
 
 
+def die_with(parent: int) -> None:
+    """SIGKILL this process when the parent exits (Linux's PR_SET_PDEATHSIG); already gone: exit now."""
+    if sys.platform == "linux":
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        sys.exit(1)
+
+
 def read(data: bytes, kind: DocumentKind, max_pages: int, max_chars: int) -> dict[str, Any]:
     try:
         found = extract(data, kind, max_pages, max_chars)
@@ -40,7 +54,8 @@ def read(data: bytes, kind: DocumentKind, max_pages: int, max_chars: int) -> dic
 
 
 def main(argv: list[str]) -> int:
-    kind, max_pages, max_chars, cpu_seconds, memory_mb = argv
+    kind, max_pages, max_chars, cpu_seconds, memory_mb, parent = argv
+    die_with(int(parent))
     limit(int(cpu_seconds), int(memory_mb))
     logging.disable(logging.WARNING)  # pypdf warns about every oddity of a damaged file; nobody reads it
     data = sys.stdin.buffer.read()
