@@ -141,6 +141,9 @@ class AdminSettings(BaseModel):
     )
     header_timeout_seconds: float = Field(default=10, gt=0, description="a request's head must arrive within this")
     body_timeout_seconds: float = Field(default=30, gt=0, description="a request's body must arrive within this")
+    shutdown_seconds: float = Field(
+        default=20, gt=0, le=600, description="SIGTERM to exit, whatever is running; the rest is caught up on start"
+    )
 
 
 EmbedderName = Literal["model2vec", "openai", "sentence-transformers", "none"]
@@ -210,6 +213,15 @@ class MemorySettings(BaseModel):
     max_document_pages: int = Field(default=200, ge=1, le=5000, description="longest PDF read, in pages")
     max_document_chars: int = Field(
         default=400_000, ge=1000, description="longest text kept from one document (about 100k tokens)"
+    )
+    document_read_seconds: float = Field(
+        default=60, gt=0, le=600, description="download and reading of one document; then its reader is killed"
+    )
+    document_reader_mb: int = Field(
+        default=512, ge=128, le=8192, description="memory the process reading one document may use"
+    )
+    max_documents_reading: int = Field(
+        default=2, ge=1, le=32, description="documents read at once, family-wide (one per member); the rest wait"
     )
     document_excerpt_tokens: int = Field(
         default=2000, ge=100, le=20_000, description="the beginning of a just-sent document shown to the model"

@@ -2,8 +2,9 @@
 
 Pure functions over bytes (no files, no network): `kind_of` says whether halo can read a
 document at all from what the platform says (its type and name) before anything is
-downloaded; `extract` reads it, page by page for a PDF, and is CPU work meant for a
-worker thread.
+downloaded; `extract` reads it, page by page for a PDF. Reading bytes a member sent is
+CPU and memory a hostile file can make unbounded: it runs only in a child process with OS
+limits (halo/media/read_document.py, started by halo/media/document_reader.py).
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ def page_count(data: bytes) -> int:
     return len(_reader(data).pages)
 
 
-def extract(data: bytes, kind: DocumentKind, max_pages: int) -> DocumentText:
+def extract(data: bytes, kind: DocumentKind, max_pages: int, max_chars: int | None = None) -> DocumentText:
+    """The document's text. Reading stops once the text passes `max_chars` (the caller refuses
+    it by its length): a PDF that yields too much text costs no more pages than that."""
     if kind == "text":
         return DocumentText(_decode(data), None)
     reader = _reader(data)
@@ -61,15 +64,21 @@ def extract(data: bytes, kind: DocumentKind, max_pages: int) -> DocumentText:
     if pages > max_pages:
         return DocumentText("", pages)  # the caller refuses it by its page count
     parts: list[str] = []
+    chars = 0
     for number, page in enumerate(reader.pages, start=1):
+        if max_chars is not None and chars > max_chars:
+            break
         try:
             text = page.extract_text() or ""
+        except MemoryError:  # the reader's limit: the whole document is too big, not this page
+            raise
         except Exception as exc:  # one bad page does not lose the others
             log.warning("could not read page %d of a PDF: %s: %s", number, type(exc).__name__, exc)
             text = ""
         text = _tidy(text)
         if text:
             parts.append(f"## Page {number}\n\n{text}" if pages > 1 else text)
+            chars += len(parts[-1]) + 2
     return DocumentText("\n\n".join(parts), pages)
 
 

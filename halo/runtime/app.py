@@ -121,7 +121,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     graph_recall = GraphRecall(graph, audit)
     memory_actions = MemoryActions(memory, audit)
     scope_documents = ScopeDocuments(memory.files)  # documents members sent, in each scope's files/
-    documents = Documents(scope_documents, settings.memory, semantic, audit)
+    documents = Documents(scope_documents, settings.memory, semantic, audit, delivery)
 
     # -- what sends besides replies: safety alerts, home events, approvals
     notifier = Notifier(family.current, delivery, audit)  # parents' web inbox and their other DMs

@@ -75,7 +75,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from halo.runtime.serve import serve
 
     try:
-        asyncio.run(serve(settings))
+        asyncio.run(serve(settings, hard_deadline=True))
     except OSError as exc:
         raise StartupError(f"cannot listen on {settings.admin.host}:{settings.admin.port}: {exc.strerror}") from None
     return 0

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 import signal
+import threading
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -32,8 +34,28 @@ def _load_halo() -> None:
     importlib.import_module("admin_api.server")
 
 
-async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
-    """Run until SIGINT/SIGTERM, then stop adapters and finish accepted messages."""
+def exit_at_deadline(seconds: float) -> threading.Timer:
+    """Arm a hard stop: if shutting down takes longer than `seconds` (a stuck thread, a slow
+    provider), the process exits anyway. Nothing acknowledged is lost: every message is in its
+    fsync'd transcript, and one left unanswered is caught up on the next start."""
+
+    def stop_now() -> None:
+        print(
+            f"halo: still stopping after {seconds:g}s; exiting now (unanswered messages are caught up on start)",
+            flush=True,
+        )
+        os._exit(1)
+
+    timer = threading.Timer(seconds, stop_now)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+async def serve(settings: Settings, ready: asyncio.Event | None = None, *, hard_deadline: bool = False) -> None:
+    """Run until SIGINT/SIGTERM, then stop adapters and finish accepted messages. With
+    `hard_deadline` (`halo serve`), the process exits within `admin.shutdown_seconds` of the
+    signal whatever is still running."""
     front = StartingFront(settings.home)
     runner = web.AppRunner(front.front, handle_signals=False)
     await runner.setup()
@@ -42,8 +64,15 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     await site.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    deadline: list[threading.Timer] = []  # armed by the first stop signal, even while loading
+
+    def stop_signal() -> None:
+        stop.set()
+        if hard_deadline and not deadline:
+            deadline.append(exit_at_deadline(settings.admin.shutdown_seconds))
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stop_signal)
     halo: Halo | None = None
     hup_while_loading = False
 
@@ -82,8 +111,11 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         ready.set()
     await stop.wait()
     print("halo: shutting down …", flush=True)
+    halo.stopping()  # before waiting on requests in flight: a document being read is killed, not awaited
     await runner.shutdown()  # stop accepting; in-flight requests finish
     await runner.cleanup()
     await front.close()
     await halo.close()
+    for timer in deadline:
+        timer.cancel()
     print("halo: stopped", flush=True)
