@@ -95,9 +95,10 @@ class OutboxStore:
         about: str | None = None,
         batch: str | None = None,
         now: datetime,
+        message_id: str | None = None,
     ) -> Row:
-        """The new pending row, committed."""
-        message_id = uuid.uuid4().hex
+        """The new pending row, committed; its id is `message_id` when the caller chose one."""
+        message_id = message_id or uuid.uuid4().hex
         async with self.db.write(metadata) as conn:
             inserted = await conn.execute(
                 outbox_table.insert().values(
