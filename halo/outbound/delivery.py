@@ -114,9 +114,11 @@ class Delivery:
         in_reply_to_envelope: str | None = None,
         about: str | None = None,
         batch: str | None = None,
+        message_id: str | None = None,
     ) -> str:
         """Queue one message; returns its id once the row is committed and the first attempt
-        was made (when the scope has nothing older waiting and its adapter is registered)."""
+        was made (when the scope has nothing older waiting and its adapter is registered).
+        `message_id` lets a caller record what it sends before anyone can see it."""
         await self._count_once()
         lock = self._locks.setdefault(scope_id, asyncio.Lock())
         adapter = self._adapters.get(platform_of(scope_id))
@@ -129,7 +131,7 @@ class Delivery:
             and not lock.locked()
         ):
             message = Outbound(
-                uuid.uuid4().hex, scope_id, text, kind=kind, reply_to=reply_to,
+                message_id or uuid.uuid4().hex, scope_id, text, kind=kind, reply_to=reply_to,
                 in_reply_to_envelope=in_reply_to_envelope, created_at=self.clock(),
             )  # fmt: skip
             if await self._hand_over(adapter, lock, message, about=about, batch=batch):
@@ -143,6 +145,7 @@ class Delivery:
             about=about,
             batch=batch,
             now=self.clock(),
+            message_id=message_id,
         )
         self.counts["pending"] += 1
         self._ensure_worker()

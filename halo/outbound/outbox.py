@@ -96,8 +96,9 @@ class OutboxStore:
         about: str | None = None,
         batch: str | None = None,
         now: datetime,
+        message_id: str | None = None,
     ) -> Row:
-        """The new pending row, committed."""
+        """The new pending row, committed; its id is `message_id` when the caller chose one."""
         async with self.db.write(metadata) as conn:
             return await self.add_in(
                 conn,
@@ -109,6 +110,7 @@ class OutboxStore:
                 about=about,
                 batch=batch,
                 now=now,
+                message_id=message_id,
             )
 
     @staticmethod
@@ -123,10 +125,12 @@ class OutboxStore:
         about: str | None = None,
         batch: str | None = None,
         now: datetime,
+        message_id: str | None = None,
     ) -> Row:
         """The new pending row, inside the caller's transaction (opened with this module's
-        `metadata` among its tables): it commits, or rolls back, with the caller's own writes."""
-        message_id = uuid.uuid4().hex
+        `metadata` among its tables): it commits, or rolls back, with the caller's own writes.
+        Its id is `message_id` when the caller chose one."""
+        message_id = message_id or uuid.uuid4().hex
         inserted = await conn.execute(
             outbox_table.insert().values(
                 id=message_id,

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import re
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -157,11 +158,12 @@ class Approvals:
 
     async def _ask_parents(self, request_id: int, asker_id: str, question: str) -> list[str]:
         """Ask in each parent's DMs, and keep which message asked what: a bare yes is matched to
-        the request by that record, never by reading the question's text back."""
+        the request by that record, never by reading the question's text back. The record is
+        written before the message is sent, so it is there before a parent can answer."""
         reached: list[str] = []
         for parent_id in approvers(self.family(), asker_id):
             for scope_id in self.delivery.member_dms(parent_id):
-                outbox_id = await self.delivery.send(scope_id, question)
+                outbox_id = uuid.uuid4().hex
                 async with self.db.write(metadata) as conn:
                     await conn.execute(
                         asks_table.insert().values(
@@ -172,6 +174,7 @@ class Approvals:
                             asked_at=self.clock(),
                         )
                     )
+                await self.delivery.send(scope_id, question, message_id=outbox_id)
                 reached.append(scope_id)
         return reached
 
