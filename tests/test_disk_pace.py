@@ -43,8 +43,9 @@ async def test_a_quick_disk_is_waited_for_on_the_loop(tmp_path: Path) -> None:
         return real_append(path, data, wait=wait)
 
     store._files.append = spy  # type: ignore[method-assign]
-    await store.append(line("one"))
-    await store.append(line("two"))
+    for text in ("one", "two"):
+        store.pace = DiskPace()  # the disk counts as quick, whatever a busy machine's last fsync took
+        await store.append(line(text))
     assert threads == {threading.main_thread().name}
     store.pace.took(SLOW_SECONDS * 2)
     await store.append(line("three"))
