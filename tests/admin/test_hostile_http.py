@@ -123,7 +123,8 @@ async def test_300_trickled_connections_from_one_address_leave_healthz_and_chat_
             status, answer = await fresh_chat(harness)
             assert status == 200 and answer["scope_id"] == "web:wags", answer
             assert limits.from_address("127.0.0.1") <= limits.max_per_address
-        assert limits.evicted >= 300 - limits.max_per_address
+        # past the cap each was cut: displaced by a newer one, or (on a busy machine) at its head deadline
+        assert limits.evicted + limits.timed_out >= 300 - limits.max_per_address
         await eventually(lambda: trickle.closed == len(trickle.tricklers), what="every trickler closed")
     finally:
         await trickle.stop()
