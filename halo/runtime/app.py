@@ -42,12 +42,14 @@ from halo.pipeline.services import Services
 from halo.pipeline.turn import Turn
 from halo.pipeline.turn_agents import TurnAgents
 from halo.port import Adapter, PresenceCheck
+from halo.routing.levels import Level
 from halo.runtime.backups import BackupSchedule
 from halo.runtime.graph_wiring import build_graph
 from halo.runtime.memory_wiring import build_memory, memory_after_turn
 from halo.runtime.private_files import make_private
 from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
+from halo.runtime.usage_wiring import Levels, build_levels, build_routing, usage_after_turn
 from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
 from halo.safety.notify import Notifier
@@ -58,6 +60,7 @@ from halo.tools.guarded import default_tools
 from halo.tools.memory import memory_tools
 from halo.tools.messages import message_tools
 from halo.tools.web import PageFetcher, WebSearch, hosted_search_tools, search_tools, web_tools
+from halo.usage.meter import MeteredModel
 from halo.work.commands import task_commands
 from halo.work.digest import WorkDigest
 from halo.work.status import StatusAnswers
@@ -168,8 +171,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     db = HaloDB(paths.halo_db)
     delivery = Delivery(db, transcripts, lambda: policy.family, audit=audit)
     tasks = TaskStore(db)
-    main_model = model if model is not None else build_model(settings.llm)
-    extraction_model = _extraction_model(settings, model, main_model)
+    levels = build_levels(settings, db, model)  # L1–L3's models; every call's usage is recorded
+    main_model = levels.metered(levels.main, "reply", Level.L2)
+    extraction_model = levels.metered(levels.cheap, "extraction") if settings.memory.extractor == "llm" else None
     memory = build_memory(settings, policy, transcripts, extraction_model)
     semantic = build_semantic(settings)
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
@@ -177,7 +181,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
     # safety alerts reach parents through the outbox: their web inbox and their other DMs
     notifier = Notifier(lambda: policy.family, delivery, audit)
-    safety = build_safety(settings, policy, notifier, audit, transcripts, main_model)
+    safety = build_safety(settings, policy, notifier, audit, transcripts, levels)
     # home events (issue 13): MQTT → observations → home rules → Delivery
     home = HomeEvents(
         settings.home_events,
@@ -247,7 +251,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         model=main_model,
         model_settings=settings_for_model,
         tools=tools,
+        levels=levels.reply_models(),
     )
+    router, budget = build_routing(settings, levels, transcripts, delivery.to_parents, lambda: policy.family)
     gateway = Gateway(
         policy=policy,
         groups=groups,
@@ -264,6 +270,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         transcriber=build_transcriber(settings.llm),
         photos=build_photo_reader(settings.llm),
         documents=documents,
+        router=router,
     )
     # what the runtime, the CLI and the admin API reach: the parts built here, never given to a turn
     services = Services(
@@ -297,7 +304,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         StatusAnswers(
             tasks,
             paths,
-            model=main_model,
+            model=levels.metered(levels.main, "status"),
             model_settings=settings_for_model,
             tracing=settings.llm.tracing,
             deadline_seconds=settings.llm.timeout_seconds,
@@ -306,12 +313,15 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
     gateway.answerers.append(approvals.answer)  # a parent's yes or no, before any model is asked
 
+    compaction_model = levels.metered(levels.main, "distillation")
+
     async def keep_session_in_budget(turn: Turn, reply: Reply) -> None:
         if reply.kind == "model":
-            await compact_if_needed(sessions, turn.scope.id, main_model, settings.llm.tracing)
+            await compact_if_needed(sessions, turn.scope.id, compaction_model, settings.llm.tracing)
 
     gateway.after_turn.append(keep_session_in_budget)
     gateway.after_turn.append(memory_after_turn(memory))
+    gateway.after_turn.append(usage_after_turn(budget))
 
     async def index_later(turn: Turn, reply: Reply) -> None:
         semantic.mark_active(turn.scope.id)  # the next scheduled sync picks it up
@@ -339,7 +349,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             groups.register_presence(adapter.platform, adapter.still_in_chat)
     digest = WorkDigest.from_family(lambda: policy.family, tasks, partial(delivery.send, kind="digest"))
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
-    owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
+    owned = [*levels.built, *safety.owned_models()]
     backups = None
     if settings.backups.schedule:
         zone = settings.family.timezone
@@ -396,36 +406,27 @@ def build_safety(
     notifier: Notifier,
     audit: AuditLog,
     transcripts: TranscriptStore,
-    main_model: Model | None,
+    levels: Levels,
 ) -> SafetyGate:
     """The child guardrails, with the cheap-tier classifier and per-profile models when a
     provider is configured (built now, so a bad model name fails at start-up)."""
     llm = settings.llm
     classifier = None
     models: dict[str, Model] = {}
-    if main_model is not None:
-        cheap = build_model(llm, llm.cheap_model) if llm.cheap_model and llm.provider != "none" else None
-        classifier = RiskClassifier(cheap or main_model, model_settings(llm), tracing=llm.tracing)
+    cheap = levels.metered(levels.cheap, "classifier")
+    if cheap is not None:
+        classifier = RiskClassifier(cheap, model_settings(llm), tracing=llm.tracing)
         for profile in settings.safety.profiles.values():
             name = model_name(profile, llm)
             if name and name != llm.model and profile.model not in models:
                 built = build_model(llm, name)
                 if built is not None:
-                    models[profile.model] = built
+                    models[profile.model] = MeteredModel(built, levels.meter, "reply")
     # the classifier gets a third of the reply deadline (input and output each), the model the rest
     classify_within = llm.reply_deadline_seconds / 3
     return SafetyGate(
         policy, notifier, audit, transcripts, classifier=classifier, models=models, classify_within=classify_within
     )
-
-
-def _extraction_model(settings: Settings, override: Model | None, main: Model | None) -> Model | None:
-    """The cheap tier for memory extraction (llm.cheap_model), else the main model."""
-    if settings.memory.extractor != "llm" or main is None:
-        return None
-    if override is None and settings.llm.cheap_model:
-        return build_model(settings.llm, settings.llm.cheap_model)
-    return main
 
 
 def build_semantic(settings: Settings) -> SemanticMemory:
