@@ -32,6 +32,7 @@ members:
 owner: wags
 parents_group: {telegram_chat_id: -1001234}
 work: {discord_channel_ids: [3001]}
+routing: {enabled: false}  # every message reaches llm.model, as these tests expect; tests/test_routing.py turns it on
 """
 
 

@@ -103,7 +103,7 @@ class Router:
         small = None if (has_image or has_document) else self.rules.small(env.text, names)
         if small is not None and not await self._answers_a_question(turn):
             return Route(Level.L0, f"{small}: no model needed", small=small)
-        verdict = self.rules.judge(env.text, has_document=has_document, has_image=has_image)
+        verdict = self.rules.judge(env.text, has_document=has_document, has_image=has_image, names=names)
         if verdict.level is not None:
             return Route(verdict.level, verdict.reason)
         if small is not None:  # "yes" to something halo asked: the model needs the conversation
@@ -136,6 +136,8 @@ class Router:
 
 
 SMALL_REPLIES = {
+    "acknowledgement": "👍",
+    "emoji": "👍",
     "thanks": "You're welcome!",
     "greeting": "Hi {name}! What can I do for you?",
     "farewell": "Bye for now, {name}!",
@@ -143,8 +145,8 @@ SMALL_REPLIES = {
 
 
 def small_reply(route: Route, turn: Turn, settings: RoutingSettings) -> str | None:
-    """halo's own short answer to an L0 greeting or thanks, in a DM only (a group gets none;
-    an acknowledgement or emoji needs none)."""
+    """halo's own short answer to an L0 greeting, thanks or "ok", in a DM only (a group gets
+    none, and so does a DM named in `routing.quiet_scopes` or with `small_replies` off)."""
     if route.small is None or turn.scope.type != "dm" or not settings.small_replies:
         return None
     if turn.scope.id in settings.quiet_scopes:

@@ -61,7 +61,8 @@ NEEDS_CONTEXT = re.compile(
     r"draft|homework|essay|explain|help me|help with|how do i|how should|should i|should we|can you|could you|"
     r"my|our|we|us|me|mine|i'm|i am|i have|i've|did i|did we|when is|when's|what time|where is|who is coming|"
     r"pick up|pickup|drop off|school|practice|dentist|doctor|party|dinner|lunch|shopping|list|task|tasks|"
-    r"project|status|translate|fix|code|recipe|why did|what happened|mom|mum|dad|today|summari[sz]e)\b"
+    r"project|status|translate|fix|code|recipe|why did|what happened|mom|mum|dad|today|summari[sz]e|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend)\b"
 )
 # short questions about the world at large that a small model answers well
 SIMPLE_QUESTION = re.compile(
@@ -161,8 +162,11 @@ class Rules:
                 return kind  # type: ignore[return-value]
         return "acknowledgement"
 
-    def judge(self, text: str, *, has_document: bool = False, has_image: bool = False) -> Verdict:
-        """L3, L2 or L1 when the words say so; None: the rules cannot tell."""
+    def judge(
+        self, text: str, *, has_document: bool = False, has_image: bool = False, names: Iterable[str] = ()
+    ) -> Verdict:
+        """L3, L2 or L1 when the words say so; None: the rules cannot tell. A message naming a
+        member (`names`) is about the family: it needs memory, so never less than L2."""
         lowered = " ".join(words_of(text))
         count = len(lowered.split())
         if any(re.search(rf"\b{re.escape(p)}\b", lowered) for p in self.think_hard):
@@ -178,6 +182,9 @@ class Rules:
             return Verdict(Level.L2, "about a document")
         if count <= SMALL_TALK_WORDS and SMALL_TALK.search(lowered):
             return Verdict(Level.L1, "small talk")
+        named = set(lowered.split()) & {name.lower() for name in names}
+        if named:
+            return Verdict(Level.L2, f"about a family member: {min(named)}")
         context = NEEDS_CONTEXT.search(lowered)
         if context:
             return Verdict(Level.L2, f"needs context or tools: {context.group(0)}")

@@ -253,7 +253,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         tools=tools,
         levels=levels.reply_models(),
     )
-    router, budget = build_routing(settings, levels, transcripts, delivery.to_parents, lambda: policy.family)
+    router, budget = build_routing(
+        settings, levels, transcripts, partial(notifier.notify_parents, kind="budget"), lambda: policy.family
+    )
     gateway = Gateway(
         policy=policy,
         groups=groups,

@@ -101,7 +101,8 @@ class UsageStore:
     ) -> list[UsageTotal]:
         """Sums per day, model and `by` over [first_day, last_day] (inclusive)."""
         t = usage_table.c
-        key = t.day if by == "day" else {"member": t.member_id, "scope": t.scope_id}.get(by) or getattr(t, by)
+        columns = {"member": t.member_id, "scope": t.scope_id, "model": t.model, "purpose": t.purpose}
+        key = columns.get(by, t.level if by == "level" else t.day)
         query = (
             select(
                 t.day,
