@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from halo.routing.levels import Level
 from halo.runtime.app import Halo, build_halo
 from halo.usage.prices import Prices
 from halo.usage.store import UsageStore
-from tests.conftest import FAMILY_YAML, Outbox, default_level_triage, low_risk_classifier, write_home
+from tests.conftest import FAMILY_YAML, OWNER_AUTH, Outbox, default_level_triage, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI, count_tokens
 
 ROUTED_FAMILY = FAMILY_YAML.replace("routing: {enabled: false}", "routing: {enabled: true}")
@@ -268,3 +269,28 @@ async def test_a_budget_crossing_tells_the_parents_once_then_caps_then_keeps_the
         assert len([text for _, text in outbox.sent if "model budget" in text]) == 2
     finally:
         await halo.close()
+
+
+async def test_a_parent_sees_the_spend_per_person_and_a_child_cannot(
+    home: Path, fake_llm: FakeOpenAI, serve_halo: Any
+) -> None:
+    family = ROUTED_FAMILY.replace("family: {name: Sharma}\n", "")
+    write_home(home, routed_yaml(fake_llm), family=family)
+    running = await serve_halo(load_settings(home))
+    status, body = await running.chat("why is the sky blue?", token="mom-token")
+    assert (status, body["reply"]) == (200, "Hello from the fake model")
+    await running.halo.gateway.drain()
+    async with running.http.get(running.url("/usage?by=member"), headers=OWNER_AUTH) as resp:
+        report = await resp.json()
+    assert resp.status == 200
+    [row] = [row for row in report["rows"] if row["key"] == "mom"]
+    prompt = count_tokens(fake_llm.prompt_text(fake_llm.scripted_requests[0]))
+    output = count_tokens("Hello from the fake model")
+    assert (row["inputTokens"], row["outputTokens"]) == (prompt, output)
+    assert row["usd"] == pytest.approx((prompt * 1 + output * 2) / 1_000_000)  # cheap-model's price
+    async with running.http.get(running.url("/usage?by=nobody"), headers=OWNER_AUTH) as resp:
+        assert resp.status == 400
+    async with running.http.get(running.url("/usage"), headers={"Authorization": "Bearer aarav-token"}) as resp:
+        assert resp.status == 403
+    async with running.http.get(running.url("/"), headers=OWNER_AUTH) as resp:
+        assert 'id="spend-chart"' in await resp.text()

@@ -83,6 +83,7 @@ def admin_routes() -> list[Route]:
         policy,
         sessions,
         tasks,
+        usage,
     )
 
     return [
@@ -99,4 +100,5 @@ def admin_routes() -> list[Route]:
         *home.ROUTES,
         *login.ROUTES,
         *backups.ROUTES,
+        *usage.ROUTES,
     ]
