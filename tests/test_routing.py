@@ -294,3 +294,12 @@ async def test_a_parent_sees_the_spend_per_person_and_a_child_cannot(
         assert resp.status == 403
     async with running.http.get(running.url("/"), headers=OWNER_AUTH) as resp:
         assert 'id="spend-chart"' in await resp.text()
+
+
+async def test_usage_command_answers_parents_only(halo: Halo, fake_llm: FakeOpenAI) -> None:
+    await halo.gateway.handle(envelope(halo, "mom", "why is the sky blue?"))
+    await halo.gateway.drain()
+    mine = await halo.gateway.handle(envelope(halo, "mom", "/usage"))
+    assert mine.text is not None and "Today: $0.0" in mine.text and "mom $0.0" in mine.text
+    child = await halo.gateway.handle(envelope(halo, "aarav", "/usage"))
+    assert child.text == "/usage is for parents."

@@ -60,7 +60,9 @@ from halo.tools.guarded import default_tools
 from halo.tools.memory import memory_tools
 from halo.tools.messages import message_tools
 from halo.tools.web import PageFetcher, WebSearch, hosted_search_tools, search_tools, web_tools
+from halo.usage.command import usage_command
 from halo.usage.meter import MeteredModel
+from halo.usage.prices import Prices
 from halo.work.commands import task_commands
 from halo.work.digest import WorkDigest
 from halo.work.status import StatusAnswers
@@ -228,6 +230,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             graph_recall.command(),
             *task_commands(tasks),
             *home_commands(home),
+            usage_command(levels.meter, Prices(settings.llm.prices)),
         ]
     )
     approvals = Approvals(
