@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, select
 
-from halo.port import BadBody, Envelope, Inbound, Outbound, Tables, clean_text, read_json
+from halo.port import BadBody, Envelope, Inbound, Outbound, Tables, clean_text, read_json, takes_body
 
 MAX_TEXT_CHARS = 8000
 REPLY_WITHIN = 60.0  # the outbox hands a web reply over at its first attempt; this is a safety net
@@ -130,6 +130,7 @@ class WebChatAdapter:
         html = resources.files("adapters").joinpath("web_chat.html").read_text(encoding="utf-8")
         return web.Response(text=html, content_type="text/html")
 
+    @takes_body
     async def chat(self, request: web.Request) -> web.StreamResponse:
         speaker = self.inbound.http_speaker(request)
         if speaker is None:
@@ -203,7 +204,7 @@ def openapi_paths() -> dict[str, Any]:
             "get": {
                 "summary": "What halo said to this member on its own (notices, alerts), oldest first",
                 "x-access": "member",
-                "security": [{}, {"memberToken": []}],
+                "security": [{"memberToken": []}, {"dashboardSession": []}],
                 "tags": ["web chat"],
                 "responses": {
                     "200": {

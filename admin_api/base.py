@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError
 from halo.family.scope_admin import parse_scope_id
-from halo.http_body import BadBody
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError
-from halo.runtime.app import Halo
+from halo.http_body import BadBody, wants_body
+from halo.inventory import Halo
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,16 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return json_error(500, "internal error (see the server log)")
+
+
+@web.middleware
+async def no_unwanted_body(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A route that takes no body refuses one unread (issue 22, finding 3): nothing a client sends
+    is read before a route that wants it, and its credential check, have run. aiohttp closes the
+    connection after the answer rather than drain what was not read (admin_api.request_handler)."""
+    if request.body_exists and request.match_info.http_exception is None and not wants_body(request.match_info.handler):
+        return json_error(413, f"{request.method} {request.path} takes no request body")
+    return await handler(request)
 
 
 @web.middleware

@@ -1,4 +1,4 @@
-"""Who may call what (ARCHITECTURE §7), decided here and nowhere else.
+"""Who may call what (docs/ARCHITECTURE.md, "Admin API"), decided here and nowhere else.
 
 - "anyone": no credential (`/healthz`, `/openapi.json`, and `/login`, whose one-time token is
   its own credential);
@@ -19,6 +19,7 @@ from aiohttp import web
 
 from admin_api.base import HALO, Handler, json_error
 from halo.access import is_local_request
+from halo.http_body import takes_body, wants_body
 from halo.web_auth import Caller, caller_of
 
 Access = Literal["anyone", "token", "loopback", "member"]
@@ -42,7 +43,7 @@ def caller(request: web.Request) -> Caller | None:
         return request[CALLER]
     settings = request.app[HALO].settings
     token = settings.admin.token.get_secret_value() if settings.admin.token else None
-    found = caller_of(request, request.app[HALO].services.family, token)
+    found = caller_of(request, request.app[HALO].family, token)
     if found is not None:
         request[CALLER] = found
     return found
@@ -78,7 +79,7 @@ def guard(access: Access, handler: Handler, on_unauthorized: Handler | None = No
 
     guarded.__name__ = getattr(handler, "__name__", "guarded")
     guarded.__doc__ = handler.__doc__
-    return guarded
+    return takes_body(guarded) if wants_body(handler) else guarded
 
 
 def token_required(handler: Handler) -> Handler:

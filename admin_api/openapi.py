@@ -42,7 +42,8 @@ REFUSALS: dict[Access, dict[int, str]] = {
     "loopback": {401: "No parent's credential", 403: "Not from this machine, or a child's or colleague's token"},
     "member": {401: "No member: send a web_token, or sign in to the dashboard"},
 }
-TOKEN_SECURITY: list[dict[str, list[str]]] = [{}, {"adminToken": []}]  # this machine, or the token
+# a parent's credential, from anywhere, this machine included: being on it is not being a parent
+TOKEN_SECURITY: list[dict[str, list[str]]] = [{"adminToken": []}, {"memberToken": []}, {"dashboardSession": []}]
 SECURITY: dict[Access, list[dict[str, list[str]]]] = {
     "anyone": [],
     "token": TOKEN_SECURITY,
@@ -51,7 +52,11 @@ SECURITY: dict[Access, list[dict[str, list[str]]]] = {
 }
 SECURITY_SCHEMES: Schema = {
     "adminToken": {"type": "http", "scheme": "bearer", "description": "admin.token from halo.yaml"},
-    "memberToken": {"type": "http", "scheme": "bearer", "description": "a member's web_token"},
+    "memberToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "a member's web_token (a parent's, for the admin routes)",
+    },
     "dashboardSession": {
         "type": "apiKey",
         "in": "cookie",
@@ -60,7 +65,7 @@ SECURITY_SCHEMES: Schema = {
     },
 }
 DESCRIPTION = (
-    "Look inside halo and steer it (ARCHITECTURE §7). Errors are JSON "
+    "Look inside halo and steer it (docs/ARCHITECTURE.md in halo's repository, section Admin API). Errors are JSON "
     '`{"error": "…"}`. "This machine" is the socket peer address; forwarded-for '
     "headers are never trusted, and a request from this machine that names another "
     "host or comes from another site's page counts as remote."

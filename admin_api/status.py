@@ -19,7 +19,7 @@ from pydantic import Field
 
 from admin_api.models import ApiModel, Count, Number, OpenModel, Timestamp
 from halo import VERSION
-from halo.runtime.app import Halo
+from halo.inventory import Halo
 from transcripts.audit import is_secret_key
 
 MASK = "**********"
@@ -119,12 +119,16 @@ class Status(ApiModel):
     queues: dict[str, Count]
     policy: dict[str, int]
     config: dict[str, Any] = Field(description="halo.yaml and the environment, every secret masked")
+    config_reload: dict[str, Any] = Field(
+        description="halo.yaml reloads: the last error (the running config is kept), keys changed that need a "
+        "restart, and which keys are applied live and which need a restart"
+    )
     problems: list[str] = Field(description="plain sentences for the dashboard's health line; empty when all is well")
 
 
 async def status_snapshot(halo: Halo) -> dict[str, Any]:
-    settings = halo.settings
-    services = halo.services
+    settings = halo.config.current  # the live keys as last reloaded
+    services = halo
     paths = settings.paths
     pending = len(await services.pairing.list_pending())
     snapshot: dict[str, Any] = {
@@ -158,7 +162,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
         "pairing": {"pending": pending},
         "queues": {
             "gateway_background_tasks": halo.gateway.background_tasks,
-            "busy_scopes": halo.gateway.busy_scopes,
+            "busy_scopes": halo.scope_locks.busy,
             "pending_pairing_requests": pending,
             # halo's outbox: messages waiting for (or refused by) their platform
             "outbox_pending": services.delivery.counts["pending"],
@@ -166,6 +170,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
         },
         "policy": {"policies": len(services.policy.policies), "members": len(services.family.members)},
         "config": mask_secrets(settings.redacted()),
+        "config_reload": halo.config.status(),
     }
     snapshot["problems"] = _problems(snapshot)
     return snapshot
@@ -174,6 +179,12 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
 def _problems(snapshot: Mapping[str, Any]) -> list[str]:
     """Plain sentences for the dashboard's health line; empty when all is well."""
     problems = []
+    reload = snapshot["config_reload"]
+    if reload["error"]:
+        problems.append(f"halo.yaml was not applied; halo runs on the previous config. {reload['error']}")
+    if reload["restart_needed"]:
+        changed = ", ".join(reload["restart_needed"])
+        problems.append(f"halo.yaml changed {changed}: restart halo for that to take effect.")
     if not snapshot["provider"]["configured"]:
         problems.append("No language model is configured (llm.provider): halo answers commands only.")
     for name, state in snapshot["adapters"].items():

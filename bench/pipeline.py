@@ -31,8 +31,8 @@ from agents import Agent, Model, ModelResponse, RunConfig, Runner, Usage
 from agents.testing import assistant_message
 
 from config.loader import load_settings
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from halo.runtime.app import build_halo
 from halo.runtime.heap import freeze_start_up_heap
 from transcripts import TranscriptLine
@@ -84,7 +84,7 @@ def family_yaml(scopes: int) -> str:
 async def halo_pipeline(home: Path, model: Model, n: int, scopes: int, concurrency: int) -> tuple[list[float], float]:
     halo = build_halo(load_settings(home), model=model)
     freeze_start_up_heap()  # as `halo serve` does once it has started
-    family = halo.services.family
+    family = halo.family
     envelopes = []
     for i in range(n):
         member = family.members[i % scopes]
@@ -129,14 +129,14 @@ async def scopes_rss(home: Path, n: int) -> float:
     lock, the user's line, the session read, the SDK's saves (input recognised, reply held),
     the reply line. (A family of `n` members would measure the policy engine instead.)"""
     halo = build_halo(load_settings(home), model=InstantModel())
-    services, gateway = halo.services, halo.gateway
+    services, gateway = halo, halo.gateway
 
     def line(scope_id: str, role: str, text: str) -> TranscriptLine:
         return TranscriptLine(uuid.uuid4().hex, datetime.now(UTC), scope_id, role, text, platform="telegram")  # type: ignore[arg-type]
 
     async def touch(i: int) -> None:
         scope_id = f"telegram:-{1000000 + i}"
-        async with gateway.scope_lock(scope_id):
+        async with gateway.locks.of(scope_id):
             await services.transcripts.append(line(scope_id, "user", f"hello {i}"))
             session = services.sessions.get(scope_id)
             await session.get_items()

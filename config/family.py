@@ -15,6 +15,11 @@ Role = Literal["parent", "child", "colleague"]
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
+def secret_bytes(text: str) -> bytes:
+    """A secret as bytes for a constant-time comparison; never raises, whatever a client sent."""
+    return text.encode("utf-8", "surrogatepass")
+
+
 class Member(BaseModel):
     """A person known to the family config. `id` is the stable slug used everywhere."""
 
@@ -131,10 +136,14 @@ class Family(BaseModel):
         return next((m for m in self.members if m.discord_user_id == user_id), None)
 
     def by_web_token(self, token: str) -> Member | None:
+        """The member whose web_token this is, compared in constant time. Any text is a wrong
+        token at worst, never an error: compared as bytes (`compare_digest` refuses a str that
+        is not ASCII), and a header's undecodable bytes (lone surrogates) pass through."""
         import hmac
 
+        given = secret_bytes(token)
         for m in self.members:
-            if m.web_token and hmac.compare_digest(m.web_token.get_secret_value(), token):
+            if m.web_token and hmac.compare_digest(secret_bytes(m.web_token.get_secret_value()), given):
                 return m
         return None
 

@@ -182,6 +182,11 @@ class AdminSettings(BaseModel):
     token: SecretStr | None = None
     max_connections: int = Field(default=256, ge=1, description="open at once; past it new ones are closed")
     read_timeout_seconds: float = Field(default=30, gt=0, description="a client silent mid-request this long is cut")
+    max_connections_per_address: int = Field(
+        default=32, ge=1, description="open at once from one address; past it, its longest-waiting one is closed"
+    )
+    header_timeout_seconds: float = Field(default=10, gt=0, description="a request's head must arrive within this")
+    body_timeout_seconds: float = Field(default=30, gt=0, description="a request's body must arrive within this")
 
 
 EmbedderName = Literal["model2vec", "openai", "sentence-transformers", "none"]
@@ -260,7 +265,7 @@ class MemorySettings(BaseModel):
 
 
 class BackupSettings(BaseModel):
-    """`halo export` archives made on a schedule into HALO_HOME/backups (halo/runtime/backups.py)."""
+    """`halo export` archives made on a schedule into HALO_HOME/backups (halo/workspace/backups.py)."""
 
     model_config = _STRICT
     schedule: str | None = Field(
@@ -323,6 +328,18 @@ class ToolSettings(BaseModel):
         return value.rstrip("/") if value else value
 
 
+class ReminderSettings(BaseModel):
+    """`/remind` and the reminder tools (halo/reminders)."""
+
+    model_config = _STRICT
+    children_may_remind_parents: bool = Field(
+        default=False, description="a child may set reminders for parents, not only for themself"
+    )
+    catch_up_minutes: float = Field(
+        default=60, ge=0, description="a reminder halo was down for is still sent this late; older ones are reported"
+    )
+
+
 class Settings(BaseSettings, Family):
     """The whole halo.yaml. Unknown keys are errors; the environment wins over the file."""
 
@@ -340,6 +357,7 @@ class Settings(BaseSettings, Family):
     sessions: SessionSettings = Field(default_factory=SessionSettings)
     backups: BackupSettings = Field(default_factory=BackupSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    reminders: ReminderSettings = Field(default_factory=ReminderSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
 

@@ -13,6 +13,8 @@ import ipaddress
 from aiohttp import web
 from yarl import URL
 
+from config.family import secret_bytes
+
 _SAME_MACHINE_FETCH_SITES = frozenset({"same-origin", "none"})
 
 
@@ -93,4 +95,4 @@ def token_matches(given: str | None, expected: str | None) -> bool:
     """Constant-time comparison; no expected token means no token can match."""
     if not given or not expected:
         return False
-    return hmac.compare_digest(given.encode(), expected.encode())
+    return hmac.compare_digest(secret_bytes(given), secret_bytes(expected))

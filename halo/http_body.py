@@ -1,22 +1,39 @@
-"""Reading a JSON request body, the one way every route does it (issue 15, finding 4).
+"""Reading a JSON request body, the one way every route does it (issue 15, finding 4; issue 22).
 
 Whatever a client sends, the answer is a clear 4xx and never a 500: a body that is not
-declared JSON is 415 (it is not guessed at), and one that cannot be decoded (a lying
-Content-Encoding, bytes that are not UTF-8, nesting deep enough to exhaust the parser, an
-integer too long to convert) is 400.
+declared JSON is 415 (it is not guessed at), and one that cannot be decoded (bytes that are
+not UTF-8, nesting deep enough to exhaust the parser, an integer too long to convert) is 400.
+
+A compressed body is refused (415) without being read: the server never inflates one (a 1 MB
+gzip body can be 1 GB of zeros), and no client of a family server needs to compress what it
+sends. Only a handler marked `takes_body` may receive a body at all; every other route refuses
+one unread (admin_api.base).
 """
 
 from __future__ import annotations
 
 import json
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
 JSON_TYPES = ("application/json",)
+_TAKES_BODY = "halo_takes_body"
+H = TypeVar("H", bound=Callable[..., Any])
+
+
+def takes_body(handler: H) -> H:
+    """Mark a route handler that reads a request body; every other route refuses one unread."""
+    setattr(handler, _TAKES_BODY, True)
+    return handler
+
+
+def wants_body(handler: object) -> bool:
+    return bool(getattr(handler, _TAKES_BODY, False))
 
 
 class BadBody(Exception):
@@ -43,6 +60,8 @@ async def read_json(request: web.Request, example: str) -> Any:
     """The body as JSON; `example` shows the client what a good body looks like."""
     if not request.headers.get("Content-Type") or not _is_json_type(request.content_type):
         raise BadBody(415, f"send the body as Content-Type: application/json, like {example}")
+    if request.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
+        raise BadBody(415, "send the body uncompressed: a Content-Encoding is not accepted", close=True)
     try:
         raw = await request.read()
     except web.HTTPException:

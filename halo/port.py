@@ -15,7 +15,7 @@ Inbound (adapter → halo):
 
 Outbound (halo → adapter): everything halo sends — the reply to a message, a notice, a home
 event, a status digest, a safety alert — is written to halo's one durable outbox
-(`Delivery`, halo/family/delivery.py, a table in halo.db) and handed to the owning adapter's
+(`Delivery`, halo/outbound/delivery.py, a table in halo.db) and handed to the owning adapter's
 `send` as an `Outbound`, in order per scope, retried on `SendFailed`. An adapter never sends
 a reply itself: a reply's `Outbound.in_reply_to_envelope` names the envelope it answers (the
 web chat completes that request with it; the terminal prints it in place). An adapter may
@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from halo.http_body import BadBody, read_json
-from halo.pipeline.envelope import (
+from halo.core.envelope import (
     Attachment,
     Envelope,
     Platform,
@@ -41,6 +40,7 @@ from halo.pipeline.envelope import (
     VoiceNote,
     attachment_kind,
 )
+from halo.http_body import BadBody, read_json, takes_body
 from transcripts.text import clean_text
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ __all__ = [
     "attachment_kind",
     "clean_text",
     "read_json",
+    "takes_body",
 ]
 
 OutboundKind = Literal["reply", "notice", "proactive", "alert", "digest"]

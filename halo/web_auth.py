@@ -49,14 +49,16 @@ class DashboardLogin:
         self._now = now
         self._sessions: dict[str, float] = {}  # sha256(session) → expiry
 
-    def issue_link_token(self) -> str:
-        """A fresh single-use token; its file says when it expires."""
+    def issue_link_token(self, *, at_serve_start: bool = False) -> str:
+        """A fresh single-use token; its file says when it expires. Expired links go first, and a
+        link `halo serve` prints at start replaces the ones earlier starts printed: their process
+        is gone, and otherwise each start would leave one more file behind."""
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._prune_links()
+        self._prune_links(serve_links_too=at_serve_start)
         token = secrets.token_urlsafe(_TOKEN_BYTES)
         fd = os.open(self.folder / _digest(token), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(f"{self._now() + LINK_SECONDS:.0f}\n")
+            f.write(f"{self._now() + LINK_SECONDS:.0f}\n{_SERVE if at_serve_start else _ASKED}\n")
         return token
 
     def redeem(self, token: str) -> str | None:
@@ -65,7 +67,7 @@ class DashboardLogin:
             return None
         path = self.folder / _digest(token)
         try:
-            expires = float(path.read_text().strip() or 0)
+            expires, _ = _read_link(path)
             path.unlink()  # whoever unlinks it first is the one who used it
         except (OSError, ValueError):
             return None
@@ -90,14 +92,24 @@ class DashboardLogin:
         if session:
             self._sessions.pop(_digest(session), None)
 
-    def _prune_links(self) -> None:
+    def _prune_links(self, *, serve_links_too: bool) -> None:
         now = self._now()
         for path in self.folder.glob("*"):
             try:
-                if float(path.read_text().strip() or 0) < now:
-                    path.unlink()
-            except (OSError, ValueError):
+                expires, kind = _read_link(path)
+            except (OSError, ValueError):  # e.g. one another process is writing right now
                 continue
+            if expires < now or (serve_links_too and kind == _SERVE):
+                path.unlink(missing_ok=True)
+
+
+_SERVE, _ASKED = "serve", "dashboard"  # who printed a link: `halo serve` at start, or `halo dashboard`
+
+
+def _read_link(path: Path) -> tuple[float, str]:
+    """A link file's expiry and who printed it (files from before the second line: `halo dashboard`)."""
+    first, _, rest = path.read_text().partition("\n")
+    return float(first), rest.strip() or _ASKED
 
 
 WEB_AUTH = web.AppKey("web_auth", DashboardLogin)
@@ -108,12 +120,15 @@ def login_url(base: str, token: str) -> str:
 
 
 def dashboard_link(settings: Settings, bound: tuple[Any, ...] | None = None) -> str:
-    """A fresh one-time login link to the dashboard of the halo `settings` describe."""
+    """A fresh one-time login link to the dashboard of the halo `settings` describe. `bound`,
+    the address it listens on, is given by `halo serve` at start; that link replaces the ones
+    earlier starts printed."""
     host, port = (str(bound[0]), bound[1]) if bound else (settings.admin.host, settings.admin.port)
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    return login_url(f"http://{netloc}", DashboardLogin(settings.paths.logins).issue_link_token())
+    token = DashboardLogin(settings.paths.logins).issue_link_token(at_serve_start=bound is not None)
+    return login_url(f"http://{netloc}", token)
 
 
 CallerKind = Literal["admin_token", "dashboard", "member"]

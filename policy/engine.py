@@ -56,6 +56,7 @@ Action = Literal[
     "use_tool",
     "admin",
     "read_transcript",
+    "remind",
 ]
 ACTIONS: frozenset[str] = frozenset(get_args(Action))
 

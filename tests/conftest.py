@@ -173,7 +173,7 @@ async def halo(fake_llm: FakeOpenAI, settings_for: Callable[..., Settings]) -> A
 @pytest.fixture
 def outbox(halo: Any) -> Outbox:
     box = Outbox()
-    halo.services.delivery.register("telegram", box)
+    halo.delivery.register("telegram", box)
     return box
 
 

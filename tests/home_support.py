@@ -17,7 +17,7 @@ from typing import Any
 import aiomqtt
 
 from adapters.mqtt import MqttAdapter
-from halo.runtime.app import Halo
+from halo.inventory import Halo
 from tests.conftest import free_port
 
 BROKER_HOST = "127.0.0.1"

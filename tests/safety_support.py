@@ -75,10 +75,10 @@ async def alerts(halo: Any, member_id: str) -> list[str]:
 
 async def pushed_alerts(halo: Any, member_id: str) -> list[str]:
     """The safety alerts queued for the member's chat apps (never the child's words)."""
-    member = halo.services.policy.family.member(member_id)
-    rows = await halo.services.delivery.store.rows(scope_id=f"telegram:{member.telegram_user_id}", kind="alert")
+    member = halo.policy.family.member(member_id)
+    rows = await halo.delivery.store.rows(scope_id=f"telegram:{member.telegram_user_id}", kind="alert")
     return [r.message.text for r in rows]
 
 
 def safety_events(halo: Any) -> list[dict[str, Any]]:
-    return halo.services.audit.tail(200, kind="safety")
+    return halo.audit.tail(200, kind="safety")

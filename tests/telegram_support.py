@@ -9,7 +9,8 @@ from typing import Any, Protocol
 
 from adapters.telegram import TelegramAdapter
 from config.loader import load_settings
-from halo.runtime.app import Halo, build_halo
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
@@ -32,8 +33,8 @@ def telegram_yaml(base_url: str, **extra: Any) -> str:
 
 def tiny_backoff(halo: Halo) -> Halo:
     """Outbox retries in milliseconds (Telegram's retry_after capped too): tests never wait on the clock."""
-    halo.services.delivery.base_delay = 0.01
-    halo.services.delivery.max_delay = 0.05
+    halo.delivery.base_delay = 0.01
+    halo.delivery.max_delay = 0.05
     return halo
 
 

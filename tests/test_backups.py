@@ -15,7 +15,7 @@ import pytest
 
 from config.loader import load_settings
 from halo.runtime.app import build_halo
-from halo.runtime.backups import (
+from halo.workspace.backups import (
     BackupError,
     BackupSchedule,
     export_workspace,
@@ -37,10 +37,10 @@ async def running_family(home: Path, fake_llm, serve_halo):
 
 async def test_round_trip_from_a_running_halo(tmp_path: Path, fake_llm, serve_halo):
     running = await running_family(tmp_path / "home", fake_llm, serve_halo)
-    counts = await running.halo.services.sessions.item_counts()
+    counts = await running.halo.sessions.item_counts()
     archive = tmp_path / "family.tar.gz"
     seen: list[tuple[int, int]] = []
-    info = export_workspace(running.halo.services.paths.home, archive, progress=lambda d, t, _: seen.append((d, t)))
+    info = export_workspace(running.halo.paths.home, archive, progress=lambda d, t, _: seen.append((d, t)))
     assert info.files == len(seen) and seen[-1][0] == seen[-1][1]
     assert oct(archive.stat().st_mode & 0o777) == "0o600"
 
@@ -48,11 +48,11 @@ async def test_round_trip_from_a_running_halo(tmp_path: Path, fake_llm, serve_ha
     import_workspace(archive, restored)
     again = build_halo(load_settings(restored))
     try:
-        lines = [(line.role, line.text) for line in again.services.transcripts.tail("web:mom", 10)]
+        lines = [(line.role, line.text) for line in again.transcripts.tail("web:mom", 10)]
         assert ("user", "The dentist is on Friday.") in lines
         assert ("assistant", "Noted, the dentist is on Friday.") in lines
-        assert "football boots are size 5" in again.services.memory.memory_path("web:mom").read_text()
-        assert counts and await again.services.sessions.item_counts() == counts  # sessions: from transcripts
+        assert "football boots are size 5" in again.memory.memory_path("web:mom").read_text()
+        assert counts and await again.sessions.item_counts() == counts  # sessions: from transcripts
     finally:
         await again.close()
     assert (restored / "halo.db").exists() and (restored / "logs" / "events.jsonl").exists()

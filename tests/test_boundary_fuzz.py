@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 
 from adapters.mqtt.parse import Malformed, parse
 from config.loader import load_settings
+from halo.inventory import Halo
 from halo.port import Observation
-from halo.runtime.app import Halo, build_halo
+from halo.runtime.app import build_halo
 from tests.admin.threaded import ThreadedHalo
 from tests.conftest import default_level_triage, llm_yaml, low_risk_classifier, write_home
 from tests.fakes.discord_server import FakeDiscord

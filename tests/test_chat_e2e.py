@@ -64,7 +64,7 @@ async def test_the_dashboard_session_chats_as_the_local_owner(fake_llm, settings
     from halo.web_auth import SESSION_COOKIE, DashboardLogin
 
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
-    link = DashboardLogin(running.halo.services.paths.logins).issue_link_token()
+    link = DashboardLogin(running.halo.paths.logins).issue_link_token()
     async with running.http.get(running.url(f"/login?token={link}"), allow_redirects=False) as resp:
         session = resp.cookies[SESSION_COOKIE].value
     cookie = {"Cookie": f"{SESSION_COOKIE}={session}"}
@@ -85,7 +85,7 @@ async def test_denied_member_gets_403_and_nothing_reaches_the_model(fake_llm, se
     assert "colleague" in body["error"].lower() or "work" in body["error"].lower()
     assert fake_llm.model_requests == []
     assert transcript(running.halo, "web:priya") == []
-    events = running.halo.services.audit.tail(10, kind="policy")
+    events = running.halo.audit.tail(10, kind="policy")
     assert any(e["principal"] == "priya" and e["allowed"] is False for e in events)
 
 
@@ -170,7 +170,7 @@ async def test_no_model_configured_commands_work_and_free_text_explains(settings
 async def test_torn_transcript_line_is_survived(fake_llm, settings_for, serve_halo):
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
     await running.chat("first", token="mom-token")
-    path = running.halo.services.transcripts.path("web:mom")
+    path = running.halo.transcripts.path("web:mom")
     with path.open("ab") as fh:
         fh.write(b'{"id": "torn", "role": "user", "te')  # a crash mid-write
     fake_llm.reply("still here")

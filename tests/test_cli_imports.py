@@ -64,3 +64,15 @@ def test_every_startup_error_it_names_exists() -> None:
     for module, name in STARTUP_ERRORS:
         error = getattr(importlib.import_module(module), name)
         assert issubclass(error, Exception), f"{module}.{name}"
+
+
+def test_serve_with_a_config_typo_says_so_without_loading_the_sdk(tmp_path: Path) -> None:
+    home = write_home(tmp_path / "home", "llm:\n  provider: openai-compatible\n  colour: blue\n")
+    env = {**os.environ, "HALO_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, "serve"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["code"] == 2
+    assert "llm.colour" in done.stderr and "Traceback" not in done.stderr
+    assert result["loaded"] == [], f"`halo serve` with a typo imported {result['loaded']}"

@@ -10,6 +10,7 @@ import pytest
 from config.editor import append_member, edit_config
 from config.loader import ConfigError, load_settings, settings_from
 from config.paths import HaloPaths
+from halo.core.live_family import LiveFamily
 from halo.family.members import FamilyEditor, member_id_for
 from halo.runtime.starter import STARTER
 from policy import PolicyEngine
@@ -75,7 +76,7 @@ async def test_family_editor_rebuilds_the_policy_without_a_restart(tmp_path: Pat
     write(tmp_path, COMMENTED)
     settings = load_settings(tmp_path)
     policy = PolicyEngine(settings.family_view())
-    editor = FamilyEditor(settings.paths, policy)
+    editor = FamilyEditor(settings.paths, LiveFamily(policy))
 
     member = await editor.add_member(
         name="Aarav Junior", role="child", age_group=None, platform="telegram", platform_user_id="5555"

@@ -14,8 +14,9 @@ import pytest
 
 from adapters.telegram import TelegramAdapter
 from config.loader import load_settings
-from halo.family.outbox import Row
-from halo.runtime.app import Halo, build_halo
+from halo.inventory import Halo
+from halo.outbound.outbox import Row
+from halo.runtime.app import build_halo
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -28,14 +29,14 @@ DAD = "telegram:1001"
 
 def tiny_backoff(halo: Halo) -> Halo:
     """Retries in milliseconds (the platform's retry_after is capped too): no test waits on the clock."""
-    halo.services.delivery.base_delay = 0.01
-    halo.services.delivery.max_delay = 0.05
+    halo.delivery.base_delay = 0.01
+    halo.delivery.max_delay = 0.05
     return halo
 
 
 async def sent_rows(halo: Halo, scope_id: str) -> list[Row]:
     """The scope's outbox rows once none is pending any more (else an empty list)."""
-    rows = await halo.services.delivery.store.rows(scope_id=scope_id)
+    rows = await halo.delivery.store.rows(scope_id=scope_id)
     return [] if not rows or any(r.state == "pending" for r in rows) else rows
 
 
@@ -67,7 +68,7 @@ async def test_a_429_is_retried_and_the_message_arrives_once(home, fake_llm, tg,
     halo = await start(home, fake_llm, tg, started)
     tg.fail("sendMessage", 429, retry_after=30, times=2)
 
-    message_id = await halo.services.delivery.send(MOM, "Dinner at 7")
+    message_id = await halo.delivery.send(MOM, "Dinner at 7")
 
     [row] = await eventually(lambda: sent_rows(halo, MOM), what="the message after two 429s")
     assert [m["text"] for m in tg.sent(1002)] == ["Dinner at 7"]
@@ -80,7 +81,7 @@ async def test_a_long_message_retried_midway_sends_each_piece_once(home, fake_ll
     pieces = ["A" * 4000, "B" * 4000, "C" * 100]  # Telegram takes 4096 a message: three pieces
     tg.fail("sendMessage", 429, retry_after=1, after=1)  # the first piece goes, the second is refused once
 
-    await halo.services.delivery.send(MOM, "\n".join(pieces))
+    await halo.delivery.send(MOM, "\n".join(pieces))
 
     [row] = await eventually(lambda: sent_rows(halo, MOM), what="the long message after a 429")
     assert [m["text"] for m in tg.sent(1002)] == pieces
@@ -90,7 +91,7 @@ async def test_a_long_message_retried_midway_sends_each_piece_once(home, fake_ll
 async def test_a_later_message_waits_while_an_earlier_one_is_retried(home, fake_llm, tg, started):
     halo = await start(home, fake_llm, tg, started)
     tg.fail("sendMessage", 429, retry_after=1, times=3)
-    delivery = halo.services.delivery
+    delivery = halo.delivery
 
     for text in ("first", "second", "third"):
         await delivery.send(MOM, text)
@@ -106,7 +107,7 @@ async def test_a_later_message_waits_while_an_earlier_one_is_retried(home, fake_
 async def test_a_blocked_bot_is_recorded_and_the_next_message_goes(home, fake_llm, tg, started):
     halo = await start(home, fake_llm, tg, started)
     tg.fail("sendMessage", 403, "Forbidden: bot was blocked by the user")
-    delivery = halo.services.delivery
+    delivery = halo.delivery
 
     await delivery.send(MOM, "lost")
     await delivery.send(MOM, "next")
@@ -117,14 +118,14 @@ async def test_a_blocked_bot_is_recorded_and_the_next_message_goes(home, fake_ll
     assert [(r.message.text, r.state) for r in rows] == [("lost", "failed"), ("next", "sent")]
     assert "blocked" in (rows[0].last_error or "")
     assert delivery.counts["failed"] == 1
-    assert halo.services.audit.tail(10, kind="delivery_failed")
+    assert halo.audit.tail(10, kind="delivery_failed")
 
 
 async def test_a_message_without_a_running_adapter_waits_and_survives_a_restart(home, fake_llm, tg, started):
     tg.unreachable.add("sendMessage")  # Telegram drops every send: the message keeps being retried
     first = await start(home, fake_llm, tg, started)
-    await first.services.delivery.send(MOM, "the pickup moved to 4pm")
-    assert (await first.services.delivery.store.rows(scope_id=MOM))[0].state == "pending"
+    await first.delivery.send(MOM, "the pickup moved to 4pm")
+    assert (await first.delivery.store.rows(scope_id=MOM))[0].state == "pending"
     await first.close()
     started.remove(first)
 
@@ -132,7 +133,7 @@ async def test_a_message_without_a_running_adapter_waits_and_survives_a_restart(
     second = await start(home, fake_llm, tg, started)  # same HALO_HOME, same halo.db
 
     await eventually(lambda: sent_rows(second, MOM), what="the pending message after the restart")
-    await second.services.delivery.drain()
+    await second.delivery.drain()
     assert [m["text"] for m in tg.sent(1002)] == ["the pickup moved to 4pm"]
 
 
@@ -160,7 +161,7 @@ class FrozenClock:
 
 async def test_a_retry_waits_as_long_as_telegram_asks_capped(home, fake_llm, tg, started):
     halo = await start(home, fake_llm, tg, started)
-    delivery = halo.services.delivery
+    delivery = halo.delivery
     delivery.clock = clock = FrozenClock()
     delivery.max_delay = 300.0
     tg.fail("sendMessage", 429, retry_after=40)
@@ -185,7 +186,7 @@ async def test_a_retry_waits_as_long_as_telegram_asks_capped(home, fake_llm, tg,
 async def test_the_web_chat_reply_and_the_web_inbox_come_through_the_outbox(settings_for, fake_llm, serve_halo):
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
     fake_llm.reply("Hello, Mom.")
-    delivery = running.halo.services.delivery
+    delivery = running.halo.delivery
 
     status, body = await running.chat("hi", token="mom-token")
 
@@ -205,7 +206,7 @@ async def test_the_web_chat_reply_and_the_web_inbox_come_through_the_outbox(sett
 
 async def test_a_web_reply_someone_waits_for_is_handed_over_then_recorded_as_sent(settings_for, fake_llm, serve_halo):
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
-    delivery = running.halo.services.delivery
+    delivery = running.halo.delivery
     fake_llm.reply("First.")
     fake_llm.reply("Second.")
 

@@ -14,8 +14,9 @@ import pytest
 
 from adapters.discord import DiscordAdapter
 from config.loader import load_settings
+from halo.inventory import Halo
 from halo.port import Outbound, SendFailed
-from halo.runtime.app import Halo, build_halo
+from halo.runtime.app import build_halo
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.discord_server import TOKEN, FakeDiscord
 from tests.fakes.llm_server import FakeOpenAI
@@ -229,7 +230,7 @@ async def test_an_unconfigured_channel_gets_one_notice_and_then_silence(start, d
     assert str(OTHER) in notice and "work.discord_channel_ids" in notice
     assert dc.texts(OTHER) == [notice]
     assert fake_llm.model_requests == []
-    [row] = await halo.services.delivery.store.rows(scope_id=f"discord:{OTHER}")  # the one way to send
+    [row] = await halo.delivery.store.rows(scope_id=f"discord:{OTHER}")  # the one way to send
     assert (row.message.kind, row.state, row.message.text) == ("notice", "sent", notice)
     assert str(dc.sent(OTHER)[0]["message_reference"]["message_id"]) == row.message.reply_to
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from config.loader import load_settings
-from halo.pipeline.envelope import Attachment, Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.pipeline.turn import Turn
-from halo.runtime.app import Halo, build_halo
+from halo.core.envelope import Attachment, Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.core.turn import Turn
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 
@@ -45,7 +46,7 @@ def tag(scope_id: str) -> str:
 
 
 def envelope(halo: Halo, member_id: str, scope_id: str, user_id: str, text: str, **kw: object) -> Envelope:
-    family = halo.services.family
+    family = halo.family
     member = family.member(member_id)
     platform = scope_id.split(":", 1)[0]
     speaker = Speaker(user_id, member=member)
@@ -73,7 +74,7 @@ async def test_a_document_reaches_only_the_conversations_the_policy_lets_read_it
         reply = await halo.gateway.handle(envelope(halo, member_id, scope_id, user_id, "", attachment=document))
         assert reply.kind == "model", (scope_id, reply)
     await halo.gateway.drain()
-    semantic = halo.services.semantic
+    semantic = halo.semantic
     await semantic.sync_all([scope_id for _, scope_id, _ in SENT])
 
     for _, scope_id, _ in SENT:  # each index holds its own document, and no one else's
@@ -83,7 +84,7 @@ async def test_a_document_reaches_only_the_conversations_the_policy_lets_read_it
 
     for member_id, scope_id, user_id in ASKING:
         env = envelope(halo, member_id, scope_id, user_id, "what is the picnic code word?")
-        turn = Turn(env, halo.services.policy)
+        turn = Turn(env, halo.policy)
         before = len(fake_llm.scripted_requests)
         await halo.gateway.handle(env)
         assert len(fake_llm.scripted_requests) == before + 1, scope_id

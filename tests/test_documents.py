@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from config.loader import load_settings
+from halo.inventory import Halo
 from halo.media.document_text import extract
-from halo.runtime.app import Halo
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.document_support import SCANNED, SCHOOL_LETTER, pdf
 from tests.fakes.llm_server import FakeOpenAI
@@ -43,7 +43,7 @@ def files_of(halo: Halo, scope_id: str) -> list[Path]:
 
 
 async def document_hits(halo: Halo, scope_id: str, query: str) -> list[str]:
-    hits = await halo.services.semantic.search([scope_id], query)
+    hits = await halo.semantic.search([scope_id], query)
     return [h.source for h in hits if h.source.startswith("files/")]
 
 
@@ -97,7 +97,7 @@ async def test_a_forwarded_pdf_is_kept_listed_recalled_and_removed(
     await tg.wait_sent(MOM, 5)
     prompt = fake_llm.prompt_text(fake_llm.model_requests[-1])
     assert "Science Museum" not in prompt and "8:45" not in prompt, "gone from recall and from the context"
-    events = [e["kind"] for e in halo.services.audit.tail(200)]
+    events = [e["kind"] for e in halo.audit.tail(200)]
     assert "document_added" in events and "document_removed" in events
 
 
@@ -140,7 +140,7 @@ async def test_a_document_that_cannot_be_read_gets_a_clear_reply_and_the_message
 
 async def test_without_a_model_the_document_is_still_kept(start, tg: FakeTelegram, fake_llm: FakeOpenAI) -> None:
     halo = await start(llm="llm: {provider: none}\n")
-    assert halo.services.model is None
+    assert halo.model is None
     tg.document(MOM, MOM, b"Swimming moves to 10:30 on Saturdays.\n", "swimming.txt", "text/plain")
 
     assert await tg.wait_sent(MOM) == ["I kept swimming.txt as file 1 of this chat (/files lists them)."]
@@ -168,7 +168,7 @@ async def test_a_text_file_in_a_discord_dm_is_read(home: Path, fake_llm: FakeOpe
         assert await dc.wait_sent(dc.dm_channel(2101)) == ["Noted: the release checklist."]
         prompt = fake_llm.prompt_text(fake_llm.model_requests[-1])
         assert "(document: checklist.md)" in prompt and "Priya signs off the changelog" in prompt
-        scope_id = "discord:2101"  # a DM is named by the person (halo/pipeline/scopes.py)
+        scope_id = "discord:2101"  # a DM is named by the person (halo/core/scopes.py)
         [saved] = files_of(halo, scope_id)
         assert "- tag v2.3 on Thursday" in saved.read_text() and len(dc.downloads) == 1
 

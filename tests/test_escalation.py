@@ -97,7 +97,7 @@ async def test_adolescent_with_visibility_parents_see_the_words(home, serve_halo
         (pushed,) = await pushed_alerts(running.halo, parent)
         assert "buy me a phone" not in pushed and "offering gifts" not in pushed
     # deciding to quote the child is a read of their words: audited per parent
-    reads = [e for e in running.halo.services.audit.tail(50, kind="policy") if e["action"] == "read_transcript"]
+    reads = [e for e in running.halo.audit.tail(50, kind="policy") if e["action"] == "read_transcript"]
     assert {e["principal"] for e in reads} == {"wags", "mom"} and all(e["allowed"] for e in reads)
 
 
@@ -118,7 +118,7 @@ async def test_escalation_without_any_adapter_is_kept_and_delivered_later(provid
 
         await with_telegram(running, tg)  # the adapter connects later: what waited goes now
         sent = {parent_id: await tg.wait_sent(parent_id) for parent_id in (1001, 1002)}
-        await running.halo.services.delivery.drain()
+        await running.halo.delivery.drain()
         async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
             assert (await resp.json())["queues"]["outbox_pending"] == 0
         # a young child: the words are in each parent's web inbox, never in what a chat app carries
@@ -138,7 +138,7 @@ async def test_medium_risk_tells_parents_per_profile(home, serve_halo) -> None:
     assert young["reply"] == teen["reply"] == "Thanks! Keep your address for people you know."
     (alert,) = await alerts(running.halo, "mom")  # tara's only: an adolescent's medium risk is audited, not told
     assert "Tara" in alert and "medium" in alert and "personal details" in alert
-    events = running.halo.services.audit.tail(20, kind="safety")
+    events = running.halo.audit.tail(20, kind="safety")
     assert {(e["member"], e["level"], e["category"]) for e in events} == {
         ("tara", "medium", "personal_data"),
         ("aarav", "medium", "personal_data"),
@@ -152,18 +152,18 @@ async def test_a_notifier_failure_never_costs_the_child_their_reply(home, serve_
         async def broken(*args: Any, **kwargs: Any) -> None:
             raise OSError("disk full")
 
-        monkeypatch.setattr(running.halo.services.notifier, "notify", broken)
+        monkeypatch.setattr(running.halo.notifier, "notify", broken)
         status, body = await running.chat("I want to hurt myself", token="tara-token")
     assert status == 200 and "Thank you for telling me" in body["reply"]
-    failed = running.halo.services.audit.tail(10, kind="notification_failed")
+    failed = running.halo.audit.tail(10, kind="notification_failed")
     assert {e["member"] for e in failed} == {"wags", "mom"}
 
 
 async def test_undelivered_alerts_survive_a_restart(home, tg) -> None:
     """The outbox is on disk: an alert no adapter could take is delivered after a restart."""
     first = build_halo(family_settings(home, "llm: {provider: none}\n"))  # no Telegram adapter at all
-    notes = await first.services.notifier.notify_parents("test alert", kind="safety_alert", about="tara")
-    assert len(notes) == 2 and first.services.delivery.counts["pending"] == 2  # the DMs wait in halo.db
+    notes = await first.notifier.notify_parents("test alert", kind="safety_alert", about="tara")
+    assert len(notes) == 2 and first.delivery.counts["pending"] == 2  # the DMs wait in halo.db
     await first.close()
 
     second = tiny_backoff(build_halo(family_settings(home, "llm: {provider: none}\n" + telegram_yaml(tg.base_url))))

@@ -14,10 +14,10 @@ from agents import RunContextWrapper
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from halo.pipeline.envelope import Envelope, Speaker
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.core.turn import Turn
 from halo.pipeline.gateway import Reply
-from halo.pipeline.scopes import resolve_scope
-from halo.pipeline.turn import Turn
 from halo.runtime.app import build_halo
 from halo.tools.guarded import guarded_tool
 from tests.conftest import llm_yaml
@@ -35,7 +35,7 @@ async def read_calendar(ctx: RunContextWrapper[Turn]) -> str:
 
 
 async def send(halo: Any, member_id: str, scope_id: str, text: str, *, addressed: bool = True) -> Reply:
-    family = halo.services.family
+    family = halo.family
     member = family.member(member_id)
     platform = scope_id.split(":")[0]
     return await halo.gateway.handle(
@@ -75,7 +75,7 @@ async def test_children_in_the_family_make_the_whole_group_guarded(home, serve_h
     script = SafetyScript(reply=long_reply)
     async with FakeOpenAI(responder=script) as fake:
         running = await serve_halo(family_settings(home, llm_yaml(fake), family=WITH_GROUP))
-        running.halo.services.tools.append(read_calendar)
+        running.halo.tools.append(read_calendar)
         reply = await send(running.halo, "wags", f"telegram:{GROUP}", "halo, what's the weekend plan?")
         assistant = [r for r in fake.chat_requests if not r.json.get("response_format")]
         offered = {t["function"]["name"] for t in assistant[-1].json.get("tools", [])}
@@ -84,7 +84,7 @@ async def test_children_in_the_family_make_the_whole_group_guarded(home, serve_h
         steered = await send(running.halo, "mom", f"telegram:{GROUP}", "halo, rules for tonight's game?")
         dm = await send(running.halo, "wags", "telegram:1001", "halo, what's on my calendar?")
         dm_offered = {t["function"]["name"] for t in fake.chat_requests[-1].json.get("tools", [])}
-    young = running.halo.services.family.safety.profile("young_child")
+    young = running.halo.family.safety.profile("young_child")
     assert len(reply.text or "") <= young.max_reply_chars  # the youngest child's limit, for everyone
     assert script.classified, "the group's turns are classified"
     assert "Children are in this chat" in assistant[-1].json["messages"][0]["content"]  # told who is listening

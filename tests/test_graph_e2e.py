@@ -13,8 +13,8 @@ from tests.graph_support import require_graph_extra
 
 require_graph_extra()
 
-from halo.pipeline.envelope import Envelope, Speaker  # noqa: E402
-from halo.pipeline.scopes import resolve_scope  # noqa: E402
+from halo.core.envelope import Envelope, Speaker  # noqa: E402
+from halo.core.scopes import resolve_scope  # noqa: E402
 from tests.conftest import llm_yaml  # noqa: E402
 from tests.fakes.graphiti_model import GraphitiStandIn  # noqa: E402
 from tests.fakes.llm_server import FakeOpenAI  # noqa: E402
@@ -44,7 +44,7 @@ def model_dir(tmp_path: Path) -> Path:
 
 
 def say(running, scope_id: str, member_id: str, text: str, ts: datetime) -> Envelope:
-    family = running.halo.services.family
+    family = running.halo.family
     member = family.member(member_id)
     return Envelope("telegram", resolve_scope(family, scope_id), Speaker(str(member.telegram_user_id), member=member),
                     text, ts=ts)  # fmt: skip
@@ -52,8 +52,8 @@ def say(running, scope_id: str, member_id: str, text: str, ts: datetime) -> Enve
 
 async def ingested(running, scope_id: str) -> None:
     """Wait until the scope's graph watermark reaches the end of its transcript."""
-    graph = running.halo.services.graph
-    size = running.halo.services.transcripts.path(scope_id).stat().st_size
+    graph = running.halo.graph
+    size = running.halo.transcripts.path(scope_id).stat().st_size
 
     def done() -> bool:
         scope = graph.status()["scopes"].get(scope_id)
@@ -69,7 +69,7 @@ async def test_a_parent_gets_the_current_answer_with_its_date_and_nothing_from_a
     GraphitiStandIn().install(fake_llm)
     running = await serve_halo(settings_for(llm_yaml(fake_llm) + graph_yaml(model_dir, falkordb)))
     await running.halo.start_background()
-    graph = running.halo.services.graph
+    graph = running.halo.graph
     assert graph.enabled, graph.reason
     handle = running.halo.gateway.handle
 
@@ -120,7 +120,7 @@ async def test_halo_runs_its_own_falkordb_and_stops_it(fake_llm, settings_for, s
     settings = settings_for(llm_yaml(fake_llm) + graph_yaml(model_dir, None))
     running = await serve_halo(settings)
     await running.halo.start_background()
-    graph = running.halo.services.graph
+    graph = running.halo.graph
     assert graph.enabled, graph.reason
     server = graph.server
     assert server is not None and (settings.paths.home / "graph" / "falkordb").is_dir()

@@ -13,8 +13,8 @@ from tests.graph_support import require_graph_extra
 
 require_graph_extra()
 
-from halo.pipeline.envelope import Envelope, Speaker  # noqa: E402
-from halo.pipeline.scopes import resolve_scope  # noqa: E402
+from halo.core.envelope import Envelope, Speaker  # noqa: E402
+from halo.core.scopes import resolve_scope  # noqa: E402
 from memory.graph.server import free_port  # noqa: E402
 from tests.conftest import llm_yaml  # noqa: E402
 from tests.fakes.graphiti_model import GraphitiStandIn  # noqa: E402
@@ -39,14 +39,14 @@ WITHOUT_EXTRA = textwrap.dedent(
 
     from config.loader import load_settings
     from halo.runtime.app import build_halo
-    from halo.pipeline.envelope import Envelope, Speaker
-    from halo.pipeline.scopes import resolve_scope
+    from halo.core.envelope import Envelope, Speaker
+    from halo.core.scopes import resolve_scope
     from admin_api.status import status_snapshot
 
     async def main():
         halo = build_halo(load_settings(Path(sys.argv[1])))
         await halo.start_background()
-        family = halo.services.family
+        family = halo.family
         mom = family.member("mom")
         env = Envelope("telegram", resolve_scope(family, "telegram:-1001234"), Speaker("1002", member=mom),
                        "/facts Aarav's football")
@@ -75,7 +75,7 @@ def test_without_the_extra_halo_starts_and_says_how_to_install_it(settings_for) 
 
 
 def envelope(running, text: str) -> Envelope:
-    family = running.halo.services.family
+    family = running.halo.family
     mom = family.member("mom")
     return Envelope("telegram", resolve_scope(family, PARENTS), Speaker("1002", member=mom), text)
 
@@ -86,7 +86,7 @@ async def test_falkordb_down_at_start_leaves_chat_working(fake_llm, settings_for
     yaml = llm_yaml(fake_llm) + f"memory:\n  semantic: {{embedder: model2vec, model: '{model}'}}\n"
     running = await serve_halo(settings_for(yaml + f"  graph: {{enabled: true, url: '{url}'}}\n"))
     await running.halo.start_background()
-    graph = running.halo.services.graph
+    graph = running.halo.graph
     assert not graph.enabled and graph.reason.startswith("FalkorDB unavailable")
 
     fake_llm.reply("Thursdays, I think.")
@@ -111,12 +111,12 @@ async def test_falkordb_lost_mid_way_ingestion_backs_off_and_chat_goes_on(
             settings_for(yaml + f"  graph: {{enabled: true, url: 'redis://127.0.0.1:{port}'}}\n")
         )
         await running.halo.start_background()
-        graph = running.halo.services.graph
+        graph = running.halo.graph
         assert graph.enabled, graph.reason
         proc.terminate()
         proc.wait(timeout=10)
 
-        await running.halo.services.transcripts.append(
+        await running.halo.transcripts.append(
             TranscriptLine(
                 "x1", datetime(2026, 9, 1, tzinfo=UTC), PARENTS, "user", "Note: Aarav's piano is on Mondays now.",
                 speaker="wags",
@@ -124,7 +124,7 @@ async def test_falkordb_lost_mid_way_ingestion_backs_off_and_chat_goes_on(
         )  # fmt: skip
         result = await graph.ingestion.run(PARENTS)
         assert result.episodes == 0 and result.stopped
-        state = running.halo.services.memory.state.get(PARENTS, "graph")
+        state = running.halo.memory.state.get(PARENTS, "graph")
         assert state.offset == 0 and state.failures == 1, "the watermark waits for the server"
 
         fake_llm.reply("Mondays.")

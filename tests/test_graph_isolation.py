@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from config.loader import load_settings  # noqa: E402
-from halo.pipeline.envelope import Envelope, Speaker  # noqa: E402
-from halo.pipeline.scopes import resolve_scope  # noqa: E402
-from halo.pipeline.turn import Turn  # noqa: E402
+from halo.core.envelope import Envelope, Speaker  # noqa: E402
+from halo.core.scopes import resolve_scope  # noqa: E402
+from halo.core.turn import Turn  # noqa: E402
 from halo.runtime.app import build_halo  # noqa: E402
 from tests.conftest import llm_yaml, write_home  # noqa: E402
 from tests.fakes.graphiti_model import GraphitiStandIn  # noqa: E402
@@ -62,7 +62,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, falkordb: str) -> Iterator[W
     home = write_home(root / "home", yaml)
     loop = asyncio.new_event_loop()
     halo = build_halo(load_settings(home))
-    graph = halo.services.graph
+    graph = halo.graph
     loop.run_until_complete(graph.start())
     assert graph.enabled, graph.reason
     yield World(halo, loop)
@@ -72,7 +72,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, falkordb: str) -> Iterator[W
 
 
 def turn_for(world: World, member_id: str, scope_id: str, text: str = "?") -> Turn:
-    services = world.halo.services  # type: ignore[attr-defined]
+    services = world.halo  # type: ignore[attr-defined]
     family = services.family
     member = family.member(member_id)
     envelope = Envelope("telegram", resolve_scope(family, scope_id), Speaker(member_id, member=member), text)
@@ -89,7 +89,7 @@ FACTS = st.lists(
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(facts=FACTS)
 def test_graph_recall_never_crosses_a_scope_the_policy_refuses(world: World, facts) -> None:
-    services = world.halo.services  # type: ignore[attr-defined]
+    services = world.halo  # type: ignore[attr-defined]
     placed: dict[str, str] = {}  # unique value → the scope it was said in
 
     async def ingest() -> None:
@@ -109,7 +109,7 @@ def test_graph_recall_never_crosses_a_scope_the_policy_refuses(world: World, fac
         turn = turn_for(world, member, scope_id)
         for _, subject, thing in facts:
             lines = world.loop.run_until_complete(
-                world.halo.services.graph_recall.facts_about(turn, f"{subject}'s {thing}", limit=30, audit=False)
+                world.halo.graph_recall.facts_about(turn, f"{subject}'s {thing}", limit=30, audit=False)
             )
             text = "\n".join(lines)
             for value, origin in placed.items():
@@ -126,10 +126,9 @@ def test_graph_recall_never_crosses_a_scope_the_policy_refuses(world: World, fac
 
 def test_who_reads_which_graph(world: World) -> None:
     def readable(member: str, scope_id: str) -> set[str]:
-        known = set(world.halo.services.graph.known_scopes()) | {scope_id}  # type: ignore[attr-defined]
+        known = set(world.halo.graph.known_scopes()) | {scope_id}  # type: ignore[attr-defined]
         return (
-            set(world.halo.services.graph_recall.readable_graph_scopes(turn_for(world, member, scope_id), audit=False))
-            & known
+            set(world.halo.graph_recall.readable_graph_scopes(turn_for(world, member, scope_id), audit=False)) & known
         )
 
     assert PARENTS not in readable("aarav", "telegram:1003"), "the parents group never reaches a child's DM"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 from agents import RunContextWrapper
 
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.tools.guarded import guarded_tool
 from tests.conftest import llm_yaml
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -130,9 +130,7 @@ async def test_guardrail_decisions(case: Case, home, serve_halo) -> None:
         assert status == 200, body
         reply: str = body["reply"]
         halo = running.halo
-        limit = halo.services.family.safety.profile(
-            "young_child" if case.who == "tara" else "adolescent"
-        ).max_reply_chars
+        limit = halo.family.safety.profile("young_child" if case.who == "tara" else "adolescent").max_reply_chars
 
         if case.decision == "pass":
             assert reply == case.model_says
@@ -183,7 +181,7 @@ async def test_escalation_happens_before_the_model_starts(home, serve_halo) -> N
     assert (event["level"], event["source"], event["action"]) == ("high", "classifier", "escalate")
     assert sorted(event["notified"]) == ["mom", "wags"]
     # the session knows what the child was told, for the next turn
-    items = await running.halo.services.sessions.all_items("web:aarav")
+    items = await running.halo.sessions.all_items("web:aarav")
     assert [i.get("role") for i in items] == ["user", "assistant"]
 
 
@@ -193,7 +191,7 @@ async def test_a_classifier_failure_falls_back_to_the_floor(home, serve_halo) ->
         _, body = await running.chat("How tall is a giraffe?", token="aarav-token")
         await running.halo.gateway.drain()
     assert body["reply"] == "not json at all"
-    errors = running.halo.services.audit.tail(20, kind="safety_classifier_error")
+    errors = running.halo.audit.tail(20, kind="safety_classifier_error")
     assert len(errors) == 2  # input and output, each audited
 
 
@@ -203,7 +201,7 @@ async def test_tools_offered_follow_the_age_profile(home, serve_halo) -> None:
     script = SafetyScript(reply="ok")
     async with FakeOpenAI(responder=script) as fake:
         running = await serve_halo(family_settings(home, llm_yaml(fake)))
-        running.halo.services.tools.append(web_search)
+        running.halo.tools.append(web_search)
         for who, token in (("wags", "wags-token"), ("aarav", "aarav-token"), ("tara", "tara-token")):
             await running.chat("hi", token=token)
             assistant = [r for r in fake.chat_requests if not r.json.get("response_format")][-1]

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from config.loader import load_settings
-from halo.runtime.app import Halo, build_halo
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.conftest import Outbox, write_home
 from tests.home_support import (
     BROKER_PORT,
@@ -79,7 +80,7 @@ class Houses:
         assert halo.home is not None
         halo.home.now = clock.now
         outbox = Outbox()
-        halo.services.delivery.register("telegram", outbox)
+        halo.delivery.register("telegram", outbox)
         await halo.start_adapters()
         await eventually(lambda: mqtt_of(halo).connected.is_set(), what="MQTT connected")
         return House(halo, clock, outbox, self.pub)  # type: ignore[arg-type]
@@ -230,6 +231,20 @@ async def test_for_minutes_waits_and_is_cancelled_when_the_door_closes(house):
     await h.home.tick()
     assert len(h.sent("telegram:1001")) == 1
     assert "cancelled" in {r["id"]: r for r in h.home.rules_report()}["front-door-open"]["lastOutcome"]
+
+
+async def test_equals_false_fires_on_json_false_only_not_on_falsy_values_or_the_text(house):
+    h = await house(at=london(23, 12))
+    await h.publish("zigbee2mqtt/front_door", {"contact": True})
+    for falsy in (0, 0.0, [], "false"):
+        await h.publish("zigbee2mqtt/front_door", {"contact": falsy})
+        h.clock.advance(minutes=10)
+        await h.home.tick()
+        assert [h.sent(dm) for dm in PARENT_DMS] == [[], []], falsy
+    await h.publish("zigbee2mqtt/front_door", {"contact": False})
+    h.clock.advance(minutes=10)
+    await h.home.tick()
+    assert [h.sent(dm) for dm in PARENT_DMS] == [["The front door has been open for 10 minutes."]] * 2
 
 
 async def test_quiet_hours_hold_the_door_until_morning_but_not_the_leak(house):
@@ -440,3 +455,74 @@ async def test_a_members_own_quiet_hours_hold_only_their_messages(house):
     h.clock.at = london(23, 13, 0)
     await h.home.tick()
     assert h.sent("telegram:1002") == ["The garage door is open."]
+
+
+RESTART_RULES = """\
+home:
+  quiet_hours: {start: "22:00", end: "07:00"}
+  rules:
+    - id: back-door-open
+      when: {topic: zigbee2mqtt/back_door, field: contact, equals: false}
+      say: "The back door is open."
+      to: [parents]
+      cooldown_minutes: 30
+"""
+BACK_DOOR = {"contact": False, "battery": 91}
+
+
+async def test_a_restart_within_the_cooldown_does_not_repeat_the_alert(house):
+    first = await house(rules=RESTART_RULES, at=london(23, 12))
+    await first.publish("zigbee2mqtt/back_door", BACK_DOOR)
+    assert first.sent("telegram:1001") == ["The back door is open."]
+    await house.stop(first)
+
+    again = await house(rules=RESTART_RULES, at=london(23, 12, 10))  # a new halo on the same HALO_HOME
+    report = {r["id"]: r for r in again.home.rules_report()}["back-door-open"]
+    assert report["lastFiredAt"] == london(23, 12).isoformat()  # what it last did survived too
+    await again.publish("zigbee2mqtt/back_door", {**BACK_DOOR, "contact": True})
+    await again.publish("zigbee2mqtt/back_door", BACK_DOOR)  # opened again, 10 minutes later
+    assert again.sent("telegram:1001") == []
+    assert "cooldown" in {r["id"]: r for r in again.home.rules_report()}["back-door-open"]["lastOutcome"]
+    # the same event after the restart, as a redelivery, is a repeat: nothing either
+    await again.publish("zigbee2mqtt/back_door", BACK_DOOR)
+    assert again.sent("telegram:1001") == []
+
+    again.clock.advance(minutes=31)  # past the cooldown: a new opening is news again
+    await again.publish("zigbee2mqtt/back_door", {**BACK_DOOR, "contact": True})
+    await again.publish("zigbee2mqtt/back_door", BACK_DOOR)
+    assert again.sent("telegram:1001") == ["The back door is open."]
+
+
+async def test_a_message_held_for_quiet_hours_is_delivered_after_a_restart(house):
+    night = await house(rules=RESTART_RULES, at=london(23, 22, 30))
+    await night.publish("zigbee2mqtt/back_door", BACK_DOOR)
+    assert night.sent("telegram:1001") == []
+    assert await night.home.store.pending() == 2  # one per parent, in halo.db
+    await house.stop(night)
+
+    morning = await house(rules=RESTART_RULES, at=london(24, 6, 59))
+    await morning.home.tick()
+    assert morning.sent("telegram:1001") == []  # still quiet
+    morning.clock.at = london(24, 7, 0)
+    await morning.home.tick()
+    for dm in PARENT_DMS:
+        assert morning.sent(dm) == ["The back door is open."]
+    assert await morning.home.store.pending() == 0
+
+
+async def test_a_restart_in_the_middle_of_a_burst_does_not_let_the_rest_through_one_by_one(house):
+    first = await house()
+    for n in range(5):
+        await first.publish("halo/events/doorbell", {"id": f"ring-{n}", "pressed": True})
+    assert len(first.sent(GROUP)) == 3  # burst_limit: 3; the rest collect for one summary
+    await house.stop(first)
+
+    again = await house(at=london(23, 12, 1))
+    for n in range(5, 7):
+        await again.publish("halo/events/doorbell", {"id": f"ring-{n}", "pressed": True})
+    assert again.sent(GROUP) == []  # they join the summary still collecting in halo.db
+    again.clock.advance(minutes=5)
+    await again.home.tick()
+    [summary] = again.sent(GROUP)
+    assert summary.startswith("Home: 4 events in a short time:")
+    assert all(f"Doorbell (ring-{n})." in summary for n in range(3, 7))

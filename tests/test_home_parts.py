@@ -90,11 +90,41 @@ def test_comparisons_and_templates():
     )
     assert condition_holds(When(topic="t", field="temp", above=20, below=22), payload)
     assert not condition_holds(When(topic="t", field="temp", below=20), payload)
-    assert condition_holds(When(topic="t", field="on", equals="true"), payload)
+    assert condition_holds(When(topic="t", field="on", equals=True), payload)
     assert not condition_holds(When(topic="t", field="after.missing", equals=None), payload)
     assert render("{after.camera} sees {after.label} in {after.zones}; {nope}", payload) == (
         "driveway sees person in porch; {nope}"
     )
+
+
+@pytest.mark.parametrize(
+    ("equals", "value", "holds"),
+    [
+        (False, False, True),
+        (False, "false", False),
+        (False, 0, False),
+        (False, 0.0, False),
+        (False, [], False),
+        (False, None, False),
+        ("false", "false", True),
+        ("false", "FALSE ", True),
+        ("false", False, False),
+        (True, "true", False),
+        (True, 1, False),
+        (1, True, False),
+        (1, 1.0, True),
+        (0, False, False),
+        ("on", "ON", True),
+        ("1", 1, False),
+        ([1, "a"], [1.0, "A"], True),
+        ([1], [True], False),
+        ({"a": 1}, {"a": True}, False),
+    ],
+)
+def test_equals_compares_by_json_type(equals, value, holds):
+    """A rule's `equals: false` is JSON false: not the text "false", not 0, not an empty list."""
+    assert condition_holds(When(topic="t", field="v", equals=equals), {"v": value}) is holds
+    assert condition_holds(When.model_validate({"topic": "t", "field": "v", "in": [equals]}), {"v": value}) is holds
 
 
 def test_quiet_hours_cross_midnight():

@@ -1,4 +1,4 @@
-"""The import rules of ARCHITECTURE §3, checked by import-linter (contracts in pyproject.toml).
+"""The import rules of docs/ARCHITECTURE.md, checked by import-linter (contracts in pyproject.toml).
 
 Each contract is its own test so a failure names the rule that broke. `BROKEN_TODAY` lists
 the contracts today's code still breaks, each with the work that will make it hold; they

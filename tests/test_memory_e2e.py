@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from halo.context.builder import CUT_MARKER
-from halo.pipeline.envelope import Envelope, Speaker
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.inventory import Halo
 from halo.pipeline.gateway import Reply
-from halo.pipeline.scopes import resolve_scope
-from halo.runtime.app import Halo
 from memory import daily
 from memory.markdown import section_body
 from memory.when import day_of
@@ -30,7 +30,7 @@ async def say(
     halo: Halo, member_id: str, scope_id: str, text: str, *, target: str | None = None, addressed: bool = True
 ) -> Reply:
     """A message through the gateway as it would come from Telegram, then the after-reply work."""
-    family = halo.services.family
+    family = halo.family
     member = family.member(member_id)
     assert member is not None
     envelope = Envelope(
@@ -141,7 +141,7 @@ async def test_agent_tools_remember_and_share_ask_the_policy(fake_llm: FakeOpenA
     await chat(running, "please tell the parents group about the trip", token="wags-token")
     tomorrow = day_of(time_now()) + timedelta(days=1)
     assert f"- the school trip is {tomorrow.isoformat()} _(shared by Wags, " in memory_file(halo, PARENTS_GROUP)
-    events = halo.services.audit.tail(50, kind="policy")
+    events = halo.audit.tail(50, kind="policy")
     assert any(e["action"] == "share" and e["principal"] == "aarav" and not e["allowed"] for e in events)
 
 
@@ -167,7 +167,7 @@ async def test_target_profile_only_when_the_policy_allows(fake_llm: FakeOpenAI, 
     # not a status question: those are answered from the task list alone (halo/work/status.py)
     await say(halo, "wags", "discord:3001", "when is the release due?", target="aarav")
     assert "cello" not in fake_llm.last_prompt_text()  # nothing of the family from a work channel
-    reads = [e for e in halo.services.audit.tail(50, kind="policy") if e["action"] == "read_memory"]
+    reads = [e for e in halo.audit.tail(50, kind="policy") if e["action"] == "read_memory"]
     assert {(e["principal"], e["resource"], e["allowed"]) for e in reads} >= {
         ("mom", "member:aarav", True),
         ("aarav", "member:mom", False),
@@ -203,7 +203,7 @@ async def test_daily_file_gets_user_and_halo_lines_redacted(fake_llm: FakeOpenAI
 
 async def test_chat_never_waits_for_distillation(fake_llm: FakeOpenAI, settings_for, serve_halo, monkeypatch):
     running = await serve_halo(settings_for(llm_yaml(fake_llm) + "memory: {distillation_every_n_items: 1}\n"))
-    memory = running.halo.services.memory
+    memory = running.halo.memory
     assert memory is not None
     real_run = memory.distiller.run
     started, release, finished = threading.Event(), threading.Event(), threading.Event()
@@ -249,21 +249,21 @@ async def test_the_api_the_admin_endpoint_calls(fake_llm: FakeOpenAI, settings_f
     from memory.service import DistillationDisabled
 
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
-    memory = running.halo.services.memory
+    memory = running.halo.memory
     assert memory is not None
     await running.chat("we planted tomatoes", token="mom-token")
     result = await memory.distill("web:mom")
     assert result.notes_added == 2 and result.items == 2
     assert memory.memory_path("web:mom") == running.halo.settings.paths.memory_file("web:mom")
     assert "web:mom" in memory.status()["scopes"]
-    await running.halo.services.semantic.forget_scope("web:mom")  # as the admin purge does first
+    await running.halo.semantic.forget_scope("web:mom")  # as the admin purge does first
     assert await memory.purge("web:mom") is True  # for the admin purge, after its confirmation
     assert "web:mom" not in memory.status()["scopes"]
     assert not running.halo.settings.paths.scope_dir("web:mom").exists()
 
     off = await serve_halo(settings_for(llm_yaml(fake_llm) + "memory: {distillation_enabled: false}\n"))
     with pytest.raises(DistillationDisabled):
-        await off.halo.services.memory.distill("web:mom")
+        await off.halo.memory.distill("web:mom")
 
 
 def test_halo_distill_cli(settings_for, home: Path, monkeypatch, capsys):
@@ -317,7 +317,7 @@ async def test_a_quiet_scope_is_extracted_with_the_cheap_model(fake_llm: FakeOpe
         )
     )
 
-    memory = running.halo.services.memory
+    memory = running.halo.memory
     await chat(running, "I always prefer aisle seats on planes, never the window")
     # the quiet timer (0.12 s) fires, then the cheap model answers
     await eventually(
@@ -354,7 +354,7 @@ async def test_extraction_is_unavailable_unless_configured(fake_llm: FakeOpenAI,
 
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
     with pytest.raises(ExtractionUnavailable, match=r"memory\.extractor"):
-        await running.halo.services.memory.extract("web:mom")
+        await running.halo.memory.extract("web:mom")
 
 
 async def test_a_forget_reaches_daily_log_lines_not_written_yet(fake_llm: FakeOpenAI, settings_for, serve_halo):
@@ -366,7 +366,7 @@ async def test_a_forget_reaches_daily_log_lines_not_written_yet(fake_llm: FakeOp
     assert status == 200
     status, _ = await running.chat("I had soup for lunch", token="mom-token")
     assert status == 200  # no drain: both turns' log lines may still be held back
-    await running.halo.services.memory.forget("web:mom", "green bike")
+    await running.halo.memory.forget("web:mom", "green bike")
     await running.halo.gateway.drain()
 
     text = running.halo.settings.paths.daily_file("web:mom", day_of(time_now())).read_text()

@@ -30,9 +30,10 @@ from hypothesis import strategies as st
 
 from config.family import Member
 from config.loader import load_settings
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.runtime.app import Halo, build_halo
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.conftest import default_level_triage, llm_yaml, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI
 
@@ -137,8 +138,8 @@ async def run_case(fake: FakeOpenAI, kids: list[Kid], steps: list[Step], checked
 
 
 async def converse(halo: Halo, fake: FakeOpenAI, kids: list[Kid], steps: list[Step], checked: Checked) -> None:
-    family = halo.services.family
-    policy = halo.services.policy
+    family = halo.family
+    policy = halo.policy
     members: list[Member] = list(family.members)
     scopes = [resolve_scope(family, s) for s in scope_ids(kids)]
     fresh = words()

@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 
 from config.loader import load_settings
+from halo.inventory import Halo
 from halo.pipeline.missed import SORRY
-from halo.runtime.app import Halo
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram

@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from halo.family.pairing import CODE_ALPHABET, CODE_LENGTH, MAX_PENDING, PairingError, UnknownCode
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.runtime.app import Halo
+from halo.inventory import Halo
 
 CODE = re.compile(rf"\b[{CODE_ALPHABET}]{{{CODE_LENGTH}}}\b")
 
 
 async def dm(halo: Halo, user_id: int, text: str, name: str = "Kiran Shah", username: str | None = "kiran"):
-    family = halo.services.family
+    family = halo.family
     envelope = Envelope(
         platform="telegram",
         scope=resolve_scope(family, f"telegram:{user_id}"),
@@ -39,15 +39,15 @@ async def test_a_stranger_gets_one_code_and_nothing_reaches_the_model(halo, outb
     assert not set(code) & set("0O1IL")
     assert [r.text for r in again] == [None, None, None]  # no amplification
     assert fake_llm.model_requests == []
-    assert not halo.services.transcripts.exists("telegram:5555")
+    assert not halo.transcripts.exists("telegram:5555")
     for parent_dm in ("telegram:1001", "telegram:1002"):
         [notice] = outbox.to(parent_dm)
         assert "Someone (Kiran Shah, @kiran" in notice
         assert f"/approve {code} child Kiran" in notice and f"/deny {code}" in notice
     assert outbox.to("telegram:1003") == []  # children are not asked
-    [pending] = await halo.services.pairing.list_pending()
+    [pending] = await halo.pairing.list_pending()
     assert (pending.code, pending.platform_user_id, pending.username) == (code, "5555", "kiran")
-    events = halo.services.audit.tail(20, kind="pairing_requested")
+    events = halo.audit.tail(20, kind="pairing_requested")
     assert [e["platform_user_id"] for e in events] == ["5555"]
 
 
@@ -57,7 +57,7 @@ async def test_a_parent_approves_and_the_newcomer_is_answered(halo, outbox, fake
     reply = await dm(halo, 1002, f"/approve {code.lower()} child Kiran adolescent")
 
     assert reply.kind == "command" and "Approved: Kiran (child, adolescent, id kiran)" in (reply.text or "")
-    kiran = halo.services.family.member("kiran")
+    kiran = halo.family.member("kiran")
     assert kiran is not None and kiran.telegram_user_id == 5555 and kiran.age_group == "adolescent"
     assert "telegram_user_id: 5555" in halo.settings.paths.config_file.read_text()
     assert (halo.settings.paths.home / "halo.yaml.bak").exists()
@@ -66,9 +66,9 @@ async def test_a_parent_approves_and_the_newcomer_is_answered(halo, outbox, fake
     answer = await dm(halo, 5555, "hello again")
     assert (answer.kind, answer.text) == ("model", "Hi Kiran!")
     assert "Kiran" in fake_llm.last_prompt_text()
-    [event] = halo.services.audit.tail(5, kind="pairing_approved")
+    [event] = halo.audit.tail(5, kind="pairing_approved")
     assert (event["by"], event["member_id"], event["code"]) == ("mom", "kiran", code)
-    assert await halo.services.pairing.list_pending() == []
+    assert await halo.pairing.list_pending() == []
 
 
 async def test_a_child_cannot_approve(halo, outbox):
@@ -77,10 +77,10 @@ async def test_a_child_cannot_approve(halo, outbox):
     reply = await dm(halo, 1003, f"/approve {code} parent Kiran")
 
     assert "only parents can approve" in (reply.text or "")
-    assert halo.services.family.by_telegram(5555) is None
+    assert halo.family.by_telegram(5555) is None
     assert not (halo.settings.paths.home / "halo.yaml.bak").exists()
-    assert [r.code for r in await halo.services.pairing.list_pending()] == [code]
-    denied = halo.services.audit.tail(5, kind="policy")
+    assert [r.code for r in await halo.pairing.list_pending()] == [code]
+    denied = halo.audit.tail(5, kind="policy")
     assert any(e["principal"] == "aarav" and e["action"] == "admin" and not e["allowed"] for e in denied)
 
 
@@ -89,9 +89,9 @@ async def test_denied_senders_hear_nothing_more(halo, outbox):
     reply = await dm(halo, 1001, f"/deny {code}")
     assert "Denied: Kiran Shah, @kiran" in (reply.text or "")
     assert (await dm(halo, 6666, "please?")).text is None
-    halo.services.pairing.clock = lambda: 10**12  # long after: a denial does not expire
+    halo.pairing.clock = lambda: 10**12  # long after: a denial does not expire
     assert (await dm(halo, 6666, "please??")).text is None
-    assert halo.services.audit.tail(1, kind="pairing_denied")[0]["by"] == "wags"
+    assert halo.audit.tail(1, kind="pairing_denied")[0]["by"] == "wags"
 
 
 async def test_at_most_three_pending_and_codes_expire(halo, outbox):
@@ -102,7 +102,7 @@ async def test_at_most_three_pending_and_codes_expire(halo, outbox):
     assert (await dm(halo, 7000 + MAX_PENDING, "hi?")).text is None  # and is said once
 
     code = CODE.search(replies[0].text or "").group()
-    pairing = halo.services.pairing
+    pairing = halo.pairing
     real_clock = pairing.clock
     pairing.clock = lambda: real_clock() + 3601
     with pytest.raises(UnknownCode, match="expired"):
@@ -129,4 +129,4 @@ async def test_approve_explains_what_is_wrong(halo, outbox, args: str, error: st
 async def test_approve_refuses_an_age_group_for_adults(halo: Halo, outbox: Any):
     code = CODE.search((await dm(halo, 5555, "hi")).text or "").group()
     with pytest.raises(PairingError, match="age group is for children"):
-        await halo.services.pairing.approve(code, role="parent", name="Kiran", age_group="adolescent", by="wags")
+        await halo.pairing.approve(code, role="parent", name="Kiran", age_group="adolescent", by="wags")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from config.loader import load_settings
+from halo.inventory import Halo
 from halo.media.images import MODEL_CANNOT_SEE, NO_VISION
-from halo.runtime.app import Halo
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram

@@ -294,6 +294,22 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
     ("aarav", "read_transcript", "dm:tara", None, None, False, "child-transcript-private"),
     ("wags", "read_transcript", "dm:mom", None, None, False, "parent-transcript-private"),
     ("aarav", "read_transcript", "dm:wags", None, None, False, "parent-transcript-private"),
+    # remind (the resource is the member reminded; tests/test_reminders.py has the full matrix)
+    ("mom", "remind", "member:mom", "dm:mom", None, True, "remind-self"),
+    ("mom", "remind", "member:aarav", "dm:mom", None, True, "parent-reminds-family"),
+    (
+        "tara",
+        "remind",
+        "member:mom",
+        "dm:tara",
+        {"children_may_remind_parents": True},
+        True,
+        "child-reminds-parents-if-allowed",
+    ),
+    ("tara", "remind", "member:aarav", "dm:tara", None, False, "child-reminds-self-only"),
+    ("wags", "remind", "member:priya", "work", None, True, "work-reminds-colleagues"),
+    ("priya", "remind", "member:wags", "work", None, False, "colleague-reminders-work-only"),
+    ("wags", "remind", "member:priya", "dm:wags", None, False, "colleagues-reminded-from-work-only"),
 ]
 
 

@@ -40,8 +40,8 @@ def test_the_command_menu_is_the_composed_set_in_order(halo: Any):
     assert names[:3] == ["help", "whoami", "new"]
     assert {"remember", "forget", "memory", "share", "recall"} <= set(names)
     with pytest.raises(ValueError, match="/help"):
-        CommandRegistry([*halo.services.commands, next(iter(halo.services.commands))])
-    assert isinstance(next(iter(halo.services.commands)), Command)
+        CommandRegistry([*halo.commands, next(iter(halo.commands))])
+    assert isinstance(next(iter(halo.commands)), Command)
 
 
 async def test_handle_returns_the_reply_and_refusals_say_why(halo: Any):

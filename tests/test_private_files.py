@@ -49,7 +49,7 @@ async def test_every_file_halo_writes_is_private(loose_umask, home: Path, fake_l
     running = await serve_halo(load_settings(home))
     assert (await running.chat("remember my shoe size is 38", token="mom-token"))[0] == 200
     assert (await running.chat("The dentist is on Friday.", token="mom-token"))[0] == 200
-    services = running.halo.services
+    services = running.halo
     await services.memory.remember("web:mom", "Dentist: Friday", by="Mom", when=datetime.now(UTC))
     await services.memory.distill("web:mom")
     services.audit.write("test_event", scope_id="web:mom")

@@ -26,7 +26,7 @@ async def test_persistent_error_gives_the_clear_reply(status, fake_llm: FakeOpen
     assert (code, body["reply"]) == (200, PROVIDER_DOWN)
     assert len(fake_llm.model_requests) == 3  # one try and two bounded retries
     assert roles(running.halo, "web:mom") == ["user", "event"]  # the message is saved
-    events = running.halo.services.audit.tail(5, kind="provider_error")
+    events = running.halo.audit.tail(5, kind="provider_error")
     assert events and str(status) in events[-1]["error"]
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
@@ -50,7 +50,7 @@ async def seed_dm_month_ago(settings: Settings) -> None:
 
 
 def in_parents_group(running, text: str) -> Envelope:
-    family = running.halo.services.family
+    family = running.halo.family
     mom = family.member("mom")
     return Envelope("telegram", resolve_scope(family, PARENTS), Speaker("1002", member=mom), text)
 
@@ -61,7 +61,7 @@ async def test_a_dm_recalls_its_own_words_and_the_parents_group_does_not(
     settings = settings_for(llm_yaml(fake_llm) + semantic_yaml(model_dir))
     await seed_dm_month_ago(settings)
     running = await serve_halo(settings)
-    semantic = running.halo.services.semantic
+    semantic = running.halo.semantic
     await semantic.sync_all([DM, PARENTS])
 
     fake_llm.reply("You wanted to book the dentist for Aarav.")
@@ -71,7 +71,7 @@ async def test_a_dm_recalls_its_own_words_and_the_parents_group_does_not(
     assert "Recalled from memory" in prompt
     assert "Dr. Patel has a slot on the 14th" in prompt, "the DM's own words are recalled through the index"
     assert "[this chat · transcript lines 1–2" in prompt, "labelled with their source"
-    history = await running.halo.services.sessions.get(DM).get_items()
+    history = await running.halo.sessions.get(DM).get_items()
     assert not any("Dr. Patel" in str(item) for item in history), "before the last /new: in the transcript only"
 
     fake_llm.reply("I don't know.")
@@ -86,7 +86,7 @@ async def test_recall_command_lists_hits_by_scope(fake_llm, settings_for, serve_
     settings = settings_for(llm_yaml(fake_llm) + semantic_yaml(model_dir))
     await seed_dm_month_ago(settings)
     running = await serve_halo(settings)
-    await running.halo.services.semantic.sync_all([DM, PARENTS])
+    await running.halo.semantic.sync_all([DM, PARENTS])
 
     _, body = await running.chat("/recall dentist", token="mom-token")
     assert "1. [this chat · transcript lines 1–2" in body["reply"]
@@ -99,7 +99,7 @@ async def test_recall_command_lists_hits_by_scope(fake_llm, settings_for, serve_
     _, body = await running.chat("/recall", token="mom-token")
     assert body["reply"].startswith("Usage: /recall")
     assert fake_llm.model_requests == [], "commands never reach the model"
-    policy_events = running.halo.services.audit.tail(50, kind="policy")
+    policy_events = running.halo.audit.tail(50, kind="policy")
     assert any(e["action"] == "read_memory" and e["resource"] == DM and not e["allowed"] for e in policy_events), (
         "the group's refused read of the DM is audited"
     )
@@ -109,7 +109,7 @@ async def test_recall_tool_asks_the_policy_per_scope(fake_llm, settings_for, ser
     settings = settings_for(llm_yaml(fake_llm) + semantic_yaml(model_dir))
     await seed_dm_month_ago(settings)
     running = await serve_halo(settings)
-    await running.halo.services.semantic.sync_all([DM, PARENTS])
+    await running.halo.semantic.sync_all([DM, PARENTS])
 
     fake_llm.tool_call("recall", {"query": "dentist appointment"})
     fake_llm.reply("Found it.")
@@ -130,7 +130,7 @@ async def test_status_reports_semantic_health(fake_llm, settings_for, serve_halo
     settings = settings_for(llm_yaml(fake_llm) + semantic_yaml(model_dir))
     await seed_dm_month_ago(settings)
     running = await serve_halo(settings)
-    await running.halo.services.semantic.sync_all([DM])
+    await running.halo.semantic.sync_all([DM])
     async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
         body = await resp.json()
     semantic = body["semantic"]
@@ -147,7 +147,7 @@ async def test_status_reports_semantic_health(fake_llm, settings_for, serve_halo
 async def test_scheduler_syncs_active_scopes_and_request_sync(fake_llm, settings_for, serve_halo, model_dir) -> None:
     settings = settings_for(llm_yaml(fake_llm) + semantic_yaml(model_dir, sync_interval_minutes=0.01))
     running = await serve_halo(settings)
-    semantic = running.halo.services.semantic
+    semantic = running.halo.semantic
     await running.halo.start_background()
     fake_llm.reply("Noted.")
     await running.chat("The orthodontist wants to see Aarav about braces", token="mom-token")
@@ -185,7 +185,7 @@ async def test_status_names_a_degraded_recall(fake_llm, settings_for, serve_halo
     settings = settings_for(llm_yaml(fake_llm) + semantic_yaml(missing))
     await seed_dm_month_ago(settings)
     running = await serve_halo(settings)
-    await running.halo.services.semantic.sync_all([DM])
+    await running.halo.semantic.sync_all([DM])
     async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
         body = await resp.json()
     assert body["semantic"]["mode"] == "full-text only"
@@ -203,10 +203,10 @@ async def test_recall_skips_what_the_context_already_shows(fake_llm, settings_fo
     settings.paths.scope_dir(DM).mkdir(parents=True, exist_ok=True)
     (settings.paths.scope_dir(DM) / "MEMORY.md").write_text("# Facts\nThe dentist is Dr. Patel on Elm Street.\n")
     running = await serve_halo(settings)
-    await running.halo.services.semantic.sync_all([DM])
-    sources = running.halo.services.context.sources
+    await running.halo.semantic.sync_all([DM])
+    sources = running.halo.context.sources
     sources[:] = [s for s in sources if not isinstance(s, RecallSource)]
-    sources.append(RecallSource(running.halo.services.recall, already_in_context=memory_files_in_context))
+    sources.append(RecallSource(running.halo.recall, already_in_context=memory_files_in_context))
     fake_llm.reply("ok")
     await running.chat(QUESTION, token="mom-token")
     prompt = fake_llm.last_prompt_text()
@@ -220,7 +220,7 @@ async def test_a_remembered_fact_is_indexed_without_waiting_for_the_schedule(
     """Distillation tells the index (memory.on_change → request_sync): no scheduled run needed."""
     settings = settings_for(llm_yaml(fake_llm) + semantic_yaml(model_dir, sync_interval_minutes=60))
     running = await serve_halo(settings)
-    semantic = running.halo.services.semantic
+    semantic = running.halo.semantic
     await running.halo.start_background()
     # the start-up catch-up run finishes first
     await eventually(lambda: semantic.status()["runs"] >= 1, what="the start-up catch-up sync")

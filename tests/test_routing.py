@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from config.loader import load_settings
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.pipeline.turn import Turn
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.core.turn import Turn
+from halo.inventory import Halo
 from halo.routing.levels import Level
-from halo.runtime.app import Halo, build_halo
+from halo.runtime.app import build_halo
 from halo.usage.prices import Prices
 from halo.usage.store import UsageStore
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, Outbox, default_level_triage, low_risk_classifier, write_home
@@ -63,7 +64,7 @@ async def halo(home: Path, fake_llm: FakeOpenAI) -> AsyncIterator[Halo]:
 
 
 def envelope(halo: Halo, member_id: str, text: str) -> Envelope:
-    family = halo.services.family
+    family = halo.family
     member = family.member(member_id)
     assert member is not None and member.telegram_user_id is not None
     user_id = str(member.telegram_user_id)
@@ -78,7 +79,7 @@ def reply_models(fake: FakeOpenAI) -> list[str]:
 def transcript_marks(halo: Halo, scope_id: str) -> list[tuple[str, str | None, str | None]]:
     return [
         (line.role, line.extra.get("level"), line.extra.get("level_reason"))
-        for line in halo.services.transcripts.tail(scope_id, 50)
+        for line in halo.transcripts.tail(scope_id, 50)
         if line.role != "user"
     ]
 
@@ -104,7 +105,7 @@ def transcript_marks(halo: Halo, scope_id: str) -> list[tuple[str, str | None, s
 async def test_the_rules_give_each_message_its_least_level(halo: Halo, text: str, level: Level) -> None:
     router = halo.gateway.router
     assert router is not None
-    route = await router.route(Turn(envelope(halo, "mom", text), halo.services.policy))
+    route = await router.route(Turn(envelope(halo, "mom", text), halo.policy))
     assert route.level == level, route
 
 
@@ -115,7 +116,7 @@ async def test_what_the_rules_cannot_tell_goes_to_a_triage_call_on_the_cheap_mod
     fake_llm.reply("L1")
     router = halo.gateway.router
     assert router is not None
-    route = await router.route(Turn(envelope(halo, "mom", "Pluto"), halo.services.policy))
+    route = await router.route(Turn(envelope(halo, "mom", "Pluto"), halo.policy))
     assert (route.level, route.reason) == (Level.L1, "triage: L1")
     [triage] = fake_llm.model_requests
     assert triage.json["model"] == "cheap-model" and "Pluto" in fake_llm.prompt_text(triage)
@@ -124,9 +125,7 @@ async def test_what_the_rules_cannot_tell_goes_to_a_triage_call_on_the_cheap_mod
 async def test_a_young_child_never_gets_the_strong_model(halo: Halo, fake_llm: FakeOpenAI) -> None:
     router = halo.gateway.router
     assert router is not None
-    route = await router.route(
-        Turn(envelope(halo, "tara", "think hard about why dinosaurs died"), halo.services.policy)
-    )
+    route = await router.route(Turn(envelope(halo, "tara", "think hard about why dinosaurs died"), halo.policy))
     assert (route.level, route.wanted) == (Level.L2, Level.L3)
     assert "a young child's profile" in route.reason
     reply = await halo.gateway.handle(envelope(halo, "tara", "think hard about why dinosaurs died"))
@@ -155,7 +154,7 @@ async def test_each_level_reaches_its_model_and_the_transcript_and_audit_log_say
         ("assistant", "L3"),
     ]
     assert marks[3][2] == "asked to think hard"
-    events = [json.loads(line) for line in halo.services.paths.events_log.read_text().splitlines()]
+    events = [json.loads(line) for line in halo.paths.events_log.read_text().splitlines()]
     routes = [(e["level"], e["level_reason"]) for e in events if e.get("kind") == "route"]
     assert routes[0] == ("L0", "thanks: no model needed") and routes[3] == ("L3", "asked to think hard")
 
@@ -163,12 +162,12 @@ async def test_each_level_reaches_its_model_and_the_transcript_and_audit_log_say
 async def test_in_a_group_an_acknowledgement_gets_no_reply_and_closes_the_message(
     halo: Halo, fake_llm: FakeOpenAI
 ) -> None:
-    family = halo.services.family
+    family = halo.family
     mom = family.member("mom")
     group = Envelope("telegram", resolve_scope(family, "telegram:-1001234"), Speaker("1002", member=mom), "ok 👍")
     reply = await halo.gateway.handle(group)
     assert (reply.text, reply.kind) == (None, "silent") and fake_llm.model_requests == []
-    [line] = [line for line in halo.services.transcripts.tail("telegram:-1001234", 5) if line.role != "user"]
+    [line] = [line for line in halo.transcripts.tail("telegram:-1001234", 5) if line.role != "user"]
     assert (line.role, line.extra["answers"], line.extra["level"]) == ("event", group.id, "L0")
 
 
@@ -186,7 +185,7 @@ async def test_usage_is_what_the_provider_reported_summed_exactly(halo: Halo, fa
     reported = [
         (count_tokens(fake_llm.prompt_text(r)), count_tokens(text)) for r, text in zip(requests, answers, strict=True)
     ]
-    store = UsageStore(halo.services.db)
+    store = UsageStore(halo.db)
     day = halo.gateway.router.budget.meter.today()  # type: ignore[union-attr]
     by_purpose = {(t.key, t.model): t for t in await store.totals(day, day, "purpose")}
     assert by_purpose[("triage", "cheap-model")].input_tokens == reported[0][0]
@@ -231,7 +230,7 @@ async def test_a_budget_crossing_tells_the_parents_once_then_caps_then_keeps_the
     # main-model at $10/M input: a reply of a few hundred prompt words costs a few thousandths of a dollar
     halo = build(home, fake_llm, "budget: {daily_usd: 0.0015, cheap_overrun_share: 1.0}\n")
     outbox = Outbox()
-    halo.services.delivery.register("telegram", outbox)
+    halo.delivery.register("telegram", outbox)
     try:
         gateway = halo.gateway
         first = await gateway.handle(envelope(halo, "aarav", "what is on my list for the weekend?"))
@@ -260,7 +259,7 @@ async def test_a_budget_crossing_tells_the_parents_once_then_caps_then_keeps_the
         await gateway.drain()
         assert kept.text is not None and "budget is spent; your message is saved" in kept.text
         assert len(fake_llm.model_requests) == calls
-        tail = halo.services.transcripts.tail("telegram:1003", 3)
+        tail = halo.transcripts.tail("telegram:1003", 3)
         assert [(line.role, line.text) for line in tail[-2:]] == [
             ("user", "please remember that Sam's party is on Saturday"),
             ("event", "the model budget is spent: the message was kept"),

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from config.loader import load_settings
 from config.paths import scope_hash
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.pipeline.turn import Turn
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.core.turn import Turn
 from halo.runtime.app import build_halo
 from memory.semantic import SemanticMemory
 from memory.semantic.embedders import Model2VecEmbedder
@@ -64,7 +64,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         return model
 
     semantic = SemanticMemory(halo_settings.paths, halo_settings.memory.semantic, embedder_loader=load)
-    halo.services.semantic = semantic
+    halo.semantic = semantic
     for scope_id in SCOPES:
         folder = halo_settings.paths.scope_dir(scope_id)
         (folder / "daily").mkdir(parents=True)
@@ -77,7 +77,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 def turn_for(world: World, member_id: str | None, scope_id: str) -> Turn:
-    services = world.halo.services  # type: ignore[attr-defined]
+    services = world.halo  # type: ignore[attr-defined]
     family = services.family
     member = family.member(member_id) if member_id else None
     scope = resolve_scope(family, scope_id)
@@ -94,7 +94,7 @@ QUERIES = st.lists(st.sampled_from([secret(s) for s in SCOPES] + COMMON), min_si
 @given(member=MEMBERS, scope_id=st.sampled_from(SCOPES), query=QUERIES)
 def test_recall_never_crosses_a_scope_the_policy_refuses(world: World, member, scope_id, query) -> None:
     turn = turn_for(world, member, scope_id)
-    hits = world.loop.run_until_complete(world.halo.services.recall.search_readable(turn, query, limit=10, audit=False))
+    hits = world.loop.run_until_complete(world.halo.recall.search_readable(turn, query, limit=10, audit=False))
     policy = turn.policy
     for hit in hits:
         decision = policy.decide(
@@ -115,7 +115,7 @@ def test_who_reads_what(world: World) -> None:
     """The property above, pinned to the family's rules so a policy regression shows here too."""
 
     def readable(member: str | None, scope_id: str) -> set[str]:
-        return set(world.halo.services.recall.readable_scopes(turn_for(world, member, scope_id), audit=False))
+        return set(world.halo.recall.readable_scopes(turn_for(world, member, scope_id), audit=False))
 
     assert readable("mom", "telegram:1002") == {"telegram:1002", "telegram:-1001234", "telegram:1004"}, (
         "her DM, the parents group, and young Tara's DM"
@@ -131,7 +131,7 @@ def test_who_reads_what(world: World) -> None:
 
     turn = turn_for(world, "aarav", "telegram:1003")
     hits = world.loop.run_until_complete(
-        world.halo.services.recall.search_readable(turn, f"{secret('telegram:1002')} dentist", limit=10)
+        world.halo.recall.search_readable(turn, f"{secret('telegram:1002')} dentist", limit=10)
     )
     assert {h.scope_id for h in hits} <= {"telegram:1003"}
     assert not any(secret("telegram:1002") in h.text for h in hits)

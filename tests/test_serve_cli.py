@@ -31,8 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 STARTUP = 120.0  # generous: a loaded 2-core machine; a healthy server answers at once
 
 
-def halo_cmd(*args: str, home: Path, port: int | None = None, **popen) -> subprocess.Popen[str]:
-    env = {**os.environ, "HALO_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+def halo_cmd(
+    *args: str, home: Path, port: int | None = None, env: dict[str, str] | None = None, **popen
+) -> subprocess.Popen[str]:
+    env = {**(env or os.environ), "HALO_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     if port is not None:
         env["HALO_ADMIN__PORT"] = str(port)
     return subprocess.Popen(
@@ -53,7 +55,7 @@ def wait_healthy(port: int, proc: subprocess.Popen[str], timeout: float = STARTU
             raise AssertionError(f"halo exited early: {proc.stderr.read() if proc.stderr else ''}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as resp:
-                if json.load(resp) == {"ok": True}:
+                if json.load(resp)["ok"] is True:
                     return
         except OSError:
             time.sleep(0.1)  # polling a port that is not open yet; there is no event to wait on
@@ -243,3 +245,36 @@ def test_terminal_chat_goes_through_the_same_pipeline(tmp_path: Path, threaded_l
     assert "Pasta tonight." in out
     assert "You are Mom" in out
     assert {line["scope_id"] for line in transcript_lines(home)} == {"cli:mom"}
+
+
+def test_chat_at_end_of_input_ends_cleanly(tmp_path: Path, threaded_llm: FakeOpenAI):
+    """Input that ends (a pipe, ^D) closes halo while its first index sync waits on the embedder
+    (here its model hub's name does not resolve, as on a machine offline): a normal end."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text(FAMILY_YAML + llm_yaml(threaded_llm))
+    offline = {**os.environ, "HF_ENDPOINT": "http://hub.invalid"}
+    proc = halo_cmd("chat", home=home, stdin=subprocess.DEVNULL, env=offline)
+    out, err = proc.communicate(timeout=STARTUP)
+    assert proc.returncode == 0, err
+    assert "halo chat as" in out
+    assert "Traceback" not in err and "CancelledError" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--action", "fly"], "converse"),  # the valid actions are listed
+        (["--scope", "nowhere:1"], "nowhere:1"),
+    ],
+    ids=["unknown-action", "unknown-scope"],
+)
+def test_policy_explain_with_a_wrong_argument_says_what_is_wrong(tmp_path: Path, capsys, monkeypatch, argv, says):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text(FAMILY_YAML)
+    args = {"--member": "mom", "--scope": "telegram:-1001234", **dict(zip(argv[::2], argv[1::2], strict=True))}
+    flat = [part for pair in args.items() for part in pair]
+    code, _, err = halo("policy", "explain", *flat, home=home, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2
+    assert says in err and "Traceback" not in err

@@ -14,7 +14,8 @@ import pytest
 
 from config.loader import load_settings
 from halo.family.pairing import CODE_ALPHABET, CODE_LENGTH
-from halo.runtime.app import Halo, build_halo
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
@@ -28,7 +29,7 @@ CODE = re.compile(rf"\b[{CODE_ALPHABET}]{{{CODE_LENGTH}}}\b")
 
 def outbox(halo: Halo) -> dict[str, int]:
     """halo's outbox counts (pending, sent, failed), as /status shows them."""
-    return halo.services.delivery.counts
+    return halo.delivery.counts
 
 
 async def handled(halo: Halo, update: dict[str, Any]) -> None:
@@ -127,7 +128,7 @@ async def test_a_stranger_pairs_through_a_parent(start, tg, fake_llm, home: Path
     tg.message(5555, kiran, "hello again")
     assert (await tg.wait_sent(5555, 3))[-1] == "Hi Kiran, nice to meet you!"
     assert "hello again" in fake_llm.last_prompt_text() and "hi! who are you?" not in fake_llm.all_prompt_text()
-    events = {e["kind"]: e for e in halo.services.audit.tail(50) if e["kind"].startswith("pairing")}
+    events = {e["kind"]: e for e in halo.audit.tail(50) if e["kind"].startswith("pairing")}
     assert events["pairing_requested"]["platform_user_id"] == "5555"
     assert (events["pairing_approved"]["by"], events["pairing_approved"]["member_id"]) == ("mom", "kiran")
 
@@ -152,7 +153,7 @@ async def test_the_parents_group_answers_mentions_keeps_chatter_and_stops_for_a_
     for parent in (1001, 1002):
         [notice] = await tg.wait_sent(parent)
         assert "stopped using the parents group: Aarav (child) wrote there" in notice
-    assert halo.services.audit.tail(5, kind="group_suspended")[0]["speaker"] == "aarav"
+    assert halo.audit.tail(5, kind="group_suspended")[0]["speaker"] == "aarav"
     requests = len(fake_llm.model_requests)
     ignored = tg.message(GROUP, mom, "hello?", mention=True)
     await handled(halo, ignored)
@@ -174,7 +175,7 @@ async def test_someone_unknown_joining_the_parents_group_stops_it(start, tg):
     tg.join(GROUP, tg.user(7777, "Guest", username="guest"), by=1001)
     [notice] = await tg.wait_sent(1002)
     assert "someone I don't know (Guest, @guest, id 7777) joined it" in notice
-    assert await halo.services.groups.suspended_scopes() == [f"telegram:{GROUP}"]
+    assert await halo.groups.suspended_scopes() == [f"telegram:{GROUP}"]
 
 
 async def test_respond_to_all_answers_every_parent_message(start, tg, fake_llm):
@@ -198,9 +199,9 @@ async def test_an_unconfigured_group_gets_one_notice_then_silence(start, tg, fak
     later = [tg.message(other, 1001, "hello halo", mention=True), tg.message(other, 1002, "/help")]
     await handled(halo, later[-1])
     assert tg.texts(other) == [notice] and fake_llm.model_requests == []
-    [row] = await halo.services.delivery.store.rows(scope_id=f"telegram:{other}")  # the one way to send
+    [row] = await halo.delivery.store.rows(scope_id=f"telegram:{other}")  # the one way to send
     assert (row.message.kind, row.state, row.message.text) == ("notice", "sent", notice)
-    denied = halo.services.audit.tail(10, kind="policy")
+    denied = halo.audit.tail(10, kind="policy")
     assert any(e["resource"] == f"telegram:{other}" and e["policy_ids"] == ["group-untrusted"] for e in denied)
 
 
@@ -266,7 +267,7 @@ async def test_a_reply_that_cannot_be_sent_is_kept_and_retried(start, tg, fake_l
 async def test_when_telegram_answers_again_what_waits_goes_at_once_not_at_its_next_retry(start, tg, fake_llm):
     halo = await start()
     adapter = adapter_of(halo)
-    delivery = halo.services.delivery
+    delivery = halo.delivery
     delivery.base_delay = delivery.max_delay = 3600  # the next retry would be an hour away
     tg.unreachable.update({"sendMessage", "getUpdates"})  # Telegram is down
     await delivery.send("telegram:1001", "Sent while Telegram was down.")
@@ -287,7 +288,7 @@ async def test_what_telegram_refuses_is_kept_as_failed_and_audited(start, tg, fa
     tg.fail("sendMessage", 403, "Forbidden: bot was blocked by the user")
     tg.message(1004, 1004, "hi")
     await eventually(lambda: _async(outbox(halo)["failed"] == 1))
-    [event] = halo.services.audit.tail(5, kind="telegram_delivery_failed")
+    [event] = halo.audit.tail(5, kind="telegram_delivery_failed")
     assert event["chat_id"] == 1004 and "blocked" in event["error"]
 
 
@@ -340,7 +341,7 @@ async def test_unreachable_telegram_keeps_halo_running_and_status_says_so(
     assert TOKEN not in str(telegram)
     status, body = await running.chat("still working?", token="mom-token")
     assert (status, body["reply"]) == (200, "Hello from the fake model")
-    await running.halo.services.delivery.send("telegram:1001", "Queued while Telegram was away.")
+    await running.halo.delivery.send("telegram:1001", "Queued while Telegram was away.")
     await eventually(lambda: _async(outbox(running.halo)["pending"] == 1))
 
     async with FakeTelegram(port=port) as tg:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from halo.runtime.app import Halo
+from halo.inventory import Halo
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram
@@ -49,8 +49,8 @@ async def test_a_user_id_past_64_bits_is_refused_without_asking_the_parents(star
     tg.message(1002, tg.user(1002, "Mom"), "/whoami")
     await tg.wait_sent(1002)  # handled after the odd one: it was dealt with
     assert not any("join" in text for text in tg.texts(1002) + tg.texts(1001))
-    assert await halo.services.pairing.list_pending() == []
-    assert halo.services.audit.tail(5, kind="telegram_refused")
+    assert await halo.pairing.list_pending() == []
+    assert halo.audit.tail(5, kind="telegram_refused")
 
 
 async def test_an_update_with_no_sender_or_a_numeric_text_is_ignored(start, tg: FakeTelegram, fake_llm):

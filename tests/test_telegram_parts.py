@@ -13,8 +13,8 @@ from telegram import Message
 from adapters.telegram.format import TELEGRAM_LIMIT, split_message, to_html, utf16_len
 from adapters.telegram.normalise import BotIdentity, is_for_bot, to_envelope
 from config.family import Family
+from halo.core.scopes import resolve_scope
 from halo.pipeline.inbound import FamilyDirectory
-from halo.pipeline.scopes import resolve_scope
 from tests.fakes.telegram_server import visible_text
 
 BOT = BotIdentity(999, "halo_family_bot")

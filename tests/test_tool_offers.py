@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from config.loader import load_settings
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.pipeline.turn import Turn
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.core.turn import Turn
 from halo.runtime.app import build_halo
 from halo.tools.guarded import tool_class
 from tests.conftest import write_home
@@ -63,7 +63,7 @@ def test_no_tool_reaches_anyone_the_policy_does_not_allow(tmp_path_factory, shap
     home: Path = tmp_path_factory.mktemp("offers") / "halo-home"
     write_home(home, family=family_yaml(shape))
     halo = build_halo(load_settings(home))
-    family = halo.services.family
+    family = halo.family
     parent_outward = private_in_dm = 0
     try:
         for member in family.members:
@@ -72,7 +72,7 @@ def test_no_tool_reaches_anyone_the_policy_does_not_allow(tmp_path_factory, shap
             for scope_id in [*own, FAMILY_GROUP, PARENTS_GROUP, WORK]:
                 scope = resolve_scope(family, scope_id)
                 envelope = Envelope(scope_id.split(":")[0], scope, Speaker(member.id, member), "?")  # type: ignore[arg-type]
-                turn = Turn(envelope, halo.services.policy)
+                turn = Turn(envelope, halo.policy)
                 offered = halo.gateway.agents.offered_tools(turn)
                 classes = {tool_class(tool) for tool in offered}
                 where = (

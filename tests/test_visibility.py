@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
 from tests.conftest import OWNER_AUTH
 from tests.safety_support import SAFETY_FAMILY, family_settings
 
@@ -17,7 +17,7 @@ VISIBLE = SAFETY_FAMILY.replace("age_group: adolescent,", "age_group: adolescent
 
 async def say(running: Any, member_id: str, scope_id: str, text: str) -> None:
     """A line in a scope's transcript, said through the gateway (commands need no model)."""
-    family = running.halo.services.family
+    family = running.halo.family
     member = family.member(member_id)
     await running.halo.gateway.handle(
         Envelope(
@@ -65,7 +65,7 @@ async def test_transcript_reads_follow_the_policy_and_are_audited(
     serve_halo,
 ) -> None:
     running = await serve_halo(family_settings(home, "llm: {provider: none}\n", family=family))
-    scope = resolve_scope(running.halo.services.family, scope_id)
+    scope = resolve_scope(running.halo.family, scope_id)
     if scope.owner_id:
         await say(running, scope.owner_id, scope_id, "/help")
     await running.halo.gateway.drain()
@@ -79,7 +79,7 @@ async def test_transcript_reads_follow_the_policy_and_are_audited(
         assert body["lines"][0]["text"] == "/help"
     else:
         assert status == 403 and "error" in body
-    (event,) = running.halo.services.audit.tail(5, kind="transcript_read")
+    (event,) = running.halo.audit.tail(5, kind="transcript_read")
     assert (event["reader"], event["scope_id"], event["allowed"]) == (reader, scope_id, allowed)
     assert event["lines"] == (2 if allowed else 0)
     if policy_id:
@@ -91,7 +91,7 @@ async def test_bad_requests(home, serve_halo) -> None:
     assert (await read(running, "nobody-token", "web:tara"))[0] == 401
     assert (await read(running, "wags-token", "not-a-scope"))[0] == 400
     assert (await read(running, "wags-token", "web:tara", lines=0))[0] == 400
-    assert running.halo.services.audit.tail(5, kind="transcript_read") == []
+    assert running.halo.audit.tail(5, kind="transcript_read") == []
 
 
 async def test_a_parent_lists_what_they_may_read(home, serve_halo) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from config.loader import load_settings
+from halo.inventory import Halo
 from halo.media.voice import NOT_SET_UP
-from halo.runtime.app import Halo
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram

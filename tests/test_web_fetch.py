@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from config.loader import ConfigError, load_settings
-from halo.tools.web import PageFetcher, Refused
+from halo.tools.web import PageFetcher, Refused, public_only
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, ToolCall
 from tests.fakes.searxng_server import FakeSearxng
@@ -37,6 +37,9 @@ async def site() -> AsyncIterator[TestServer]:
     async def to_letter(request: web.Request) -> web.Response:
         raise web.HTTPFound("/letter")
 
+    async def to_broken(request: web.Request) -> web.Response:
+        return web.Response(status=302, headers={"Location": "http://[::1/"})
+
     async def binary(request: web.Request) -> web.Response:
         return web.Response(body=b"\x00\x01", content_type="application/octet-stream")
 
@@ -48,6 +51,7 @@ async def site() -> AsyncIterator[TestServer]:
     app.router.add_get("/to-metadata", to_metadata)
     app.router.add_get("/to-other-port", to_other_port)
     app.router.add_get("/to-letter", to_letter)
+    app.router.add_get("/to-broken", to_broken)
     app.router.add_get("/binary", binary)
     app.router.add_get("/big", big)
     server = TestServer(app, host="127.0.0.1")
@@ -102,11 +106,102 @@ async def test_redirects_and_bodies_are_checked_on_every_hop(site: TestServer, p
         "http://169.254.169.254/latest/meta-data/",
         "http://[::ffff:127.0.0.1]:{port}/letter",
         "http://0.0.0.0:{port}/",
+        "http://[::127.0.0.1]:{port}/letter",  # IPv4-compatible
+        "http://[64:ff9b::7f00:1]:{port}/letter",  # NAT64 to 127.0.0.1
+        "http://[64:ff9b::c0a8:101]/",  # NAT64 to 192.168.1.1
+        "http://[2002:c0a8:101::1]/",  # 6to4 of 192.168.1.1
     ],
 )
 async def test_private_loopback_and_link_local_addresses_are_refused(site: TestServer, url: str) -> None:
     with pytest.raises(Refused, match="private or local network"):
         await PageFetcher().fetch(url.format(port=site.port))
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("8.8.8.8", True),
+        ("2001:4860:4860::8888", True),
+        ("::ffff:8.8.8.8", True),
+        ("::8.8.8.8", True),  # IPv4-compatible, of a public address
+        ("64:ff9b::808:808", True),  # NAT64 of a public address
+        ("2002:808:808::1", True),  # 6to4 of a public address
+        ("127.0.0.1", False),
+        ("::1", False),
+        ("::", False),
+        ("::ffff:127.0.0.1", False),
+        ("::ffff:192.168.1.1", False),
+        ("::127.0.0.1", False),
+        ("::192.168.1.1", False),
+        ("::169.254.169.254", False),
+        ("64:ff9b::7f00:1", False),
+        ("64:ff9b::c0a8:101", False),
+        ("64:ff9b::a9fe:a9fe", False),  # NAT64 to the cloud metadata address
+        ("64:ff9b:1::c0a8:101", False),  # local-use NAT64, /96
+        ("64:ff9b:1:c0a8:1:100::", False),  # local-use NAT64, /48: 192.168.1.1 around the u-octet
+        ("64:ff9b:1:0:a:0:1::", False),  # local-use NAT64, /64: 10.0.0.1
+        ("2002:7f00:1::1", False),  # 6to4 of 127.0.0.1
+        ("2002:c0a8:101::1", False),
+        ("2002:a00:1::", False),
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),  # Teredo
+        ("2001:0:4136:e378:8000:63bf:f7f7:fffe", False),  # Teredo, client 8.8.0.1: Teredo itself is not public
+        ("fe80::1", False),
+        ("fc00::1", False),
+        ("ff02::1", False),
+    ],
+)
+def test_the_address_rule_judges_the_ipv4_inside_an_ipv6_address(address: str, allowed: bool) -> None:
+    assert public_only(ipaddress.ip_address(address), 80) is allowed
+
+
+MALFORMED = [
+    "http://[::1/",
+    "http://[::1]]/",
+    "http://[::1]x/",
+    "http://[127.0.0.1]/",
+    "http://[zz::1]/",
+    "http://[v1.fe]/",
+    "http://[]/",
+    "http://[::1%25eth0]/",
+    "http://:80/",
+    "http://user@/",
+    "http://host:port/",
+    "http://host:99999/",
+    "http://host:-1/",
+    "http://a:80:80/",
+    "http://exa mple.com/",
+    "http://a..b/",
+    "http://-a.example/",
+    "http://" + "a" * 64 + ".example/",
+    "http://" + "a." * 127 + "example/",
+    "http://\x00/",
+    "http://host\x00.example/",
+    "http://%zz/",
+    "http://ex%61mple.com/",
+    "http://\ud800/",
+    "https://xn--/",
+    "http://127.0.0.1\\@example.org/",
+    "",
+    "   ",
+    "http:",
+    "http://",
+    "//example.org/",
+    "example.org",
+    "\x00",
+    "http://[" + ":" * 5000 + "]/",
+]
+
+
+@pytest.mark.parametrize("url", MALFORMED)
+async def test_a_malformed_address_is_refused_with_a_reason_and_raises_nothing_else(url: str) -> None:
+    with pytest.raises(Refused) as refused:
+        await PageFetcher().fetch(url)
+    assert str(refused.value)
+
+
+async def test_a_malformed_redirect_is_refused(site: TestServer) -> None:
+    with pytest.raises(Refused, match="malformed"):
+        await only(site).fetch(f"http://127.0.0.1:{site.port}/to-broken")
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.org/", "gopher://x/", "http:///nohost"])

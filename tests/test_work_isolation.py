@@ -30,9 +30,10 @@ from hypothesis import strategies as st
 
 from config.family import Member
 from config.loader import load_settings
-from halo.pipeline.envelope import Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.runtime.app import Halo, build_halo
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.conftest import default_level_triage, llm_yaml, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI
 
@@ -140,7 +141,7 @@ async def run_case(fake: FakeOpenAI, shape: Shape, steps: list[Step], checked: C
 
 
 async def converse(halo: Halo, fake: FakeOpenAI, shape: Shape, steps: list[Step], checked: Checked) -> None:
-    family = halo.services.family
+    family = halo.family
     members = list(family.members)
     parents = [m for m in members if m.role == "parent"]
     workers = parents + [m for m in members if m.role == "colleague"]

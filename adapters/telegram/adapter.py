@@ -41,7 +41,7 @@ from adapters.telegram.format import split_message, to_html
 from adapters.telegram.normalise import BotIdentity, speaker_of, to_envelope
 from adapters.telegram.store import TelegramStore
 from config.settings import TelegramSettings
-from halo.port import Audit, Inbound, Outbound, SendFailed, Tables
+from halo.port import Audit, Inbound, Outbound, SendFailed, Tables, takes_body
 
 log = logging.getLogger(__name__)
 
@@ -334,6 +334,7 @@ class TelegramAdapter:
     def openapi_paths(self) -> dict[str, Any]:
         return {}  # the webhook is Telegram's, not part of halo's documented API
 
+    @takes_body
     async def _webhook(self, request: web.Request) -> web.Response:
         given = request.headers.get("X-Telegram-Bot-Api-Secret-Token")
         if given is None or not hmac.compare_digest(given.encode(), self.webhook_secret.encode()):

@@ -1,7 +1,7 @@
 """A Telegram message → an envelope: who wrote it, in which scope, and whether it is for halo.
 
 The speaker comes from `from.id` (a member when halo.yaml names that Telegram id), the
-scope from `chat.id` (`telegram:<chat id>`, resolved in halo/pipeline/scopes.py). In a private
+scope from `chat.id` (`telegram:<chat id>`, resolved in halo/core/scopes.py). In a private
 chat every message is for halo; in a group only a mention of the bot, a reply to one of
 its messages, or a command meant for it — or everything, when the parents group is set
 to `respond_to_all`. Telegram's `/start`, sent when someone opens the chat, is `/help`.

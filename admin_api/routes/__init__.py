@@ -71,6 +71,7 @@ BAD_LINES = f"`lines` is not a whole number from 1 to {MAX_LINES}, or scopeId is
 def admin_routes() -> list[Route]:
     from admin_api.routes import (
         backups,
+        config,
         dashboard,
         events,
         family,
@@ -81,6 +82,7 @@ def admin_routes() -> list[Route]:
         memory,
         pairing,
         policy,
+        reminders,
         sessions,
         tasks,
         usage,
@@ -101,4 +103,6 @@ def admin_routes() -> list[Route]:
         *login.ROUTES,
         *backups.ROUTES,
         *usage.ROUTES,
+        *config.ROUTES,
+        *reminders.ROUTES,
     ]

@@ -11,7 +11,7 @@ from admin_api.base import halo_of
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Timestamp, reply
 from admin_api.routes import Reply, Route
-from halo.runtime.backups import backup_now, list_archives
+from halo.workspace.backups import backup_now, list_archives
 
 
 class Backup(ApiModel):
@@ -29,14 +29,14 @@ class BackupMade(ApiModel):
 async def make_backup(request: web.Request) -> web.Response:
     """An archive of the workspace into HALO_HOME/backups now (the oldest beyond backups.keep go)."""
     halo = halo_of(request)
-    paths = halo.services.paths
+    paths = halo.paths
     info = await asyncio.to_thread(backup_now, paths.home, paths.backups, halo.settings.backups.keep)
-    halo.services.audit.write("backup_made", file=info.path.name, files=info.files, actor=actor(request))
+    halo.audit.write("backup_made", file=info.path.name, files=info.files, actor=actor(request))
     return reply(BackupMade(file=info.path.name, files=info.files, bytes=info.bytes), status=201)
 
 
 async def backups(request: web.Request) -> web.Response:
-    folder = halo_of(request).services.paths.backups
+    folder = halo_of(request).paths.backups
 
     def listing() -> list[Backup]:
         found = []

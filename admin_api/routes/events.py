@@ -37,7 +37,7 @@ def _events(lines: list[dict[str, Any]]) -> list[Event]:
 
 async def events_tail(request: web.Request) -> web.Response:
     lines = lines_param(request)
-    audit = halo_of(request).services.audit
+    audit = halo_of(request).audit
     return reply(_events(await asyncio.to_thread(audit.tail, lines)))
 
 
@@ -45,7 +45,7 @@ async def scope_events(request: web.Request) -> web.Response:
     """Audit events about one scope: where it happened, or what a decision was about."""
     lines = lines_param(request)
     scope = await query_scope(request)
-    audit = halo_of(request).services.audit
+    audit = halo_of(request).audit
 
     def about(event: dict[str, Any]) -> bool:
         return any(event.get(key) == scope.id for key in _SCOPE_KEYS)
@@ -56,11 +56,9 @@ async def scope_events(request: web.Request) -> web.Response:
 async def transcripts_tail(request: web.Request) -> web.Response:
     lines = lines_param(request)
     scope = await query_scope(request)
-    store = halo_of(request).services.transcripts
+    store = halo_of(request).transcripts
     tail = await asyncio.to_thread(store.tail, scope.id, lines)
-    halo_of(request).services.audit.write(
-        "admin_read_transcript", scope_id=scope.id, actor=actor(request), lines=len(tail)
-    )
+    halo_of(request).audit.write("admin_read_transcript", scope_id=scope.id, actor=actor(request), lines=len(tail))
     return reply([TranscriptLine.model_validate(line.to_dict()) for line in tail])
 
 

@@ -56,7 +56,7 @@ def document(doc: StoredDocument) -> Document:
 
 
 def _documents(request: web.Request) -> Documents:
-    documents = halo_of(request).services.documents
+    documents = halo_of(request).documents
     if documents is None:
         raise ApiError(404, "documents are not set up in this halo")
     return documents
@@ -65,7 +65,7 @@ def _documents(request: web.Request) -> Documents:
 async def list_files(request: web.Request) -> web.Response:
     scope = await path_scope(request)
     docs = await _documents(request).list(scope.id)
-    halo_of(request).services.audit.write("admin_list_files", scope_id=scope.id, actor=actor(request), files=len(docs))
+    halo_of(request).audit.write("admin_list_files", scope_id=scope.id, actor=actor(request), files=len(docs))
     return reply(DocumentList(scopeId=scope.id, files=[document(d) for d in docs]))
 
 

@@ -63,7 +63,7 @@ def read_memory_file(path: Path) -> dict[str, Any]:
 
 async def scope_memory(request: web.Request) -> web.Response:
     scope = await path_scope(request)
-    services = halo_of(request).services
+    services = halo_of(request)
     found = await asyncio.to_thread(read_memory_file, services.memory.memory_path(scope.id))
     services.audit.write("admin_read_memory", scope_id=scope.id, actor=actor(request), exists=found["exists"])
     return reply(Memory(scopeId=scope.id, **found))
@@ -73,7 +73,7 @@ async def scope_graph(request: web.Request) -> web.Response:
     """`GET /memory/graph?scopeId=…`: the scope's graph memory, entities and facts with when
     each held (`invalidAt` set: superseded). While graph memory is off: empty, with the reason."""
     scope = await query_scope(request)
-    services = halo_of(request).services
+    services = halo_of(request)
     graph = services.graph
     if graph is None or not graph.enabled:
         reason = graph.reason if graph is not None else "not configured"

@@ -118,14 +118,14 @@ def _refused(exc: PairingError) -> ApiError:
 
 
 async def pending(request: web.Request) -> web.Response:
-    requests = await halo_of(request).services.pairing.list_pending()
+    requests = await halo_of(request).pairing.list_pending()
     return reply([PairingRequest.of(r) for r in requests])
 
 
 async def approve(request: web.Request) -> web.Response:
     code = _code(request)
     role, name, age_group = await _approval(request)
-    pairing = halo_of(request).services.pairing
+    pairing = halo_of(request).pairing
     try:
         member = await pairing.approve(code, role=role, name=name, age_group=age_group, by=actor(request))
     except PairingError as exc:
@@ -135,7 +135,7 @@ async def approve(request: web.Request) -> web.Response:
 
 async def deny(request: web.Request) -> web.Response:
     code = _code(request)
-    pairing = halo_of(request).services.pairing
+    pairing = halo_of(request).pairing
     try:
         await pairing.deny(code, by=actor(request))
     except PairingError as exc:

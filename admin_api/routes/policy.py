@@ -11,10 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from admin_api.base import halo_of
 from admin_api.models import ApiModel, Member, reply
 from admin_api.routes import Reply, Route
+from halo.core.envelope import Envelope, Platform, Scope, Speaker
+from halo.core.turn import Turn
 from halo.family.policy_table import MEMBER_ACTIONS, SYSTEM_ACTIONS, policy_table
-from halo.pipeline.envelope import Envelope, Platform, Scope, Speaker
-from halo.pipeline.turn import Turn
-from halo.runtime.app import Halo
+from halo.inventory import Halo
 from halo.safety.profiles import effective_profile
 from policy.engine import POLICY_DIR
 
@@ -87,7 +87,7 @@ class PolicyStatus(ApiModel):
 def tools_offered(halo: Halo, scope: Scope) -> dict[str, list[str]]:
     """The same decision that builds the tool list a turn's model is sent (TurnAgents.offered_tools)."""
     offered: dict[str, list[str]] = {}
-    policy = halo.services.policy
+    policy = halo.policy
     for member in policy.family.members:
         envelope = Envelope(cast(Platform, scope.platform), scope, Speaker(member.id, member), "")
         turn = Turn(envelope, policy)
@@ -98,7 +98,7 @@ def tools_offered(halo: Halo, scope: Scope) -> dict[str, list[str]]:
 
 async def policy_status(request: web.Request) -> web.Response:
     halo = halo_of(request)
-    services = halo.services
+    services = halo
     family = services.family
     rows = await asyncio.to_thread(policy_table, services.policy, family)  # cheap once memoised
     members = [

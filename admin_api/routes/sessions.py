@@ -1,4 +1,4 @@
-"""Scopes and their sessions: list, clear, distill now, purge (ARCHITECTURE §7)."""
+"""Scopes and their sessions: list, clear, distill now, purge (docs/ARCHITECTURE.md, "Admin API")."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from admin_api.base import ApiError, halo_of, path_scope
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Count, Timestamp, reply
 from admin_api.routes import BAD_SCOPE, NO_SCOPE, SCOPE_PATH, Reply, Route, param
-from halo.pipeline.envelope import ScopeType
+from halo.core.envelope import ScopeType
 from memory.distill import DistillResult
 from memory.service import DistillationDisabled
 
@@ -85,7 +85,7 @@ async def sessions(request: web.Request) -> web.Response:
 
 
 async def sessions_with_counts(request: web.Request) -> web.Response:
-    services = halo_of(request).services
+    services = halo_of(request)
     counts = await services.sessions.item_counts()
     ids = await halo_of(request).scope_admin.active_scope_ids()
     return reply([SessionCount(scopeId=scope_id, itemCount=counts.get(scope_id, 0)) for scope_id in ids])
@@ -115,15 +115,17 @@ async def clear(request: web.Request) -> web.Response:
     """Forget the derived session (what the model sees); the transcript stays."""
     scope = await path_scope(request)
     halo = halo_of(request)
-    async with halo.gateway.scope_lock(scope.id):
+    async with halo.scope_locks.of(scope.id):
         removed = await halo.scope_admin.clear_session(scope.id, actor=actor(request))
+    if removed is None:
+        raise ApiError(404, f"no session for {scope.id!r}: nothing has been said there, so nothing to clear")
     return reply(Cleared(scopeId=scope.id, cleared=True, itemsRemoved=removed))
 
 
 async def distill(request: web.Request) -> web.Response:
     """Distil the scope's new transcript into its memory now (waits for a run in progress)."""
     scope = await path_scope(request)
-    services = halo_of(request).services
+    services = halo_of(request)
     try:
         result = await services.memory.distill(scope.id)
     except DistillationDisabled as exc:
@@ -142,7 +144,7 @@ async def purge(request: web.Request) -> web.Response:
         raise ApiError(400, "confirm must equal the scope id exactly; nothing was deleted")
     scope = await path_scope(request)
     halo = halo_of(request)
-    async with halo.gateway.scope_lock(scope.id):
+    async with halo.scope_locks.of(scope.id):
         result = await halo.scope_admin.purge_scope(scope.id, actor=actor(request))
     parts = PurgedParts(sessionItems=result.session_items, transcript=result.transcript, memory=result.memory)
     return reply(Purged(scopeId=scope.id, purged=parts))
@@ -186,7 +188,7 @@ ROUTES = [
         clear,
         "token",
         summary="Clear the derived session state; the transcript is kept",
-        responses={200: Reply("cleared", Cleared), 400: BAD_SCOPE, 404: NO_SCOPE},
+        responses={200: Reply("cleared", Cleared), 400: BAD_SCOPE, 404: f"{NO_SCOPE}; or it has no transcript yet"},
         parameters=[SCOPE_PATH],
         tag="scopes",
     ),

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from config.family import Member
+from halo.core.turn import Turn
 from halo.family.pairing import APPROVE_USAGE, PairingError, parse_approve
-from halo.pipeline.turn import Turn
 from halo.safety.profiles import effective_profile
 from policy import SYSTEM
 
@@ -42,6 +42,7 @@ class Command:
     summary: str
     handler: Handler
     usage: str = ""
+    in_menu: bool = True  # False: not offered in a platform's command menu (a name Telegram refuses, `remind!`)
 
 
 class CommandRegistry:
@@ -85,7 +86,12 @@ def help_text(commands: Iterable[Command]) -> str:
 WHOAMI_ACTIONS = ("converse", "read_memory", "write_memory", "share", "use_tool", "admin")
 
 
-async def whoami(turn: Turn, llm: LLMSettings, tools: Callable[[Turn], Iterable[str]] | None = None) -> str:
+async def whoami(
+    turn: Turn,
+    llm: LLMSettings,
+    tools: Callable[[Turn], Iterable[str]] | None = None,
+    more: Iterable[Callable[[Turn], str]] = (),
+) -> str:
     member = turn.member
     if member is None:
         who = f"You are not in this family's config (id {turn.envelope.speaker.platform_user_id})."
@@ -97,6 +103,7 @@ async def whoami(turn: Turn, llm: LLMSettings, tools: Callable[[Turn], Iterable[
         decision = turn.decide(action, audit=False)
         mark = "yes" if decision.allowed else "no"
         lines.append(f"- {action}: {mark} — {decision.reason}")
+    lines.extend(line(turn) for line in more)  # decisions about people, not this scope (reminders)
     if tools is not None:  # the same answer the model's tool list is built from
         names = sorted(tools(turn))
         lines.append(f"Tools I may use for you here: {', '.join(names) if names else 'none'}.")
@@ -139,6 +146,7 @@ def builtin_commands(
     pairing: Pairing,
     groups: GroupGuard,
     tools: Callable[[Turn], Iterable[str]] | None = None,
+    whoami_lines: Iterable[Callable[[Turn], str]] = (),
 ) -> list[Command]:
     """The built-in commands, bound to what each needs; `registry` lists every command for /help."""
 
@@ -146,7 +154,7 @@ def builtin_commands(
         return help_text(registry())
 
     async def whoami_command(turn: Turn, args: str) -> str:
-        return await whoami(turn, llm, tools)
+        return await whoami(turn, llm, tools, whoami_lines)
 
     async def new_command(turn: Turn, args: str) -> str:
         await sessions.clear(turn.scope.id, why="session cleared: /new")

@@ -7,8 +7,8 @@ a document is part of the scope's memory.
 from __future__ import annotations
 
 from halo.commands.builtin import Command
+from halo.core.turn import Turn
 from halo.media.documents import Documents
-from halo.pipeline.turn import Turn
 from memory.documents import StoredDocument
 
 USAGE = "Usage: /files to list this chat's documents, /files rm N to remove one"

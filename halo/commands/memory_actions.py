@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from halo.pipeline.scopes import parents_group_scope
-from halo.pipeline.turn import Turn
+from halo.core.scopes import parents_group_scope
+from halo.core.turn import Turn
 from memory.service import MemoryService
 from transcripts import AuditLog
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from transcripts.tokens import estimate_tokens
 
 if TYPE_CHECKING:
-    from halo.pipeline.turn import Turn
+    from halo.core.turn import Turn
 
 CUT_MARKER = "[… older part cut to fit the context budget …]"
 

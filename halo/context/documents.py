@@ -9,7 +9,7 @@ import asyncio
 from datetime import timedelta
 
 from halo.context.builder import ContextSection
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from memory.documents import ScopeDocuments, StoredDocument
 
 RECENT = timedelta(minutes=15)  # a follow-up question about a document comes within minutes

@@ -15,7 +15,7 @@ from agents import FunctionTool, RunContextWrapper
 from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
 from halo.context.recall import readable_among, scope_label
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.tools.guarded import guarded_tool
 from memory.graph.service import GraphMemory
 from transcripts import AuditLog

@@ -22,7 +22,7 @@ from memory.markdown import tidy
 from memory.when import day_of
 
 if TYPE_CHECKING:
-    from halo.pipeline.turn import Turn
+    from halo.core.turn import Turn
 
 USER_TOKENS = 800
 MEMORY_TOKENS = 2500

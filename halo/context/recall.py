@@ -16,9 +16,9 @@ from agents import FunctionTool, RunContextWrapper
 
 from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError, resolve_scope
-from halo.pipeline.turn import Turn
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError, resolve_scope
+from halo.core.turn import Turn
 from halo.tools.guarded import guarded_tool
 from memory.documents import document_label
 from memory.semantic import Hit, SemanticMemory
@@ -81,7 +81,7 @@ def describe(turn: Turn, hit: Hit) -> str:
 
 
 def memory_files_in_context(turn: Turn) -> set[str]:
-    """This scope's files the memory context source shows whole (ARCHITECTURE §2: MEMORY.md,
+    """This scope's files the memory context source shows whole (docs/ARCHITECTURE.md, "HALO_HOME": MEMORY.md,
     today's and yesterday's notes): recalling chunks of them again would only spend tokens."""
     today = turn.envelope.ts.astimezone().date()
     return {"MEMORY.md", f"daily/{today.isoformat()}.md", f"daily/{(today - timedelta(days=1)).isoformat()}.md"}

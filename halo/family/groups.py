@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Column, Float, MetaData, String, Table, delete, select
 
 from config.family import Member
-from halo.family.db import HaloDB
-from halo.family.delivery import Delivery
-from halo.pipeline.envelope import Envelope, Scope, Speaker
+from halo.core.envelope import Envelope, Scope, Speaker
+from halo.outbound.db import HaloDB
+from halo.outbound.delivery import Delivery
 from policy import PolicyEngine
 from transcripts import AuditLog
 
 if TYPE_CHECKING:
     from halo.commands.builtin import CommandRegistry as CommandMatcher
-    from halo.pipeline.turn import Turn
+    from halo.core.turn import Turn
 
 log = logging.getLogger(__name__)
 

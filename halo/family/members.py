@@ -2,8 +2,8 @@
 
 halo.yaml stays the one source of the family: a new member is written there first
 (validated, atomically, previous file kept as halo.yaml.bak, comments kept), and the
-policy engine is then rebuilt from the validated result. `Services.family` reads the
-engine's family, so every part sees the new member on its next message; the start-up
+live family (halo/core/live_family.py) is then replaced with the validated result, so
+every part, the policy engine first, sees the new member on its next message; the start-up
 `Settings` stay what they were for everything else (model, ports, tokens).
 """
 
@@ -18,7 +18,7 @@ from config.family import AgeGroup, Member, Role
 from config.loader import settings_from
 from config.paths import HaloPaths
 from config.settings import Settings
-from policy import PolicyEngine
+from halo.core.live_family import LiveFamily
 
 # The member field that links a person to their account on each platform.
 PLATFORM_ID_FIELDS = {"telegram": "telegram_user_id", "discord": "discord_user_id"}
@@ -36,9 +36,9 @@ def member_id_for(name: str, taken: set[str]) -> str:
 
 
 class FamilyEditor:
-    def __init__(self, paths: HaloPaths, policy: PolicyEngine) -> None:
+    def __init__(self, paths: HaloPaths, family: LiveFamily) -> None:
         self.paths = paths
-        self.policy = policy
+        self.family = family
         self._lock = asyncio.Lock()
 
     async def add_member(
@@ -50,7 +50,7 @@ class FamilyEditor:
         if field is None:
             raise ValueError(f"members cannot be linked to {platform} accounts")
         async with self._lock:
-            member_id = member_id_for(name, {m.id for m in self.policy.family.members})
+            member_id = member_id_for(name, {m.id for m in self.family.current().members})
             entry: dict[str, Any] = {"id": member_id, "name": name, "role": role}
             if role == "child":
                 entry["age_group"] = age_group or "young_child"
@@ -62,7 +62,7 @@ class FamilyEditor:
                 lambda data: settings_from(self.paths, data),
             )
             family = settings.family_view()
-            self.policy.rebuild(family)
+            self.family.replace(family)
         member = family.member(member_id)
         assert member is not None  # it was just validated as part of the family
         return member

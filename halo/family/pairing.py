@@ -26,10 +26,10 @@ from sqlalchemy import Column, Float, Integer, MetaData, String, Table, select, 
 
 from config.family import AgeGroup, Member, Role
 from config.loader import ConfigError
-from halo.family.db import HaloDB
-from halo.family.delivery import Delivery
+from halo.core.envelope import Speaker
 from halo.family.members import FamilyEditor
-from halo.pipeline.envelope import Speaker
+from halo.outbound.db import HaloDB
+from halo.outbound.delivery import Delivery
 from policy import PolicyEngine
 from transcripts import AuditLog
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from config.family import Family, Member
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import member_scopes
+from halo.core.envelope import Scope
+from halo.core.scopes import member_scopes
 from policy import SYSTEM, PolicyEngine, SystemPrincipal
 
 # In the order a parent thinks of them; receive_proactive is asked of halo itself, not of a member.

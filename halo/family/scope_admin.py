@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.family import Family
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError, member_scopes, resolve_scope
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError, member_scopes, resolve_scope
 
 if TYPE_CHECKING:
     from config.paths import HaloPaths
@@ -70,7 +70,7 @@ def parse_scope_id(family: Family, scope_id: str) -> Scope:
 
 
 def _memory_scope_ids(scopes_root: Path) -> set[str]:
-    """Scopes that have only a memory folder left; `scope.json` names them (ARCHITECTURE §4)."""
+    """Scopes that have only a memory folder left; `scope.json` names them (docs/ARCHITECTURE.md, "HALO_HOME")."""
     found: set[str] = set()
     if not scopes_root.is_dir():
         return found
@@ -155,8 +155,11 @@ class ScopeAdmin:
         summaries.sort(key=lambda s: (not s.configured, s.scope.id))
         return summaries
 
-    async def clear_session(self, scope_id: str, *, actor: str) -> int:
-        """Forget the derived session (the model's history); the transcript stays. Returns items removed."""
+    async def clear_session(self, scope_id: str, *, actor: str) -> int | None:
+        """Forget the derived session (the model's history); the transcript stays. Returns items
+        removed, or None when the scope has no transcript: nothing to clear, and none is made."""
+        if self.transcripts.count(scope_id) == 0:
+            return None
         removed = len(await self.sessions.all_items(scope_id))
         await self.sessions.clear(scope_id, why=f"session cleared by {actor}")
         self.audit.write("admin_clear", scope_id=scope_id, actor=actor, items_removed=removed)

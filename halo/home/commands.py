@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from halo.commands.builtin import Command
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 
 if TYPE_CHECKING:
     from halo.home.events import HomeEvents

@@ -30,12 +30,13 @@ from zoneinfo import ZoneInfo
 
 from config.family import Family
 from config.home import HomeRule, HomeSettings, QuietHours
-from halo.family.delivery import Delivery
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError, member_scopes, resolve_scope
+from halo.family.direct import DirectMessages
 from halo.home.rules import condition_holds, render, topic_matches
 from halo.home.send import send_home_message
 from halo.home.store import HomeStore, Queued
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError, member_scopes, resolve_scope
+from halo.outbound.delivery import Delivery
 from halo.port import Observation
 from policy import SYSTEM, PolicyEngine
 from transcripts import AuditLog
@@ -89,6 +90,7 @@ class HomeEvents:
         store: HomeStore,
         policy: PolicyEngine,
         delivery: Delivery,
+        direct: DirectMessages,
         audit: AuditLog,
         *,
         now: Callable[[], datetime] | None = None,
@@ -98,6 +100,7 @@ class HomeEvents:
         self.store = store
         self.policy = policy
         self.delivery = delivery
+        self.direct = direct
         self.audit = audit
         self.now = now or (lambda: datetime.now(UTC))
         self.rules = list(settings.rules)
@@ -117,6 +120,15 @@ class HomeEvents:
             if rule_id in self.reports:
                 self.reports[rule_id].last_fired_at = datetime.fromtimestamp(at, UTC)
         self._task = asyncio.create_task(self._tick_forever(), name="home-events")
+
+    async def apply(self, settings: HomeSettings) -> None:
+        """halo.yaml's `home:` section changed (halo/workspace/config_reload.py): new rules and quiet
+        hours from the next observation on. What a kept rule saw, fired and queued stays."""
+        async with self._lock:
+            self.settings = settings
+            self.rules = list(settings.rules)
+            self.reports = {r.id: self.reports.get(r.id) or RuleReport() for r in self.rules}
+            self._recent = {r.id: self._recent.get(r.id) or deque() for r in self.rules}
 
     async def stop(self) -> None:
         for task in (self._task, self._worker):
@@ -255,32 +267,40 @@ class HomeEvents:
         self.audit.write("home_rule_fired", rule=rule.id, entity=entity, topic=topic, deliveries=outcomes)
 
     async def _burst(self, rule: HomeRule, now: datetime) -> float | None:
-        """When this firing is part of a burst, the time the burst's summary goes out."""
+        """When this firing is part of a burst, the time the burst's summary goes out. A summary
+        still collecting in halo.db takes it too: the count of recent firings is this run's, so
+        after a restart in the middle of a burst the rest still joins the summary."""
         window = self.settings.burst_minutes * 60
         recent = self._recent.setdefault(rule.id, deque())
         stamp = now.timestamp()
         while recent and recent[0] <= stamp - window:
             recent.popleft()
         recent.append(stamp)
+        collecting = await self.store.burst_release(rule.id)
+        if collecting is not None:
+            return collecting
         if len(recent) <= self.settings.burst_limit:
             return None
-        return await self.store.burst_release(rule.id) or stamp + window
+        return stamp + window
 
     def _recipients(self, rule: HomeRule) -> list[tuple[Scope, bool]]:
         """The scopes a rule names, each with whether the rule names its owner explicitly
-        (only then may a child's DM receive it; the policy decides)."""
+        (only then may a child's DM receive it; the policy decides). A member, and each parent
+        for `parents`, is reached where they get direct messages (halo/family/direct.py)."""
         family = self.family()
         found: dict[str, tuple[Scope, bool]] = {}
 
-        def dms_of(member_id: str, named: bool) -> None:
-            for scope in member_scopes(family):
-                if scope.type == "dm" and scope.owner_id == member_id and self.delivery.reaches(scope):
-                    found.setdefault(scope.id, (scope, named))
+        def dm_of(member_id: str, named: bool) -> None:
+            scope = self.direct.scope_of(member_id)
+            if scope is None:
+                log.warning("home rule %s: %r is not a member", rule.id, member_id)
+            else:
+                found.setdefault(scope.id, (scope, named))
 
         for target in rule.to:
             if target == "parents":
                 for parent in family.parents:
-                    dms_of(parent.id, False)
+                    dm_of(parent.id, False)
             elif target in ("parents_group", "family_group"):
                 for scope in member_scopes(family):
                     if scope.type == target:
@@ -291,7 +311,7 @@ class HomeEvents:
                 except UnknownScopeError as exc:
                     log.warning("home rule %s: %s", rule.id, exc)
             else:
-                dms_of(target, True)
+                dm_of(target, True)
         return list(found.values())
 
     async def _to_scope(

@@ -35,15 +35,37 @@ def field_value(payload: dict[str, Any], path: str) -> Any:
     return node
 
 
+def _json_type(value: Any) -> str:
+    """The JSON type of a parsed value; bool first, since Python's bool is an int."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
 def _same(value: Any, expected: Any) -> bool:
-    """Equal, or equal as text when the types differ ("on" vs on, "true" vs true)."""
-    if value == expected and type(value) is type(expected):
-        return True
-    if isinstance(value, bool) or isinstance(expected, bool):
-        return str(value).lower() == str(expected).lower()
-    if isinstance(value, int | float) and isinstance(expected, int | float):
-        return value == expected
-    return str(value).strip().lower() == str(expected).strip().lower()
+    """Equal as JSON: never across types, so `equals: false` is not "false", 0 or [], and
+    `equals: 1` is not true. Text compares without case or surrounding blanks ("ON" is "on");
+    a rule for a device that sends strings says so: `equals: "false"`."""
+    kind = _json_type(value)
+    if kind != _json_type(expected):
+        return False
+    if kind == "string":
+        return bool(value.strip().lower() == expected.strip().lower())
+    if kind == "array":
+        return len(value) == len(expected) and all(_same(v, e) for v, e in zip(value, expected, strict=True))
+    if kind == "object":
+        return value.keys() == expected.keys() and all(_same(value[k], expected[k]) for k in value)
+    return bool(value == expected)
 
 
 def _number(value: Any) -> float | None:

@@ -4,7 +4,7 @@ the scope's transcript once sent."""
 
 from __future__ import annotations
 
-from halo.family.delivery import Delivery
+from halo.outbound.delivery import Delivery
 
 
 async def send_home_message(delivery: Delivery, scope_id: str, text: str) -> bool:

@@ -30,7 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from halo.family.db import HaloDB
+from halo.outbound.db import HaloDB
 from halo.port import Observation
 
 metadata = MetaData()

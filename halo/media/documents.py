@@ -18,9 +18,9 @@ import logging
 from dataclasses import replace
 
 from config.settings import MemorySettings
+from halo.core.envelope import Attachment
+from halo.core.turn import Turn
 from halo.media.document_text import Unreadable, extract, kind_of
-from halo.pipeline.envelope import Attachment
-from halo.pipeline.turn import Turn
 from memory.documents import ScopeDocuments, StoredDocument
 from memory.semantic import SemanticMemory
 from transcripts import AuditLog

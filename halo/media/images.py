@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from config.settings import LLMSettings
-from halo.pipeline.envelope import Attachment
+from halo.core.envelope import Attachment
 
 log = logging.getLogger(__name__)
 

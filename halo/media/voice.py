@@ -12,7 +12,7 @@ import logging
 from openai import AsyncOpenAI, OpenAIError
 
 from config.settings import LLMSettings
-from halo.pipeline.envelope import VoiceNote
+from halo.core.envelope import VoiceNote
 
 log = logging.getLogger(__name__)
 

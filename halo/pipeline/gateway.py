@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -29,11 +29,12 @@ from agents import (
 )
 from openai.types.responses import ResponseTextDeltaEvent
 
+from halo.core.envelope import Envelope
+from halo.core.scope_locks import ScopeLocks
+from halo.core.turn import Turn
 from halo.media.images import MODEL_CANNOT_SEE, NO_VISION, CannotSee, PhotoReader
 from halo.media.voice import NOT_SET_UP, CannotHear, Transcriber
-from halo.pipeline.envelope import Envelope
 from halo.pipeline.run_items import ToolSteps, input_items
-from halo.pipeline.turn import Turn
 from halo.pipeline.turn_agents import TurnAgents
 from halo.routing.levels import Level, Route
 from halo.routing.router import small_reply
@@ -47,10 +48,10 @@ from transcripts.text import clean_text
 if TYPE_CHECKING:
     from config.settings import LLMSettings
     from halo.commands.builtin import CommandRegistry
-    from halo.family.delivery import Delivery
     from halo.family.groups import GroupGuard
     from halo.family.pairing import Pairing
     from halo.media.documents import Documents
+    from halo.outbound.delivery import Delivery
     from halo.routing.router import Router
     from halo.safety.gate import SafetyGate
     from memory.service import MemoryService
@@ -112,6 +113,9 @@ class Gateway:
         transcriber: Transcriber | None = None,
         photos: PhotoReader | None = None,
         documents: Documents | None = None,
+        answerers: Sequence[Answerer] = (),
+        after_turn: Sequence[AfterTurnHook] = (),
+        locks: ScopeLocks | None = None,
         router: Router | None = None,
     ) -> None:
         self.policy = policy
@@ -125,31 +129,22 @@ class Gateway:
         self.delivery = delivery
         self.audit = audit
         self.llm = llm
-        self.after_turn: list[AfterTurnHook] = []
+        self.after_turn = list(after_turn)  # after each turn, in the background (memory, the index)
         self.agents = agents
         self.transcriber = transcriber  # voice notes to text (halo/media/voice.py); None: not set up
         self.photos = photos  # photos to image input (halo/media/images.py); None: halo cannot see them
         self.documents = documents  # documents read into the scope's files (halo/media/documents.py)
-        self.answerers: list[Answerer] = []
+        self.answerers = list(answerers)  # asked in order before the model; the first answer wins
+        self.locks = locks or ScopeLocks()  # shared with the catch-up and the admin API's scope work
         self.router = router  # which model level answers; None: always llm.model
-        self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.run_config = RunConfig(tracing_disabled=not llm.tracing)  # built once: it reads the environment
         self._seen_since_start: set[str] = set()  # scopes whose transcript end was checked for an open message
-
-    def scope_lock(self, scope_id: str) -> asyncio.Lock:
-        """Held while a scope handles a message; admin work on the scope (purge) takes it too."""
-        return self._locks.setdefault(scope_id, asyncio.Lock())
 
     @property
     def background_tasks(self) -> int:
         """After-turn work not finished yet (a queue depth for /status)."""
         return len(self._background)
-
-    @property
-    def busy_scopes(self) -> int:
-        """Scopes handling a message right now (others may be waiting behind each)."""
-        return sum(1 for lock in self._locks.values() if lock.locked())
 
     async def handle(
         self,
@@ -159,7 +154,7 @@ class Gateway:
     ) -> Reply:
         """`on_delta` receives streamed reply text; `on_model_start` is awaited just before the
         model is asked (an adapter shows "typing…" from then on)."""
-        async with self.scope_lock(envelope.scope.id):
+        async with self.locks.of(envelope.scope.id):
             envelope = await self.groups.current(envelope)
             if envelope.platform_message_id is not None and envelope.scope.id not in self._seen_since_start:
                 self._seen_since_start.add(envelope.scope.id)
@@ -180,7 +175,7 @@ class Gateway:
         """Answer a message already in the transcript that a crash left unanswered: the same turn,
         without recording the message a second time (halo/pipeline/missed.py). Silent when it
         was answered meanwhile (the chat app sent it again, and that answered it)."""
-        async with self.scope_lock(envelope.scope.id):
+        async with self.locks.of(envelope.scope.id):
             found = await self._open_message(envelope.scope.id)
             if found is None or found.id != envelope.id:
                 return Reply(None, envelope.scope.id, "silent")

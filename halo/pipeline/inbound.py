@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 from config.family import Family
 from halo.commands.builtin import CommandRegistry
-from halo.family.delivery import Delivery
+from halo.core.envelope import Envelope, Platform, Scope, Speaker
+from halo.core.scopes import resolve_scope
 from halo.family.groups import GroupGuard
-from halo.pipeline.envelope import Envelope, Platform, Scope, Speaker
+from halo.outbound.delivery import Delivery
 from halo.pipeline.gateway import Gateway, Reply
-from halo.pipeline.scopes import resolve_scope
 from halo.port import Progress, TurnOutcome
 from halo.web_auth import member_of
 
@@ -90,7 +90,7 @@ class GatewayInbound(FamilyDirectory):
         self._commands = commands
 
     def commands(self) -> Sequence[tuple[str, str, str]]:
-        return [(c.name, c.usage, c.summary) for c in self._commands]
+        return [(c.name, c.usage, c.summary) for c in self._commands if c.in_menu]
 
     async def handle(self, envelope: Envelope, progress: Progress | None = None) -> TurnOutcome:
         reply = await self._gateway.handle(

@@ -31,11 +31,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from config.family import Family, Member
-from halo.family.delivery import Delivery
-from halo.pipeline.envelope import Envelope, Speaker
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import UnknownScopeError, resolve_scope
+from halo.outbound.delivery import Delivery
 from halo.pipeline.gateway import OPEN_MESSAGE_TAIL, Gateway, open_message
 from halo.pipeline.inbound import GatewayInbound
-from halo.pipeline.scopes import UnknownScopeError, resolve_scope
 from transcripts import AuditLog, TranscriptLine, TranscriptReader, TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ class MissedMessages:
 
     async def _apologise(self, missed: Missed) -> bool:
         line = missed.line
-        async with self._gateway.scope_lock(line.scope_id):  # no live turn of the scope in between
+        async with self._gateway.locks.of(line.scope_id):  # no live turn of the scope in between
             tail = await asyncio.to_thread(self._transcripts.tail, line.scope_id, OPEN_MESSAGE_TAIL)
             still_open = open_message(tail)
             if still_open is None or still_open.id != line.id:

@@ -14,7 +14,7 @@ from agents import Agent, RunContextWrapper, RunHooks, RunItem, Tool, TResponseI
 from agents.tool_context import ToolContext
 
 if TYPE_CHECKING:
-    from halo.pipeline.turn import Turn
+    from halo.core.turn import Turn
 
 
 def input_items(run_items: Sequence[RunItem]) -> list[TResponseInputItem]:

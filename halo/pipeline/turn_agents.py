@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from agents import Agent, Model, ModelSettings, RunContextWrapper, Tool
 
+from halo.core.turn import Turn
 from halo.pipeline.sdk_identity import sign_once
-from halo.pipeline.turn import Turn
 from halo.routing.levels import Level
 from halo.tools.guarded import tool_class
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agents import Agent, Model, ModelSettings, RunConfig, Runner
 
@@ -20,8 +20,7 @@ from halo.routing.rules import Rules
 
 if TYPE_CHECKING:
     from config.family import Member
-    from halo.pipeline.turn import Turn
-    from halo.usage.budget import Budget
+    from halo.core.turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +43,13 @@ def profile_cap(member: Member | None) -> tuple[Level, str | None]:
     if member.role == "child" and member.age_group == "young_child":
         return Level.L2, "a young child's profile"
     return Level.L3, None
+
+
+class SpendCap(Protocol):
+    """The budget's cap (halo/usage/budget.py): the highest level a member's spending still
+    allows, and why it is lower, if it is."""
+
+    async def cap(self, member_id: str | None) -> tuple[Level, str | None]: ...
 
 
 class Triage:
@@ -76,7 +82,7 @@ class Router:
         settings: RoutingSettings,
         *,
         triage: Triage | None = None,
-        budget: Budget | None = None,
+        budget: SpendCap | None = None,
         last_reply: LastReply | None = None,
     ) -> None:
         self.settings = settings

@@ -69,15 +69,23 @@ def check_admin_exposure(settings: Settings) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from admin_api.server import serve  # the one place halo's CLI composes the core with the admin server
-
-    settings = _settings(create_starter=True)
+    settings = _settings(create_starter=True)  # a config mistake is said before the SDK loads
     check_admin_exposure(settings)
+    check_policies(settings)
+    from halo.runtime.serve import serve
+
     try:
         asyncio.run(serve(settings))
     except OSError as exc:
         raise StartupError(f"cannot listen on {settings.admin.host}:{settings.admin.port}: {exc.strerror}") from None
     return 0
+
+
+def check_policies(settings: Settings) -> None:
+    """The Cedar policies (halo's and HALO_HOME/policies/) parse: cheap, and no SDK needed."""
+    from policy import PolicyEngine
+
+    PolicyEngine(settings.family_view(), extra_dir=settings.paths.policies)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -95,7 +103,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         try:
             await halo.start_background()
             chat = TerminalChat(halo.inbound, halo.inbound.speaker("cli", member.id))
-            halo.services.delivery.register("cli", chat)  # replies and notices come back through it
+            halo.delivery.register("cli", chat)  # replies and notices come back through it
             await chat.run()
         finally:
             await halo.close()
@@ -105,17 +113,22 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_explain(args: argparse.Namespace) -> int:
-    from halo.pipeline.scopes import resolve_scope
-    from policy import PolicyEngine, explain
+    from halo.core.scopes import UnknownScopeError, resolve_scope
+    from policy import ACTIONS, PolicyEngine, explain
 
+    if args.action not in ACTIONS:
+        raise StartupError(f"no policy action {args.action!r}; the actions are: {', '.join(sorted(ACTIONS))}")
     settings = _settings()
     family = settings.family_view()
     engine = PolicyEngine(family, extra_dir=settings.paths.policies)
     principal = family.member(args.member) if args.member != "unknown" else None
     if args.member != "unknown" and principal is None:
         raise StartupError(f"no member {args.member!r}; members: {', '.join(m.id for m in family.members)}")
-    scope = resolve_scope(family, args.scope)
-    from_scope = resolve_scope(family, args.from_scope) if args.from_scope else scope
+    try:
+        scope = resolve_scope(family, args.scope)
+        from_scope = resolve_scope(family, args.from_scope) if args.from_scope else scope
+    except UnknownScopeError as exc:
+        raise StartupError(str(exc)) from None
     resource = family.member(args.about) if args.about else scope
     if resource is None:
         raise StartupError(f"no member {args.about!r}")
@@ -133,7 +146,7 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
 
 def cmd_distill(args: argparse.Namespace) -> int:
     """Distil one scope now (and with --extract, run model extraction too), then say what changed."""
-    from halo.pipeline.scopes import UnknownScopeError, resolve_scope
+    from halo.core.scopes import UnknownScopeError, resolve_scope
     from halo.runtime.app import build_halo
     from memory.service import DistillationDisabled, ExtractionUnavailable
 
@@ -145,7 +158,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         halo = build_halo(settings)
-        memory = halo.services.memory
+        memory = halo.memory
         try:
             result = await memory.distill(args.scope)
             print(
@@ -187,12 +200,37 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reload(args: argparse.Namespace) -> int:
+    """Ask the running halo to apply halo.yaml now (it also does so by itself within seconds)."""
+    from config.loader import ConfigError
+    from halo.workspace.config_reload import ask_running_halo
+
+    try:
+        settings = _settings()
+    except ConfigError as exc:  # the running halo refuses it too, and keeps its config
+        print(f"halo: halo.yaml was not applied; the running halo keeps its config.\n{exc}", file=sys.stderr)
+        return 1
+    try:
+        status, body = ask_running_halo(settings)
+    except OSError as exc:
+        where = f"{settings.admin.host}:{settings.admin.port}"
+        print(f"halo: no halo answers on {where} ({exc}); the next `halo serve` reads halo.yaml", file=sys.stderr)
+        return 1
+    if status != 200:
+        print(f"halo: halo.yaml was not applied.\n{body.get('error', body)}", file=sys.stderr)
+        return 1
+    print("halo.yaml applied.")
+    if body.get("restartNeeded"):
+        print(f"restart halo for: {', '.join(body['restartNeeded'])}")
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """The whole workspace into one archive, with progress on a terminal."""
     from pathlib import Path
 
     from config.paths import default_home
-    from halo.runtime.backups import BackupError, export_workspace
+    from halo.workspace.backups import BackupError, export_workspace
 
     home = default_home()
     shown = sys.stderr.isatty()
@@ -214,7 +252,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from config.paths import default_home
-    from halo.runtime.backups import BackupError, import_workspace
+    from halo.workspace.backups import BackupError, import_workspace
 
     home = default_home()
     try:
@@ -254,6 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--force", action="store_true", help="replace an existing workspace (kept aside)")
     restore.set_defaults(fn=cmd_import)
 
+    sub.add_parser("reload", help="apply halo.yaml to the running halo now").set_defaults(fn=cmd_reload)
+
     sub.add_parser("dashboard", help="print a fresh one-time login link to the dashboard").set_defaults(
         fn=cmd_dashboard
     )
@@ -271,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from halo.runtime.private_files import private_umask
+    from halo.workspace.private_files import private_umask
 
     private_umask()  # every file halo writes holds a family's private words or a token
     args = build_parser().parse_args(argv)

@@ -141,7 +141,7 @@ async def check_semantic(settings: Settings) -> Check:
 
 def check_private_files(settings: Settings) -> Check:
     """HALO_HOME 0700 and its files 0600: it holds private chats and tokens."""
-    from halo.runtime.private_files import loose_paths
+    from halo.workspace.private_files import loose_paths
 
     home = settings.paths.home
     loose = loose_paths(home)

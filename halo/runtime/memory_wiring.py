@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from agents import Model
 
 from config.settings import Settings
+from halo.core.scopes import UnknownScopeError, resolve_scope
+from halo.core.turn import Turn
 from halo.pipeline.gateway import AfterTurnHook, Reply
-from halo.pipeline.scopes import UnknownScopeError, resolve_scope
-from halo.pipeline.turn import Turn
 from memory.extraction.extract import ModelChunkExtractor, ModelExtraction
 from memory.scope_files import ScopeFiles, ScopeInfo
 from memory.service import LogEntry, MemoryService

@@ -13,7 +13,7 @@ from agents import Model
 
 from config.family import Family
 from config.settings import Settings
-from halo.family.db import HaloDB
+from halo.outbound.db import HaloDB
 from halo.routing.levels import Level
 from halo.routing.router import Router, Triage
 from halo.runtime.providers import build_model

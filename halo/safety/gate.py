@@ -36,7 +36,7 @@ from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
 
 if TYPE_CHECKING:
-    from halo.pipeline.turn import Turn
+    from halo.core.turn import Turn
 
 log = logging.getLogger(__name__)
 

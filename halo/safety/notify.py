@@ -1,7 +1,7 @@
 """Telling a member something privately (a safety alert to a parent), through `Delivery`.
 
 The notifier decides the text per recipient scope and hands each copy to halo's one outbox
-(halo/family/delivery.py), which makes it durable before any attempt and retries it:
+(halo/outbound/delivery.py), which makes it durable before any attempt and retries it:
 
 - the member's web inbox (`web:<id>`) gets `inbox_text` — the fuller text, which may quote a
   child only when the caller established that the policy lets this parent read that child's
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from config.family import Family, Member
-from halo.family.delivery import Delivery, platform_of
-from halo.pipeline.scopes import member_scopes
+from halo.core.scopes import member_scopes
+from halo.outbound.delivery import Delivery, platform_of
 from transcripts import AuditLog
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from config.family import Family, Member
 from config.safety import TOOL_CLASSES, AgeGroup, AgeProfile
 from config.settings import LLMSettings
-from halo.pipeline.envelope import Envelope, Scope
+from halo.core.envelope import Envelope, Scope
 from policy import PolicyEngine
 
 

@@ -23,9 +23,9 @@ from typing import Any
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, select, update
 
 from config.family import Family
-from halo.family.db import HaloDB
-from halo.family.delivery import Delivery
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
+from halo.outbound.db import HaloDB
+from halo.outbound.delivery import Delivery
 from transcripts import AuditLog, TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -47,10 +47,20 @@ approvals_table = Table(
     Column("outcome", Text),
 )
 
+asks_table = Table(  # which chat each question went to: what a bare "yes" there can answer
+    "approval_asks",
+    metadata,
+    Column("outbox_id", String(64), primary_key=True),  # the question as Delivery sent it
+    Column("request_id", Integer, nullable=False, index=True),
+    Column("parent_id", String(64), nullable=False),
+    Column("scope_id", String(200), nullable=False),
+    Column("asked_at", DateTime(timezone=True), nullable=False),
+)
+
 YES = re.compile(r"^\s*(yes|y|ok|okay|approve|approved|sure|go ahead)\s*[.!]*\s*$", re.I)
 NO = re.compile(r"^\s*(no|n|deny|denied|nope|don't|do not)\s*[.!]*\s*$", re.I)
 NAMED = re.compile(r"^\s*(yes|approve|no|deny)\s+#?(\d{1,9})\s*[.!]*\s*$", re.I)  # "yes 3": that request
-TAIL = 40  # transcript lines read back to see what halo asked since the parent last spoke
+TAIL = 40  # transcript lines read back to see what halo said since the parent last spoke
 
 Action = Callable[["Pending"], Awaitable[str]]  # carries an approved call out; returns what happened
 
@@ -134,7 +144,7 @@ class Approvals:
             f"Reply yes or no. (Request {request_id}; later, say “yes {request_id}”. "
             f"It lapses in {self._minutes_text()}.)"
         )
-        asked = await self._ask_parents(asker.id, question)
+        asked = await self._ask_parents(request_id, asker.id, question)
         self.audit.write("approval_asked", id=request_id, action=action, by=asker.id, parents=asked)
         self._changed.set()
         if not asked:
@@ -145,10 +155,24 @@ class Approvals:
             f"(request {request_id}). Tell the person you'll let them know here."
         )
 
-    async def _ask_parents(self, asker_id: str, question: str) -> list[str]:
+    async def _ask_parents(self, request_id: int, asker_id: str, question: str) -> list[str]:
+        """Ask in each parent's DMs, and keep which message asked what: a bare yes is matched to
+        the request by that record, never by reading the question's text back."""
         reached: list[str] = []
         for parent_id in approvers(self.family(), asker_id):
-            reached += await self.delivery.to_member(parent_id, question)
+            for scope_id in self.delivery.member_dms(parent_id):
+                outbox_id = await self.delivery.send(scope_id, question)
+                async with self.db.write(metadata) as conn:
+                    await conn.execute(
+                        asks_table.insert().values(
+                            outbox_id=outbox_id,
+                            request_id=request_id,
+                            parent_id=parent_id,
+                            scope_id=scope_id,
+                            asked_at=self.clock(),
+                        )
+                    )
+                reached.append(scope_id)
         return reached
 
     def _minutes_text(self) -> str:
@@ -175,7 +199,7 @@ class Approvals:
             if request is None:
                 return f"Request {named[2]} is not waiting for you (answered, lapsed, or not yours)."
         else:  # a bare yes answers a question halo asked since the parent last spoke, not an older one
-            asked = await self._asked_since_last_spoke(turn)
+            asked = await self._asked_since_last_spoke(turn, member.id)
             request = next((r for r in reversed(waiting) if r.id in asked), None)
             if request is None:
                 return None  # an ordinary yes, to something else halo said
@@ -191,16 +215,29 @@ class Approvals:
         await self.delivery.send(request.scope_id, f"{member.name} said yes. {outcome}")
         return f"Done: {outcome}"
 
-    async def _asked_since_last_spoke(self, turn: Turn) -> set[int]:
-        """The requests whose question halo put in this chat after the parent's previous message."""
+    async def _asked_since_last_spoke(self, turn: Turn, parent_id: str) -> set[int]:
+        """The requests whose question reached this chat after the parent's previous message: the
+        outbox ids of what halo said since then, looked up in the record of the asks. Nothing in
+        the text counts, so a member's words quoted in a question cannot name another request."""
         tail = await asyncio.to_thread(self.transcripts.tail, turn.scope.id, TAIL)
-        asked: set[int] = set()
+        shown: set[str] = set()
         for line in reversed(tail):
             if line.role == "user" and line.id != turn.envelope.id:
                 break
-            if line.role == "assistant" and (found := re.search(r"\(Request (\d+);", line.text)):
-                asked.add(int(found[1]))
-        return asked
+            outbox_id = line.extra.get("outbox_id")
+            if line.role == "assistant" and isinstance(outbox_id, str):
+                shown.add(outbox_id)
+        if not shown:
+            return set()
+        async with self.db.read(metadata) as conn:
+            rows = await conn.execute(
+                select(asks_table.c.request_id).where(
+                    asks_table.c.outbox_id.in_(shown),
+                    asks_table.c.scope_id == turn.scope.id,
+                    asks_table.c.parent_id == parent_id,
+                )
+            )
+            return {int(row[0]) for row in rows}
 
     async def waiting_for(self, parent_id: str) -> list[Pending]:
         """Requests this parent was asked and nobody has answered, oldest first."""

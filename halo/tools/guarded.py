@@ -9,7 +9,7 @@ from typing import Any, Concatenate, ParamSpec
 
 from agents import FunctionTool, RunContextWrapper, Tool, function_tool
 
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 
 P = ParamSpec("P")
 ToolFn = Callable[Concatenate[RunContextWrapper[Turn], P], Awaitable[str]]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from agents import FunctionTool, RunContextWrapper
 
 from halo.commands.memory_actions import MemoryActions
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.tools.guarded import guarded_tool
 
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from agents import FunctionTool, RunContextWrapper
 
 from config.family import Family, Member
-from halo.family.delivery import Delivery
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
+from halo.outbound.delivery import Delivery
 from halo.tools.approvals import Approvals, Pending
 from halo.tools.guarded import guarded_tool
 
@@ -52,7 +52,8 @@ def message_tools(approvals: Approvals, delivery: Delivery, family: Callable[[],
             return f"There is no family member called {member!r}. The family: {names}."
         if turn.member is not None and recipient.id == turn.member.id:
             return "That is the person you are talking to: answer them here instead."
-        text = " ".join(text.split())
+        # one line, and no quote marks of halo's own: the words stay inside the quotes the parent sees
+        text = " ".join(text.split()).replace("“", '"').replace("”", '"')
         if not text:
             return "The message is empty: ask what to say."
         if len(text) > MAX_MESSAGE_CHARS:

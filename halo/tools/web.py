@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 from agents import FunctionTool, RunContextWrapper, Tool, WebSearchTool
 from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
 
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.tools.guarded import CLASS_ATTRIBUTE, guarded_tool
 
 MAX_BYTES = 1_000_000
@@ -37,10 +38,43 @@ TEXT_TYPES = ("text/html", "text/plain", "application/xhtml+xml")
 AddressRule = Callable[[ipaddress.IPv4Address | ipaddress.IPv6Address, int], bool]
 
 
-def public_only(address: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052, well-known prefix
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215, local use, any RFC 6052 length
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # deprecated ::a.b.c.d
+# Where RFC 6052 puts the IPv4 bytes for each prefix length a /48 can hold (byte 8 is zero)
+_RFC6052_BYTES = ((6, 7, 9, 10), (7, 9, 10, 11), (9, 10, 11, 12), (12, 13, 14, 15))
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries and may reach through a translator or tunnel:
+    IPv4-mapped and -compatible, NAT64, 6to4 and Teredo (its client)."""
+    packed = address.packed
+    found: list[ipaddress.IPv4Address] = []
+    if address.ipv4_mapped is not None:
+        found.append(address.ipv4_mapped)
+    if address in _IPV4_COMPATIBLE or address in _NAT64:
+        found.append(ipaddress.IPv4Address(packed[12:]))
+    if address in _NAT64_LOCAL:  # the operator's prefix length is unknown: every placement
+        found.extend(ipaddress.IPv4Address(bytes(packed[i] for i in at)) for at in _RFC6052_BYTES)
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    return found
+
+
+def _public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return address.is_global and not address.is_multicast
+
+
+def public_only(address: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) -> bool:
+    """A public address, and for IPv6 also every IPv4 address embedded in it, judged as IPv4."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return _public(address)
+    embedded = embedded_ipv4(address)
+    if address.ipv4_mapped is not None:  # it *is* the IPv4 address; Python's IPv6 verdict varies
+        return all(_public(v4) for v4 in embedded)
+    return _public(address) and all(_public(v4) for v4 in embedded)
 
 
 class Refused(Exception):
@@ -87,16 +121,17 @@ class PageFetcher:
         self.timeout = timeout
 
     async def fetch(self, url: str) -> Page:
+        target = _parsed(url)
         async with asyncio.timeout(self.timeout):
             for _ in range(MAX_REDIRECTS + 1):
-                host, _, addresses = await self._checked(url)
+                host, addresses = await self._checked(target)
                 connector = aiohttp.TCPConnector(resolver=_Pinned(host, addresses), use_dns_cache=False)
                 async with (
                     aiohttp.ClientSession(connector=connector) as http,
-                    http.get(url, allow_redirects=False, headers={"User-Agent": "halo (family assistant)"}) as resp,
+                    http.get(target, allow_redirects=False, headers={"User-Agent": "halo (family assistant)"}) as resp,
                 ):
                     if resp.status in (301, 302, 303, 307, 308) and "Location" in resp.headers:
-                        url = urljoin(url, resp.headers["Location"])
+                        target = _parsed(resp.headers["Location"], base=target)
                         continue
                     if resp.status >= 400:
                         raise Refused(f"the site answered {resp.status}")
@@ -108,27 +143,57 @@ class PageFetcher:
                     title, words = _html_text(text) if "html" in kind else ("", text)
                     words = " ".join(words.split())
                     cut = len(body) > MAX_BYTES or len(words) > MAX_CHARS
-                    return Page(url, title, words[:MAX_CHARS], cut)
+                    return Page(str(target), title, words[:MAX_CHARS], cut)
             raise Refused(f"more than {MAX_REDIRECTS} redirects")
 
-    async def _checked(self, url: str) -> tuple[str, int, list[str]]:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise Refused("only http and https addresses can be fetched")
-        host = parts.hostname
-        try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:
-            raise Refused("the address has a bad port") from None
+    async def _checked(self, url: URL) -> tuple[str, list[str]]:
+        """The host as aiohttp will look it up, and its addresses, every one of them allowed."""
+        host, port = url.raw_host or "", url.port or 0
         try:
             found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError:
+        except (OSError, UnicodeError):
             raise Refused(f"{host} could not be found") from None
         addresses = sorted({str(info[4][0]) for info in found})
         for address in addresses:
             if not self.allowed(ipaddress.ip_address(address.split("%", 1)[0]), port):
                 raise Refused(f"{host} is on a private or local network, which I may not reach")
-        return host, port, addresses
+        return host, addresses
+
+
+_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
+_HOST_NAME = re.compile(r"(?!-)[a-z0-9_-]{1,63}(?<!-)(\.(?!-)[a-z0-9_-]{1,63}(?<!-))*\.?")
+
+
+def _parsed(url: str, base: URL | None = None) -> URL:
+    """The one parse of an address (yarl's, the one aiohttp connects with), or why not: a
+    malformed address is refused with a reason, never an exception of another kind."""
+    try:
+        parsed = URL(url.strip())
+        if base is not None:
+            parsed = base.join(parsed)
+        scheme, host, port = parsed.scheme, parsed.raw_host, parsed.port
+    except (ValueError, TypeError) as exc:  # UnicodeError is a ValueError
+        raise Refused(f"the address is malformed ({_reason(exc)})") from None
+    if scheme not in ("http", "https") or not host:
+        raise Refused("only http and https addresses can be fetched")
+    written = _AUTHORITY.match(url.strip())
+    if ":" in host or (written and "[" in written[1]):  # yarl unwraps "[v1.fe]" to a host name
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise Refused("the address is malformed (not an IPv6 address in the brackets)") from None
+        if "%" in host:
+            raise Refused("the address is malformed (an IPv6 zone names a local link)")
+    elif len(host) > 253 or not _HOST_NAME.fullmatch(host):
+        raise Refused("the address is malformed (not a host name)")
+    if not port:
+        raise Refused("the address has a bad port")
+    return parsed
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:100]
 
 
 class _Text(HTMLParser):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 from halo.commands.builtin import Command
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.usage.meter import UsageMeter
 from halo.usage.prices import Prices
 from halo.usage.report import usage_report

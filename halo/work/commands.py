@@ -12,7 +12,7 @@ import re
 from collections.abc import Awaitable, Callable
 
 from halo.commands.builtin import Command
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.work.status import readable_work_scopes
 from halo.work.tasks import Task, TaskError, TaskStore
 

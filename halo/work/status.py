@@ -25,9 +25,9 @@ from datetime import UTC, date, datetime, timedelta
 from agents import Agent, Model, ModelSettings, RunConfig, Runner
 
 from config.paths import HaloPaths
-from halo.pipeline.envelope import Scope
-from halo.pipeline.scopes import UnknownScopeError, resolve_scope
-from halo.pipeline.turn import Turn
+from halo.core.envelope import Scope
+from halo.core.scopes import UnknownScopeError, resolve_scope
+from halo.core.turn import Turn
 from halo.work.tasks import Task, TaskStore
 from memory import daily
 from memory.markdown import section_body

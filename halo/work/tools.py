@@ -11,7 +11,7 @@ from typing import Literal
 
 from agents import FunctionTool, RunContextWrapper
 
-from halo.pipeline.turn import Turn
+from halo.core.turn import Turn
 from halo.tools.guarded import guarded_tool
 from halo.work.status import readable_work_scopes
 from halo.work.tasks import TaskError, TaskStore

@@ -160,8 +160,13 @@ class SyncSchedule:
         self.health.last_run = time.time()
         results: dict[str, SyncReport | None] = {}
         failures_before = self.health.failures
-        for scope_id in scope_ids:
-            results[scope_id] = await self.sync_scope(scope_id)
+        try:
+            for scope_id in scope_ids:
+                results[scope_id] = await self.sync_scope(scope_id)
+        except asyncio.CancelledError:
+            if not self._closed:
+                raise
+            return results  # halo is closing (`halo chat` at end of input): the rest syncs next start
         if self.health.failures == failures_before:
             self.health.last_success = time.time()
         return results

@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from admin_api.connections import ConnectionLimits, GuardedSite
 from admin_api.server import create_app
-from halo.pipeline.envelope import Speaker
-from halo.pipeline.services import Services
-from halo.runtime.app import Halo, build_halo
+from halo.core.envelope import Speaker
+from halo.inventory import Halo
+from halo.inventory import Halo as Services
+from halo.runtime.app import build_halo
 from halo.web_auth import SESSION_COOKIE, DashboardLogin
 from tests.admin.peers import SPOOFED_PEER, PeerSite, non_loopback_ipv4
 from tests.semantic_helpers import save_concept_model
@@ -83,15 +85,17 @@ class AdminHarness:
         self.runner = runner
         self.http = http
         self.local: Endpoint
+        self.port: int  # of the local site
+        self.limits: ConnectionLimits  # its connection policy, from halo.yaml's admin section
         self.remotes: list[Endpoint] = []
 
     @property
     def services(self) -> Services:
-        return self.halo.services
+        return self.halo
 
     async def sign_in(self) -> dict[str, str]:
         """What a parent's browser holds after opening the login link `halo serve` prints."""
-        link = self.halo.services.paths.logins
+        link = self.halo.paths.logins
         token = DashboardLogin(link).issue_link_token()
         async with self.http.get(f"{self.local.base}/login?token={token}", allow_redirects=False) as resp:
             assert resp.status == 303, await resp.text()
@@ -128,6 +132,7 @@ async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
         scope_id, "Dentist: Friday <script>alert(1)</script>", by="Mom", when=datetime.now(UTC)
     )
     await services.semantic.sync_all([scope_id])  # the scope's index, from its transcript and memory
+    await seed_reminder(services, scope_id)
     services.audit.write(
         "policy",
         principal="mom",
@@ -137,6 +142,20 @@ async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
         policy_ids=["memory-own-scope"],
         reason="seeded",
     )
+
+
+async def seed_reminder(services: Any, scope_id: str = SEEDED) -> None:
+    """Reminder 1 (Mom's for Aarav) and an item on the scope's list, as /remind and /list leave them."""
+    from halo.lists.store import ListStore
+    from halo.reminders.store import ReminderStore
+    from halo.reminders.when import When
+
+    now = datetime.now(UTC)
+    await ReminderStore(services.db).add(
+        set_by="mom", target="aarav", text="pack your kit", scope_id=scope_id, when=When(now + timedelta(hours=1)),
+        urgent=False, now=now,
+    )  # fmt: skip
+    await ListStore(services.db).add(scope_id, None, ["milk"], by="mom")
 
 
 async def seed_document(services: Any, scope_id: str = SEEDED) -> int:
@@ -199,16 +218,18 @@ async def admin(
         http = aiohttp.ClientSession()
         harness = AdminHarness(halo, runner, http)
         started.append(harness)
-        local = web.TCPSite(runner, "127.0.0.1", 0)
+        harness.limits = ConnectionLimits.from_settings(halo.settings.admin)
+        local = GuardedSite(runner, "127.0.0.1", 0, limits=harness.limits)  # as `halo serve` listens
         await local.start()
-        harness.local = Endpoint(http, f"http://127.0.0.1:{_port(local)}", "local", token=ADMIN_TOKEN)
+        harness.port = local.port
+        harness.local = Endpoint(http, f"http://127.0.0.1:{local.port}", "local", token=ADMIN_TOKEN)
         spoofed = PeerSite(runner, SPOOFED_PEER)
         await spoofed.start()
         harness.remotes.append(Endpoint(http, f"http://127.0.0.1:{spoofed.port}", "transport"))
         if _INTERFACE:
-            nic = web.TCPSite(runner, _INTERFACE, 0)
+            nic = GuardedSite(runner, _INTERFACE, 0, limits=harness.limits)
             await nic.start()
-            harness.remotes.append(Endpoint(http, f"http://{_INTERFACE}:{_port(nic)}", "interface"))
+            harness.remotes.append(Endpoint(http, f"http://{_INTERFACE}:{nic.port}", "interface"))
         return harness
 
     yield start
@@ -216,9 +237,3 @@ async def admin(
         await harness.http.close()
         await harness.runner.cleanup()
         await harness.halo.close()
-
-
-def _port(site: web.TCPSite) -> int:
-    server = site._server
-    assert server is not None
-    return int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]

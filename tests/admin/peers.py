@@ -19,6 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
+from admin_api.request_handler import request_handler
+
 SPOOFED_PEER = ("203.0.113.7", 40123)  # TEST-NET-3: nobody's real address
 
 
@@ -62,7 +64,7 @@ class PeerTransport:
 
 
 class PeerProtocol(asyncio.Protocol):
-    """Hands aiohttp's protocol a PeerTransport; everything else passes straight through."""
+    """Hands aiohttp's protocol (as halo's server makes it) a PeerTransport; everything else passes straight through."""
 
     def __init__(self, inner: asyncio.Protocol, peer: tuple[Any, ...]) -> None:
         self.inner = inner
@@ -104,5 +106,7 @@ class PeerSite(web.BaseSite):
         server = self._runner.server
         assert server is not None
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: PeerProtocol(server(), self._peer), "127.0.0.1", 0)
+        self._server = await loop.create_server(
+            lambda: PeerProtocol(request_handler(server), self._peer), "127.0.0.1", 0
+        )
         self.port = self._server.sockets[0].getsockname()[1]

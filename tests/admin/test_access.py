@@ -8,6 +8,7 @@ Remote peers are made at the socket (see peers.py), never with a header.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from admin_api.routes import admin_routes
 from halo.access import is_loopback_address
-from halo.web_auth import SESSION_COOKIE, DashboardLogin
+from halo.web_auth import SESSION_COOKIE, DashboardLogin, dashboard_link
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness, seed_document
 from tests.admin.peers import PeerSite
 
@@ -57,6 +58,10 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/memory/graph"): Example(f"/memory/graph?scopeId={SEEDED}"),
     ("GET", "/pairing/requests"): Example("/pairing/requests"),
     ("GET", "/tasks"): Example("/tasks"),
+    ("GET", "/reminders"): Example("/reminders"),
+    ("DELETE", "/reminders/{id}"): Example("/reminders/1"),
+    ("GET", "/lists"): Example("/lists"),
+    ("GET", "/usage"): Example("/usage"),
     ("POST", "/pairing/requests/{code}/approve"): Example(
         "/pairing/requests/{code}/approve", json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"}
     ),
@@ -72,6 +77,7 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("POST", "/logout"): Example("/logout"),
     ("GET", "/backups"): Example("/backups"),
     ("POST", "/backups"): Example("/backups", ok=201),
+    ("POST", "/reload"): Example("/reload"),
 }
 ROUTES = {(r.method, r.path): r for r in admin_routes()}
 
@@ -202,6 +208,32 @@ async def test_a_login_link_works_once_and_expires(admin):
     assert not list(harness.services.paths.logins.glob("*")) or all(
         p.stat().st_mode & 0o077 == 0 for p in harness.services.paths.logins.iterdir()
     )
+
+
+async def test_login_links_do_not_pile_up_in_halo_home_across_serve_starts(admin):
+    harness = await admin()
+    folder, settings = harness.services.paths.logins, harness.halo.settings
+    asked = dashboard_link(settings)  # `halo dashboard`, before the restarts
+    links = [dashboard_link(settings, ("127.0.0.1", 8765)) for _ in range(12)]  # what each serve start prints
+    assert len(list(folder.iterdir())) == 2  # the last start's link and the one asked for
+    for earlier in links[:-1]:
+        assert (await harness.local.call("GET", _path(earlier), token=None)).status == 401
+    for fresh in (links[-1], asked):
+        assert (await harness.local.call("GET", _path(fresh), token=None)).status == 303
+    assert list(folder.iterdir()) == []  # redeemed links are gone, and work once
+    assert (await harness.local.call("GET", _path(asked), token=None)).status == 401
+
+    clock = [time.time()]
+    login = DashboardLogin(folder, now=lambda: clock[0])
+    unused = [login.issue_link_token() for _ in range(3)]
+    clock[0] += 16 * 60
+    kept = login.issue_link_token()  # expired ones go when a new one is made
+    assert len(list(folder.iterdir())) == 1 and all(login.redeem(token) is None for token in unused)
+    assert login.redeem(kept) is not None
+
+
+def _path(link: str) -> str:
+    return "/login?" + link.split("?", 1)[1]
 
 
 async def test_the_session_cookie_is_httponly_and_strict(admin):

@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from halo.pipeline.envelope import Speaker
+from halo.core.envelope import Speaker
 from tests.admin.conftest import ADMIN_TOKEN, ADMIN_YAML, SEEDED
 from tests.conftest import Outbox, llm_yaml
 from transcripts import TranscriptLine
@@ -50,6 +50,16 @@ async def test_clear_forgets_the_session_and_keeps_the_transcript(admin):
     assert marker.role == "event" and marker.extra["kind"] == "session.start"  # the session starts again here
     event = harness.services.audit.tail(1, kind="admin_clear")[0]
     assert event["scope_id"] == SEEDED and event["actor"] == "admin:token"
+
+
+async def test_clearing_a_scope_with_no_transcript_is_a_404_and_makes_none(admin):
+    harness = await admin()
+    silent = "telegram:-1001234"  # configured, nothing said there yet
+    reply = await harness.local.call("POST", f"/sessions/{silent}/clear")
+    assert reply.status == 404 and "nothing to clear" in reply.body["error"], reply.text
+    assert not harness.services.transcripts.path(silent).exists()
+    assert harness.services.audit.tail(1, kind="admin_clear") == []
+    assert (await harness.local.call("POST", f"/sessions/{silent}/distill")).status == 200  # still a known scope
 
 
 async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
@@ -449,13 +459,10 @@ async def test_pairing_refusals_say_what_is_wrong(admin):
         reply = await local.call("POST", f"/pairing/requests/{code}/approve", json_body=body)
         assert reply.status == 400 and message in reply.body["error"], body
     for action in ("approve", "deny"):
-        malformed = await local.call(
-            "POST", f"/pairing/requests/bad%20code/{action}", json_body={"role": "child", "name": "M"}
-        )
+        body = {"role": "child", "name": "M"} if action == "approve" else None  # deny takes no body
+        malformed = await local.call("POST", f"/pairing/requests/bad%20code/{action}", json_body=body)
         assert malformed.status == 400, action
-        unknown = await local.call(
-            "POST", f"/pairing/requests/ZZZZ9999/{action}", json_body={"role": "child", "name": "M"}
-        )
+        unknown = await local.call("POST", f"/pairing/requests/ZZZZ9999/{action}", json_body=body)
         assert unknown.status == 404 and "ZZZZ9999" in unknown.body["error"], action
     assert [r.code for r in await services.pairing.list_pending()] == [code]  # nothing was decided
 

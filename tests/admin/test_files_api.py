@@ -3,9 +3,9 @@ sent, as a parent sees and removes them from the dashboard."""
 
 from __future__ import annotations
 
-from halo.pipeline.envelope import Attachment, Envelope, Speaker
-from halo.pipeline.scopes import resolve_scope
-from halo.runtime.app import Halo
+from halo.core.envelope import Attachment, Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.inventory import Halo
 from tests.admin.conftest import ADMIN_TOKEN
 from tests.document_support import SCHOOL_LETTER
 
@@ -14,7 +14,7 @@ MOM_DM = "telegram:1002"
 
 async def send_document(halo: Halo, data: bytes = SCHOOL_LETTER, name: str = "trip.pdf") -> None:
     """Mom sends a document in her Telegram DM, through the gateway (the download is the stand-in)."""
-    family = halo.services.family
+    family = halo.family
 
     async def download() -> bytes:
         return data

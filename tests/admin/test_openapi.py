@@ -16,7 +16,7 @@ from adapters.web import openapi_paths as web_chat_paths
 from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
 from config.loader import load_settings
-from halo.runtime.app import Halo
+from halo.inventory import Halo
 from tests.admin.conftest import ADMIN_YAML, ask_to_join, memory_yaml, seed_document, seed_scope
 from tests.admin.threaded import ThreadedHalo
 from tests.conftest import write_home
@@ -47,17 +47,33 @@ async def test_every_route_is_documented_and_every_documented_path_is_routed(adm
                 assert "403" in op["responses"], (method, path)
 
 
+# what each access level's guard accepts (admin_api/guards.py, adapters/web.py): a credential, never none
+CREDENTIALS = {
+    "token": [{"adminToken": []}, {"memberToken": []}, {"dashboardSession": []}],  # a parent's web_token too
+    "loopback": [{"adminToken": []}, {"memberToken": []}, {"dashboardSession": []}],
+    "member": [{"memberToken": []}, {"dashboardSession": []}],
+    "anyone": [],
+}
+
+
+def test_each_operation_declares_the_credentials_its_handler_accepts() -> None:
+    """Being on this machine is no credential: only the open routes may be called anonymously."""
+    for path, ops in SPEC["paths"].items():
+        for method, op in ops.items():
+            assert op["security"] == CREDENTIALS[op["x-access"]], (method, path, op["security"])
+
+
 async def _seed(halo: Halo) -> None:
     """Data in every part, so each answer has something to keep to its schema."""
-    await seed_scope(halo.services)
-    await seed_scope(halo.services, "telegram:1003")
+    await seed_scope(halo)
+    await seed_scope(halo, "telegram:1003")
     for _ in range(3):  # documents to list, and to delete (schemathesis may delete 1, 2 and 3)
-        await seed_document(halo.services)
-    await ask_to_join(halo.services, 5550001)
+        await seed_document(halo)
+    await ask_to_join(halo, 5550001)
     assert halo.tasks is not None
     await halo.tasks.add("ContextForge", "Write the migration guide", scope_id="discord:3001", by="priya")
     await halo.tasks.block(1, "waiting for review", by="priya")
-    await halo.services.memory.distill("telegram:1003")
+    await halo.memory.distill("telegram:1003")
 
 
 @pytest.fixture(scope="module")

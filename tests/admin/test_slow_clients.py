@@ -60,7 +60,9 @@ async def test_half_sent_requests_are_closed(guarded):
         assert resp.status == 200
 
 
-async def test_past_the_cap_new_connections_are_turned_away(guarded):
+async def test_past_the_cap_the_longest_waiting_connection_makes_room(guarded):
+    """Issue 22, finding 4: at the cap, a newcomer displaces the connection that has waited
+    longest for a request head, so a flood of unfinished heads cannot shut anyone out."""
     harness, site, limits = guarded
     held = []
     for _ in range(limits.max_connections):
@@ -68,16 +70,51 @@ async def test_past_the_cap_new_connections_are_turned_away(guarded):
         writer.write(HEADERS_ONLY_HALF)
         await writer.drain()
         held.append((reader, writer))
-    await eventually(lambda: limits.active == limits.max_connections, what="the cap reached")
-    reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
-    await eventually(lambda: closed_by_server(reader), what="one past the cap closed at once")
-    assert limits.refused >= 1
-    writer.close()
+        count = len(held)
+        await eventually(lambda n=count: limits.active == n, what="each connection counted in turn")
+    async with harness.http.get(f"http://127.0.0.1:{site.port}/healthz") as resp:
+        assert resp.status == 200  # served past the cap
+    first_reader = held[0][0]
+    await eventually(lambda: closed_by_server(first_reader), what="the longest-waiting one closed")
+    assert limits.evicted >= 1 and limits.refused == 0
     for _, w in held:
         w.close()
-    await eventually(lambda: limits.active == 0, what="slots given back when clients leave")
-    async with harness.http.get(f"http://127.0.0.1:{site.port}/healthz") as resp:
-        assert resp.status == 200
+    await eventually(lambda: limits.active <= 1, what="slots given back when clients leave")
+
+
+async def test_when_every_slot_serves_a_request_a_newcomer_gets_a_json_503():
+    """Connections serving whole requests are never displaced: past the cap, the newcomer is told."""
+    release = asyncio.Event()
+    serving = 0
+
+    async def slow(request: web.Request) -> web.Response:
+        nonlocal serving
+        serving += 1
+        await release.wait()
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    limits = ConnectionLimits(max_connections=3, check_every=0.2)
+    site = GuardedSite(runner, "127.0.0.1", 0, limits=limits)
+    await site.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            url = f"http://127.0.0.1:{site.port}/slow"
+            busy = [asyncio.create_task(http.get(url)) for _ in range(3)]
+            await eventually(lambda: serving == 3, what="every slot serving a request")
+            reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
+            answer = await asyncio.wait_for(reader.read(), 20)
+            writer.close()
+            assert answer.startswith(b"HTTP/1.1 503") and b'{"error": ' in answer, answer
+            assert limits.refused == 1
+            release.set()
+            for task in busy:
+                (await task).release()
+    finally:
+        await runner.cleanup()
 
 
 async def test_a_slow_answer_to_a_complete_request_is_not_cut():

@@ -9,9 +9,11 @@ from typing import Any
 
 from aiohttp import web
 
+from admin_api.connections import ConnectionLimits, GuardedSite
 from admin_api.server import create_app
 from config.settings import Settings
-from halo.runtime.app import Halo, build_halo
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
 from tests.admin.peers import PeerSite
 
 
@@ -51,10 +53,9 @@ class ThreadedHalo:
                 await result
         self.runner = web.AppRunner(create_app(self.halo))
         await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        site = GuardedSite(self.runner, "127.0.0.1", 0, limits=ConnectionLimits.from_settings(self.settings.admin))
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://127.0.0.1:{site.port}"
         if self.remote_peer is not None:
             remote = PeerSite(self.runner, self.remote_peer)
             await remote.start()

@@ -26,10 +26,12 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from config.family import Family
-from halo.family.db import HaloDB
-from halo.family.outbox import OutboxStore, Row
-from halo.pipeline.scopes import member_scopes
+from halo.core.scopes import member_scopes
+from halo.outbound.db import HaloDB
+from halo.outbound.outbox import OutboxStore, Row
 from halo.port import Adapter, Audit, LiveReplies, Outbound, OutboundKind, Scope, SendFailed
 from transcripts import TranscriptLine, TranscriptStore
 from transcripts.write_behind import WriteBehind
@@ -174,13 +176,19 @@ class Delivery:
             self._counted = True
             self.counts = await self.store.counts()
 
+    def member_dms(self, member_id: str) -> list[str]:
+        """The chat-app DMs of one member that halo runs: where `to_member` sends."""
+        return [
+            scope.id
+            for scope in member_scopes(self._family())
+            if scope.type == "dm" and scope.owner_id == member_id and self.reaches(scope)
+        ]
+
     async def to_member(self, member_id: str, text: str, kind: OutboundKind = "notice") -> list[str]:
         """Send to every chat-app DM of one member that halo runs; returns the scope ids."""
-        reached = []
-        for scope in member_scopes(self._family()):
-            if scope.type == "dm" and scope.owner_id == member_id and self.reaches(scope):
-                await self.send(scope.id, text, kind=kind)
-                reached.append(scope.id)
+        reached = self.member_dms(member_id)
+        for scope_id in reached:
+            await self.send(scope_id, text, kind=kind)
         return reached
 
     async def to_parents(self, text: str, kind: OutboundKind = "notice") -> list[str]:
@@ -192,6 +200,33 @@ class Delivery:
         if not reached:
             log.warning("no parent DM is reachable for a notice: %s", text[:80])
         return reached
+
+    async def add_in(
+        self,
+        conn: AsyncConnection,
+        scope_id: str,
+        text: str,
+        *,
+        kind: OutboundKind = "notice",
+        about: str | None = None,
+    ) -> Row:
+        """Queue a message inside the caller's halo.db transaction (opened with
+        `halo.outbound.outbox.metadata` among its tables), so it is queued if and only if the
+        caller's own change commits. Hand the rows to `committed` after the commit."""
+        return await self.store.add_in(conn, scope_id, text, kind=kind, about=about, now=self.clock())
+
+    async def committed(self, rows: list[Row]) -> None:
+        """Rows `add_in` queued are committed: deliver them like any other."""
+        if not rows:
+            return
+        if self._counted:
+            self.counts["pending"] += len(rows)
+        else:
+            await self._count_once()  # reads them with the rest
+        for row in rows:
+            self._clear.discard(row.message.scope_id)  # something older than the next send waits now
+        self._ensure_worker()
+        self._wake.set()
 
     async def retry_now(self, platform: str) -> None:
         """The platform is back: its waiting messages are due now (their order is kept)."""
@@ -277,7 +312,7 @@ class Delivery:
                 speaker="halo",
                 target=row.about,
                 platform=platform_of(message.scope_id),
-                extra={"outbox_id": message.id, "kind": message.kind} if alert else {},
+                extra={"outbox_id": message.id, "kind": message.kind} if alert else {"outbox_id": message.id},
             )
         )
 

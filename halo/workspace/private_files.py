@@ -1,5 +1,5 @@
 """HALO_HOME holds a family's private conversations and the bot and admin tokens: it is 0700
-and every file in it 0600 (ARCHITECTURE §4, issue 15 finding 5).
+and every file in it 0600 (docs/ARCHITECTURE.md, "HALO_HOME"; issue 15 finding 5).
 
 New files are private because the process umask is 077 (set once at start, before anything
 is written: SQLite's -wal and -shm files, temp files and libraries' own writes included).

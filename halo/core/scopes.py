@@ -15,7 +15,7 @@ other guild channel never becomes a scope: the adapter stays silent there.
 from __future__ import annotations
 
 from config.family import Family
-from halo.pipeline.envelope import Scope
+from halo.core.envelope import Scope
 
 
 class UnknownScopeError(ValueError):

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from halo.family.db import HaloDB
+from halo.outbound.db import HaloDB
 from halo.port import Outbound, OutboundKind
 
 metadata = MetaData()
@@ -97,24 +98,51 @@ class OutboxStore:
         now: datetime,
     ) -> Row:
         """The new pending row, committed."""
-        message_id = uuid.uuid4().hex
         async with self.db.write(metadata) as conn:
-            inserted = await conn.execute(
-                outbox_table.insert().values(
-                    id=message_id,
-                    scope_id=scope_id,
-                    kind=kind,
-                    text=text,
-                    reply_to=reply_to,
-                    in_reply_to_envelope=in_reply_to_envelope,
-                    about=about,
-                    batch=batch,
-                    created=now,
-                    attempts=0,
-                    next_attempt_at=now,
-                    state="pending",
-                )
+            return await self.add_in(
+                conn,
+                scope_id,
+                text,
+                kind=kind,
+                reply_to=reply_to,
+                in_reply_to_envelope=in_reply_to_envelope,
+                about=about,
+                batch=batch,
+                now=now,
             )
+
+    @staticmethod
+    async def add_in(
+        conn: AsyncConnection,
+        scope_id: str,
+        text: str,
+        *,
+        kind: OutboundKind,
+        reply_to: str | None = None,
+        in_reply_to_envelope: str | None = None,
+        about: str | None = None,
+        batch: str | None = None,
+        now: datetime,
+    ) -> Row:
+        """The new pending row, inside the caller's transaction (opened with this module's
+        `metadata` among its tables): it commits, or rolls back, with the caller's own writes."""
+        message_id = uuid.uuid4().hex
+        inserted = await conn.execute(
+            outbox_table.insert().values(
+                id=message_id,
+                scope_id=scope_id,
+                kind=kind,
+                text=text,
+                reply_to=reply_to,
+                in_reply_to_envelope=in_reply_to_envelope,
+                about=about,
+                batch=batch,
+                created=now,
+                attempts=0,
+                next_attempt_at=now,
+                state="pending",
+            )
+        )
         message = Outbound(
             message_id,
             scope_id,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from config.family import Family, Member
-from halo.pipeline.envelope import Envelope, Scope
+from halo.core.envelope import Envelope, Scope
 
 if TYPE_CHECKING:
     from halo.safety.gate import SafetyState

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from halo.context.builder import ContextSection
 
 if TYPE_CHECKING:
-    from halo.pipeline.turn import Turn
+    from halo.core.turn import Turn
 
 
 class ProfileSource:

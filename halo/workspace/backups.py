@@ -33,7 +33,7 @@ from zoneinfo import ZoneInfo
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from halo.runtime.private_files import make_private
+from halo.workspace.private_files import make_private
 
 log = logging.getLogger(__name__)
 

@@ -46,9 +46,11 @@ class HaloDB:
                 self._created.add(id(metadata))
 
     @asynccontextmanager
-    async def write(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
-        """One transaction, committed on exit (rolled back on an exception)."""
-        await self._ensure(metadata)
+    async def write(self, metadata: MetaData, *more: MetaData) -> AsyncIterator[AsyncConnection]:
+        """One transaction, committed on exit (rolled back on an exception). `more`: other
+        stores' tables the same transaction writes (a reminder's fired mark and its outbox row)."""
+        for tables in (metadata, *more):
+            await self._ensure(tables)
         async with self._write_turns, self.engine.begin() as conn:
             yield conn
 

@@ -1,0 +1,183 @@
+"""The inventory of a built halo: every part the composition root made (halo/runtime/app.py).
+
+The runtime starts and closes these parts; the CLI and the admin API reach them from here.
+It is never handed to a turn, a command, a tool or the gateway: each of those is given
+exactly the parts it uses when it is built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agents import ModelSettings
+
+if TYPE_CHECKING:
+    from agents import Model, Tool
+
+    from config.family import Family
+    from config.paths import HaloPaths
+    from config.settings import Settings
+    from halo.commands.builtin import CommandRegistry
+    from halo.context.builder import ContextBuilder
+    from halo.context.graph import GraphRecall
+    from halo.context.recall import Recall
+    from halo.core.live_family import LiveFamily
+    from halo.core.scope_locks import ScopeLocks
+    from halo.family.groups import GroupGuard
+    from halo.family.pairing import Pairing
+    from halo.family.scope_admin import ScopeAdmin
+    from halo.home.events import HomeEvents
+    from halo.lists.store import ListStore
+    from halo.media.documents import Documents
+    from halo.outbound.db import HaloDB
+    from halo.outbound.delivery import Delivery
+    from halo.pipeline.gateway import Gateway
+    from halo.pipeline.inbound import GatewayInbound
+    from halo.pipeline.missed import CatchUp, MissedMessages
+    from halo.port import Adapter
+    from halo.reminders.firing import ReminderScheduler
+    from halo.reminders.service import Reminders
+    from halo.safety.gate import SafetyGate
+    from halo.safety.notify import Notifier
+    from halo.tools.approvals import Approvals
+    from halo.work.digest import WorkDigest
+    from halo.work.tasks import TaskStore
+    from halo.workspace.backups import BackupSchedule
+    from halo.workspace.config_reload import ConfigReload
+    from memory.graph.service import GraphMemory
+    from memory.semantic import SemanticMemory
+    from memory.service import MemoryService
+    from policy import PolicyEngine
+    from transcripts import AuditLog, TranscriptStore
+    from transcripts.session import TranscriptSessions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(kw_only=True)
+class Halo:
+    """A built halo: its stores, its people, its turn, its outbox and its adapters."""
+
+    settings: Settings  # the start-up snapshot; read people and groups from `family`
+    paths: HaloPaths
+    # stores
+    transcripts: TranscriptStore
+    sessions: TranscriptSessions  # the model's history, read from `transcripts`
+    audit: AuditLog
+    db: HaloDB
+    # the family and the policy
+    live_family: LiveFamily
+    policy: PolicyEngine
+    pairing: Pairing
+    groups: GroupGuard
+    scope_admin: ScopeAdmin  # look at, clear and purge whole scopes (admin API)
+    # memory
+    memory: MemoryService
+    semantic: SemanticMemory  # built even when recall is off, so /status can say why
+    graph: GraphMemory | None = None  # built even when off, so /status can say why
+    recall: Recall | None = None  # what a turn may search in the semantic index
+    graph_recall: GraphRecall | None = None  # the same for graph memory
+    documents: Documents | None = None  # documents members sent (/files, the admin API)
+    # the turn
+    context: ContextBuilder
+    commands: CommandRegistry
+    safety: SafetyGate  # the child guardrails; a turn that is not a child's passes straight through
+    model: Model | None
+    model_settings: ModelSettings = field(default_factory=ModelSettings)
+    tools: list[Tool] = field(default_factory=list)
+    gateway: Gateway
+    scope_locks: ScopeLocks  # the gateway's, the catch-up's and the admin API's (clear, purge)
+    inbound: GatewayInbound
+    # outbound and what sends through it
+    delivery: Delivery
+    notifier: Notifier
+    approvals: Approvals | None = None  # consequential tool calls waiting for a parent
+    home: HomeEvents | None = None  # home rules, quiet-hours queue (fed by the MQTT adapter)
+    reminders: Reminders | None = None  # /remind and the reminder tools (GET /reminders)
+    reminder_clock: ReminderScheduler | None = None  # fires due reminders through the outbox
+    lists: ListStore | None = None  # each scope's lists (GET /lists)
+    config: ConfigReload  # halo.yaml edits, applied live
+    tasks: TaskStore | None = None  # the work task list (GET /tasks, the dashboard's Tasks panel)
+    digest: WorkDigest | None = None  # work.digest's schedule, when configured
+    backups: BackupSchedule | None = None  # backups.schedule, when set
+    missed: MissedMessages | None = None  # messages a crash left unanswered, caught up on start
+    # adapters
+    adapters: list[Adapter] = field(default_factory=list)
+    # the composition root's own clean-up, run last (the HTTP clients of the models it built)
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    started_at: float = field(default_factory=time.time)
+    catching_up: asyncio.Task[CatchUp] | None = None
+
+    @property
+    def family(self) -> Family:
+        """The live family (a pairing approval or a config reload replaces it)."""
+        return self.live_family.current()
+
+    def adapter_status(self) -> dict[str, Any]:
+        return {a.platform: a.status() for a in self.adapters}
+
+    async def start(self) -> None:
+        await self.start_background()
+        await self.start_adapters()
+        if self.missed is not None:  # in the background: a model call must not hold up the start
+            self.catching_up = asyncio.create_task(self.missed.catch_up())
+
+    async def start_background(self) -> None:
+        """Work that needs a running loop: extraction left over from before a restart, and
+        the semantic index's sync schedule."""
+        await self.memory.start()
+        await self.semantic.start()
+        await self.delivery.start()  # what a previous run left in the outbox goes now
+        if self.graph is not None:
+            await self.graph.start()  # FalkorDB (its own, or memory.graph.url); never raises
+        if self.backups is not None:
+            self.backups.start()
+        if self.digest is not None:
+            self.digest.start()
+        if self.approvals is not None:
+            self.approvals.start()
+        self.config.start()  # from now on, an edit to halo.yaml is applied without a restart
+        if self.reminder_clock is not None:
+            self.reminder_clock.start()  # after the outbox: what a crash left due goes now, marked late
+
+    async def start_adapters(self) -> None:
+        if self.home is not None:
+            await self.home.start()  # before MQTT: the first observation finds the rules ready
+        for adapter in self.adapters:
+            await adapter.start()
+
+    async def close(self) -> None:
+        if self.catching_up is not None and not self.catching_up.done():
+            self.catching_up.cancel()  # what it did not reach is still open, and caught up next start
+            await asyncio.gather(self.catching_up, return_exceptions=True)
+        await self.config.close()
+        if self.backups is not None:
+            self.backups.close()
+        for adapter in reversed(self.adapters):
+            try:
+                await adapter.stop()
+            except Exception:
+                log.exception("stopping adapter %s failed", adapter.platform)
+        if self.home is not None:
+            await self.home.stop()
+        if self.approvals is not None:
+            await self.approvals.close()
+        await self.gateway.drain()
+        if self.digest is not None:
+            self.digest.close()
+        if self.reminder_clock is not None:
+            await self.reminder_clock.close()
+        await self.delivery.close()
+        await self.memory.close()
+        await self.semantic.close()
+        if self.graph is not None:
+            await self.graph.close()  # stops the FalkorDB halo started
+        self.transcripts.close()  # last: delivery and memory above may still append
+        await self.db.close()
+        for close in self.closers:
+            await close()

@@ -1,0 +1,224 @@
+"""halo.yaml edits take effect without a restart.
+
+`ConfigReload` polls the file (its bytes, every `POLL_SECONDS`: dependency-free, and a
+family's halo.yaml is a few kilobytes) and acts once a change has held still for one poll,
+so an editor's half-written file is not taken for a broken one. `SIGHUP` and `POST /reload`
+(`halo reload`) ask for the same at once. The file is read and validated exactly as at
+start-up (`config.loader`, with the HALO_* environment); an invalid file changes nothing: the
+running config stays, and the error, which names the key, is logged and shown in `/status`.
+
+What is applied live (`LIVE_KEYS`) is what halo reads from the family at each use: members and
+their tokens, the owner, the groups, the work channels, the safety settings (but not a
+profile's model), the family's time zone, and the `home:` section (rules, quiet hours). The
+rest is wired into clients, servers and schedules at start-up; a change there is reported as
+needing a restart (`restart_needed`), never half-applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from config.loader import ConfigError, load_settings
+from config.settings import Settings
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0
+
+# halo.yaml keys applied live, as they are named in the file (`home:` is Settings.home_events)
+LIVE_KEYS = ("family", "members", "owner", "parents_group", "family_group", "work", "safety", "home")
+_LIVE_FIELDS = {"home": "home_events"}
+# keys that need a restart: each is wired into a client, a server or a schedule at start-up
+RESTART_KEYS = ("llm", "telegram", "discord", "mqtt", "admin", "memory", "sessions", "backups", "tools")
+RESTART_SUBKEYS = (("work", "digest"),)  # its schedule is set at start-up; the channels are live
+
+Trigger = Literal["watch", "signal", "api"]
+Apply = Callable[[Settings], Awaitable[None]]
+
+
+class ConfigReload:
+    """Reads and validates halo.yaml and hands a good one to `apply`, which takes its live keys
+    (`live_part`). `started` is what halo started with: what the restart keys still are."""
+
+    def __init__(self, started: Settings, apply: Apply, *, poll_seconds: float = POLL_SECONDS) -> None:
+        self.started = started
+        self.current = started  # what runs now: the start-up settings with the live keys reloaded
+        self.apply = apply
+        self.path = started.paths.config_file
+        self.poll_seconds = poll_seconds
+        self.applied_digest = self._digest()
+        self.reloads = 0
+        self.last_trigger: Trigger | None = None
+        self.last_applied_at: float | None = None
+        self.error: str | None = None
+        self.restart_needed: list[str] = []
+        self._seen = self.applied_digest
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._asked: set[asyncio.Task[Any]] = set()
+
+    def _digest(self) -> str | None:
+        try:
+            return hashlib.sha256(self.path.read_bytes()).hexdigest()
+        except OSError:
+            return None
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._watch(), name="config-reload")
+
+    async def close(self) -> None:
+        for task in [self._task, *self._asked]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = None
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_seconds)
+            try:
+                await self.poll()
+            except Exception:
+                log.exception("watching halo.yaml failed; trying again shortly")
+
+    async def poll(self) -> None:
+        """Reload when the file changed since it was last applied and held still for one poll."""
+        digest = self._digest()
+        settled = digest == self._seen
+        self._seen = digest
+        if settled and digest != self.applied_digest:
+            await self.reload("watch")
+
+    def ask(self, trigger: Trigger = "signal") -> None:
+        """Reload soon, from a signal handler (which cannot await)."""
+        task = asyncio.get_running_loop().create_task(self.reload(trigger), name="config-reload-asked")
+        self._asked.add(task)
+        task.add_done_callback(self._asked.discard)
+
+    # --- reloading -------------------------------------------------------------------
+
+    async def reload(self, trigger: Trigger) -> bool:
+        """Read, validate and apply halo.yaml now. False (and `error` set, the running config
+        kept) when it is invalid. Never raises for a bad file."""
+        async with self._lock:
+            digest = self._digest()
+            self.last_trigger = trigger
+            try:
+                if digest is None:
+                    raise ConfigError(f"{self.path}: cannot be read (moved or deleted?)")
+                new = await asyncio.to_thread(load_settings, self.started.home)
+            except ConfigError as exc:
+                self._refused(str(exc), digest)
+                return False
+            except OSError as exc:  # unreadable now (permissions, a vanished mount)
+                self._refused(f"{self.path}: cannot be read: {exc.strerror or exc}", digest)
+                return False
+            try:
+                await self.apply(new)
+            except Exception as exc:  # a part refused it: say so, keep what runs
+                log.exception("applying halo.yaml failed")
+                self._refused(f"{self.path}: could not be applied: {type(exc).__name__}: {exc}", digest)
+                return False
+            self.current = self.current.model_copy(update=live_part(new))
+            self.restart_needed = restart_needed(self.started, new)
+            self.applied_digest = self._seen = digest
+            self.error = None
+            self.reloads += 1
+            self.last_applied_at = time.time()
+        if self.restart_needed:
+            log.warning("halo.yaml applied; restart halo for: %s", ", ".join(self.restart_needed))
+        else:
+            log.info("halo.yaml applied (%s)", trigger)
+        return True
+
+    def _refused(self, error: str, digest: str | None) -> None:
+        self.error = error
+        self.applied_digest = self._seen = digest  # said once; the next edit is looked at again
+        log.error("halo.yaml was not applied, the running config is kept:\n%s", error)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "file": str(self.path),
+            "watching": self._task is not None and not self._task.done(),
+            "reloads": self.reloads,
+            "last_trigger": self.last_trigger,
+            "last_applied_at": self.last_applied_at,
+            "error": self.error,
+            "restart_needed": list(self.restart_needed),
+            "live": list(LIVE_KEYS),
+            "needs_restart": [*RESTART_KEYS, *(".".join(k) for k in RESTART_SUBKEYS), "safety.profiles.*.model"],
+        }
+
+
+def live_part(new: Settings) -> dict[str, Any]:
+    """The settings fields a reload replaces (the live keys)."""
+    return {_LIVE_FIELDS.get(key, key): getattr(new, _LIVE_FIELDS.get(key, key)) for key in LIVE_KEYS}
+
+
+def restart_needed(started: Settings, new: Settings) -> list[str]:
+    """The keys whose value differs from what halo started with and that only a restart applies."""
+    changed = [key for key in RESTART_KEYS if getattr(started, key) != getattr(new, key)]
+    for section, key in RESTART_SUBKEYS:
+        if getattr(getattr(started, section), key) != getattr(getattr(new, section), key):
+            changed.append(f"{section}.{key}")
+    if _profile_models(started) != _profile_models(new):
+        changed.append("safety.profiles.*.model")
+    return changed
+
+
+def _profile_models(settings: Settings) -> dict[str, str | None]:
+    """The age profiles' model choices: those models are built at start-up."""
+    return {name: profile.model for name, profile in settings.safety.profiles.items()}
+
+
+def ask_running_halo(settings: Settings, timeout: float = 30.0) -> tuple[int, dict[str, Any]]:
+    """`halo reload`: POST /reload to the halo serving this HALO_HOME; (HTTP status, JSON body).
+
+    The credential is admin.token when set; otherwise a one-time login link minted in
+    HALO_HOME (as `halo dashboard` does) is redeemed for a session: whoever may write
+    HALO_HOME may reload it. Raises OSError when nothing listens there."""
+    import http.client
+    import json
+
+    from halo.web_auth import SESSION_COOKIE, DashboardLogin
+
+    host = settings.admin.host if settings.admin.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    headers = {"Content-Type": "application/json"}
+    if settings.admin.token is not None:
+        headers["Authorization"] = f"Bearer {settings.admin.token.get_secret_value()}"
+    else:
+        token = DashboardLogin(settings.paths.logins).issue_link_token()
+        login = http.client.HTTPConnection(host, settings.admin.port, timeout=timeout)
+        try:
+            login.request("GET", f"/login?token={token}")
+            response = login.getresponse()
+            response.read()
+            cookie = response.getheader("Set-Cookie") or ""
+        finally:
+            login.close()
+        session = next((p.split("=", 1)[1] for p in cookie.split(";") if p.strip().startswith(SESSION_COOKIE)), None)
+        if session is None:
+            return response.status, {"error": "the running halo did not accept a login link from this HALO_HOME"}
+        headers["Cookie"] = f"{SESSION_COOKIE}={session}"
+    connection = http.client.HTTPConnection(host, settings.admin.port, timeout=timeout)
+    try:
+        connection.request("POST", "/reload", headers=headers)  # no body: the route takes none
+        response = connection.getresponse()
+        raw = response.read()
+    finally:
+        connection.close()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = {"error": raw.decode("utf-8", "replace")[:300]}
+    return response.status, body if isinstance(body, dict) else {"error": str(body)}

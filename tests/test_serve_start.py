@@ -1,0 +1,101 @@
+"""`halo serve` starts in seconds (issue 23): its port opens before the Agents SDK is loaded,
+`/healthz` answers while it loads, a message sent meanwhile is answered once it has, and
+platform libraries nobody configured are never imported.
+
+The SDK's import is held shut in the served process by a gate on `import agents` (a FIFO the
+test opens), so "while it loads" is a fact of the test, not a race against the clock.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from tests.conftest import FAMILY_YAML, free_port, llm_yaml
+from tests.fakes.llm_server import FakeOpenAI
+from tests.test_serve_cli import OWNER, STARTUP, threaded_llm, wait_healthy
+
+__all__ = ["threaded_llm"]  # the fixture, shared with test_serve_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+NOT_CONFIGURED = ["discord", "aiomqtt", "pypdf", "graphiti_core"]
+
+# `halo serve`, with `import agents` held until something is written to the FIFO HALO_TEST_GATE,
+# and the names in sys.modules written to HALO_TEST_MODULES when the process exits.
+GATED_SERVE = """
+import atexit, json, os, runpy, sys
+
+class Gate:
+    def find_spec(self, name, path=None, target=None):
+        if name == "agents":
+            sys.meta_path.remove(self)
+            with open(os.environ["HALO_TEST_GATE"]) as gate:
+                gate.read()
+        return None
+
+sys.meta_path.insert(0, Gate())
+atexit.register(lambda: open(os.environ["HALO_TEST_MODULES"], "w").write(json.dumps(sorted(sys.modules))))
+sys.argv = ["halo", "serve"]
+runpy.run_module("halo.runtime.cli", run_name="__main__")
+"""
+
+
+def healthz(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:
+        return json.load(resp)
+
+
+def test_healthz_answers_while_the_sdk_loads_and_a_message_sent_then_is_answered(
+    tmp_path: Path, threaded_llm: FakeOpenAI
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text(FAMILY_YAML + llm_yaml(threaded_llm))
+    gate, modules = tmp_path / "gate", tmp_path / "modules.json"
+    os.mkfifo(gate)
+    port = free_port()
+    env = {
+        **os.environ,
+        "HALO_HOME": str(home),
+        "HALO_ADMIN__PORT": str(port),
+        "HALO_TEST_GATE": str(gate),
+        "HALO_TEST_MODULES": str(modules),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", GATED_SERVE],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_healthy(port, proc)
+        loading = healthz(port)
+        assert loading["starting"] is True  # the SDK's import is still held at the gate
+        chat = http.client.HTTPConnection("127.0.0.1", port, timeout=STARTUP)
+        body = json.dumps({"text": "hello while you load"})
+        chat.request("POST", "/api/chat", body, {"Content-Type": "application/json", **OWNER})  # sent, whole
+        with gate.open("w") as opening:
+            opening.write("go")
+        answer = chat.getresponse()
+        assert answer.status == 200
+        assert json.load(answer) == {"reply": "Hi from the model", "scope_id": "web:wags"}
+        assert healthz(port)["starting"] is False
+        assert healthz(port)["home"] == loading["home"]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=STARTUP)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    loaded = set(json.loads(modules.read_text()))
+    assert "agents" in loaded  # the probe saw the whole run
+    assert [name for name in NOT_CONFIGURED if name in loaded] == []
