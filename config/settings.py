@@ -21,12 +21,58 @@ _STRICT = ConfigDict(extra="forbid")
 Provider = Literal["openai", "openai-compatible", "anthropic", "none"]
 
 
+class ModelPrice(BaseModel):
+    """What a model costs, in USD per million tokens."""
+
+    model_config = _STRICT
+    input: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0, description="unset: the input price")
+    output: float = Field(ge=0)
+
+
+class BudgetSettings(BaseModel):
+    """A daily spend limit on models, the day in family.timezone (halo/usage/budget.py)."""
+
+    model_config = _STRICT
+    daily_usd: float | None = Field(default=None, gt=0, description="the whole family's; unset: no budget")
+    member_daily_usd: float | None = Field(default=None, gt=0, description="each member's; unset: none")
+    notice_share: float = Field(default=0.8, gt=0, lt=1, description="the parents are told once when this is spent")
+    cheap_overrun_share: float = Field(
+        default=0.1, ge=0, le=1, description="once spent, llm.cheap_model may spend this share more; then no model"
+    )
+
+
+class RoutingSettings(BaseModel):
+    """Which model level answers a message (halo/routing/): extensions of the patterns in code."""
+
+    model_config = _STRICT
+    enabled: bool = Field(default=True, description="false: every message goes to llm.model, as before")
+    acknowledgements: list[str] = Field(
+        default_factory=list, description="more whole messages that need no model (e.g. 'ta', 'cheers')"
+    )
+    greetings: list[str] = Field(default_factory=list, description="more greetings that need no model")
+    think_hard: list[str] = Field(default_factory=list, description="more phrases that ask for the strong model")
+    small_replies: bool = Field(
+        default=True, description="in a DM, a short canned answer to a greeting or thanks; false: none"
+    )
+    quiet_scopes: list[str] = Field(
+        default_factory=list, description="scope ids where greetings and thanks get no answer, even in a DM"
+    )
+    triage: bool = Field(default=True, description="a short call on llm.cheap_model decides what the rules cannot")
+
+
 class LLMSettings(BaseModel):
     model_config = _STRICT
 
     provider: Provider = "none"
     model: str = "gpt-4.1-mini"
     cheap_model: str | None = None
+    strong_model: str | None = Field(
+        default=None, description="long or many-step requests, or a member asking to think hard (else llm.model)"
+    )
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="USD per million tokens, per model name; adds to or overrides halo's defaults"
+    )
     models: dict[str, str] = Field(default_factory=dict, description="per age-profile model choice")
     base_url: str | None = None
     api_key: SecretStr | None = None
@@ -324,6 +370,8 @@ class Settings(BaseSettings, Family):
     backups: BackupSettings = Field(default_factory=BackupSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     reminders: ReminderSettings = Field(default_factory=ReminderSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    routing: RoutingSettings = Field(default_factory=RoutingSettings)
 
     @model_validator(mode="after")
     def _home_names_members(self) -> Settings:

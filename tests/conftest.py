@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestServer
 
 from config.loader import load_settings
 from config.settings import Settings
+from halo.routing.router import TRIAGE_INSTRUCTIONS
 from tests.fakes.llm_server import FakeOpenAI
 
 set_tracing_disabled(True)
@@ -31,6 +32,7 @@ members:
 owner: wags
 parents_group: {telegram_chat_id: -1001234}
 work: {discord_channel_ids: [3001]}
+routing: {enabled: false}  # every message reaches llm.model, as these tests expect; tests/test_routing.py turns it on
 """
 
 
@@ -72,10 +74,19 @@ def low_risk_classifier(body: dict[str, Any]) -> str | None:
     return json.dumps({"level": "low", "category": "none", "blocked_topic": None, "summary": ""})
 
 
+def default_level_triage(body: dict[str, Any]) -> str | None:
+    """Answers halo's routing triage (halo/routing/router.py) "L2", the level a message had
+    before routing, so the scripted replies stay the replies'. Routing tests script it."""
+    if TRIAGE_INSTRUCTIONS.splitlines()[0] not in json.dumps(body):
+        return None
+    return "L2"
+
+
 @pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(default_reply="Hello from the fake model") as fake:
         fake.interceptors.append(low_risk_classifier)
+        fake.interceptors.append(default_level_triage)
         yield fake
 
 

@@ -28,7 +28,7 @@ from halo.inventory import Halo
 from halo.port import Observation
 from halo.runtime.app import build_halo
 from tests.admin.threaded import ThreadedHalo
-from tests.conftest import llm_yaml, low_risk_classifier, write_home
+from tests.conftest import default_level_triage, llm_yaml, low_risk_classifier, write_home
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -79,7 +79,7 @@ class LoopThread:
 @pytest.fixture(scope="module")
 def model() -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI(default_reply="Hello from the fake model")
-    fake.interceptors.append(low_risk_classifier)
+    fake.interceptors += [low_risk_classifier, default_level_triage]
     fake.start_in_thread()
     yield fake
     fake.stop()

@@ -34,7 +34,7 @@ from halo.core.envelope import Envelope, Speaker
 from halo.core.scopes import resolve_scope
 from halo.inventory import Halo
 from halo.runtime.app import build_halo
-from tests.conftest import llm_yaml, low_risk_classifier, write_home
+from tests.conftest import default_level_triage, llm_yaml, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI
 
 settings.register_profile(
@@ -231,7 +231,7 @@ CHECKED = Checked()
 @pytest.fixture(scope="module")
 def fake_server() -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI(default_reply="I see.").start_in_thread()
-    fake.interceptors.append(low_risk_classifier)  # children's turns are classified too
+    fake.interceptors += [low_risk_classifier, default_level_triage]  # children's turns are classified too
     yield fake
     fake.stop()
 

@@ -85,6 +85,7 @@ def admin_routes() -> list[Route]:
         reminders,
         sessions,
         tasks,
+        usage,
     )
 
     return [
@@ -101,6 +102,7 @@ def admin_routes() -> list[Route]:
         *home.ROUTES,
         *login.ROUTES,
         *backups.ROUTES,
+        *usage.ROUTES,
         *config.ROUTES,
         *reminders.ROUTES,
     ]

@@ -36,6 +36,10 @@ from halo.media.images import MODEL_CANNOT_SEE, NO_VISION, CannotSee, PhotoReade
 from halo.media.voice import NOT_SET_UP, CannotHear, Transcriber
 from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn_agents import TurnAgents
+from halo.routing.levels import Level, Route
+from halo.routing.router import small_reply
+from halo.usage.budget import SPENT_REPLY
+from halo.usage.meter import attributed
 from memory.redact import redact
 from policy import Decision
 from transcripts import TranscriptLine
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
     from halo.family.pairing import Pairing
     from halo.media.documents import Documents
     from halo.outbound.delivery import Delivery
+    from halo.routing.router import Router
     from halo.safety.gate import SafetyGate
     from memory.service import MemoryService
     from policy import PolicyEngine
@@ -83,6 +88,7 @@ class Reply:
     scope_id: str
     kind: ReplyKind
     decision: Decision | None = None
+    route: Route | None = None  # the level it was answered at, and why (halo/routing)
 
 
 class Gateway:
@@ -110,6 +116,7 @@ class Gateway:
         answerers: Sequence[Answerer] = (),
         after_turn: Sequence[AfterTurnHook] = (),
         locks: ScopeLocks | None = None,
+        router: Router | None = None,
     ) -> None:
         self.policy = policy
         self.groups = groups
@@ -129,6 +136,7 @@ class Gateway:
         self.documents = documents  # documents read into the scope's files (halo/media/documents.py)
         self.answerers = list(answerers)  # asked in order before the model; the first answer wins
         self.locks = locks or ScopeLocks()  # shared with the catch-up and the admin API's scope work
+        self.router = router  # which model level answers; None: always llm.model
         self._background: set[asyncio.Task[None]] = set()
         self.run_config = RunConfig(tracing_disabled=not llm.tracing)  # built once: it reads the environment
         self._seen_since_start: set[str] = set()  # scopes whose transcript end was checked for an open message
@@ -245,6 +253,18 @@ class Gateway:
         *,
         recorded: bool = False,
     ) -> Reply:
+        """Every model call of the turn, and of work it starts, counts for its member and scope."""
+        with attributed(turn.member.id if turn.member else None, turn.scope.id):
+            return await self._handle_turn(turn, on_delta, on_model_start, recorded=recorded)
+
+    async def _handle_turn(
+        self,
+        turn: Turn,
+        on_delta: DeltaCallback | None,
+        on_model_start: ModelStartCallback | None,
+        *,
+        recorded: bool = False,
+    ) -> Reply:
         env = turn.envelope
         decision = turn.decide("converse")
         if not decision.allowed:
@@ -290,12 +310,18 @@ class Gateway:
             await safety.settle(turn)
 
         # `answers`: the message this line closes; a message without one was cut off by a crash
+        level = reply.route.marks() if reply.route is not None else {}  # the level, on the line and in the log
+        if reply.route is not None:
+            self.audit.write("route", scope_id=env.scope.id, reply=reply.kind, **level)
         if reply.kind == "provider_error":
             await self._record(
-                turn, "event", "model unavailable: the message was kept, no reply was made", answers=env.id
+                turn, "event", "model unavailable: the message was kept, no reply was made", answers=env.id, **level
             )
+        elif reply.kind == "silent" or _budget_spent(reply):  # no answer needed (L0), or no model left
+            what = "no reply needed" if reply.kind == "silent" else "the model budget is spent: the message was kept"
+            await self._record(turn, "event", what, answers=env.id, **level)
         else:  # the reply line is what the model's history keeps of this turn (unless it is a command's)
-            await self._record(turn, "assistant", reply.text or "", reply=reply.kind, answers=env.id)
+            await self._record(turn, "assistant", reply.text or "", reply=reply.kind, answers=env.id, **level)
         await self.sessions.settle(env.scope.id)
         self._after(turn, reply)
         return reply
@@ -316,7 +342,9 @@ class Gateway:
         if stopped is not None:
             reply = Reply(stopped, env.scope.id, "guarded", decision)
         elif command_reply is not None:
-            reply = Reply(command_reply, env.scope.id, "command", decision)
+            reply = Reply(
+                command_reply, env.scope.id, "command", decision, Route(Level.L0, "a command or code answers")
+            )
         elif self.agents.model is None:
             noted = (
                 "Noted — I'll keep that in this chat's memory (/memory shows it). "
@@ -325,11 +353,25 @@ class Gateway:
             )
             reply = Reply(noted + NO_MODEL, env.scope.id, "no_model", decision)
         else:
+            route = await self.router.route(turn) if self.router is not None else Route(Level.L2, "routing is off")
+            if route.level == Level.L0:
+                return self._without_model(turn, decision, route)
             if on_model_start is not None:
                 await on_model_start()
             # a guarded reply is checked whole before anything of it is sent: no streaming
-            reply = await self._run_agent(turn, None if safety is not None else on_delta, decision)
+            reply = await self._run_agent(turn, None if safety is not None else on_delta, decision, route)
+            reply = replace(reply, route=route)
         return reply
+
+    def _without_model(self, turn: Turn, decision: Decision, route: Route) -> Reply:
+        """L0: thanks or a greeting gets halo's own short answer (or none); a message the budget
+        leaves no model for gets a plain reply, and stays in the history for later."""
+        scope_id = turn.scope.id
+        if route.small is None:
+            return Reply(SPENT_REPLY, scope_id, "no_model", decision, route)
+        assert self.router is not None
+        text = small_reply(route, turn, self.router.settings)
+        return Reply(text, scope_id, "command" if text else "silent", decision, route)
 
     async def _answer_in_code(self, turn: Turn, on_model_start: ModelStartCallback | None) -> str | None:
         for answer in self.answerers:
@@ -371,10 +413,10 @@ class Gateway:
         )
         return await self.transcripts.append(line)
 
-    async def _run_agent(self, turn: Turn, on_delta: DeltaCallback | None, decision: Decision) -> Reply:
+    async def _run_agent(self, turn: Turn, on_delta: DeltaCallback | None, decision: Decision, route: Route) -> Reply:
         env = turn.envelope
         safety = self.safety if turn.safety is not None else None
-        agent = self.agents.agent(turn)  # built once per model, tools and guard; instructions per turn
+        agent = self.agents.agent(turn, route.level)  # built once per model, tools and guard; instructions per turn
         session = self.sessions.get(env.scope.id)
         # the history is the transcript; the message (a photo's picture too) goes after it
         content: str | list[Any] = _model_input(turn)
@@ -482,6 +524,11 @@ def open_message(tail: list[TranscriptLine]) -> TranscriptLine | None:
         if line.role == "user":
             return None if line.extra.get("unaddressed") else line
     return None
+
+
+def _budget_spent(reply: Reply) -> bool:
+    """No model answered because the budget left none (the message stays in the model's history)."""
+    return reply.kind == "no_model" and reply.route is not None and reply.route.capped
 
 
 def _is_message(line: TranscriptLine, platform_message_id: str) -> bool:

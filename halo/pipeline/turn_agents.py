@@ -10,12 +10,14 @@ tool still asks the policy itself when it is called.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agents import Agent, Model, ModelSettings, RunContextWrapper, Tool
 
 from halo.core.turn import Turn
 from halo.pipeline.sdk_identity import sign_once
+from halo.routing.levels import Level
 from halo.tools.guarded import tool_class
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ class TurnAgents:
         model: Model | None,
         model_settings: ModelSettings,
         tools: list[Tool],
+        levels: Mapping[Level, Model] | None = None,
     ) -> None:
         self.context = context
         self.policy = policy
@@ -43,12 +46,15 @@ class TurnAgents:
         self.model = model
         self.model_settings = model_settings
         self.tools = tools
+        self.levels = dict(levels or {})  # the model of each level (halo/routing); absent: `model`
         self._offered: OrderedDict[tuple[Any, ...], tuple[Tool, ...]] = OrderedDict()
         self._agents: OrderedDict[tuple[Any, ...], Agent[Turn]] = OrderedDict()
 
-    def agent(self, turn: Turn) -> Agent[Turn]:
+    def agent(self, turn: Turn, level: Level = Level.L2) -> Agent[Turn]:
+        """The agent at `level`'s model; a child's safety profile may name its own model."""
         safety = self.safety if turn.safety is not None else None
-        model: Model | None = safety.model_for(turn, self.model) if safety else self.model
+        base = self.levels.get(level, self.model)
+        model: Model | None = safety.model_for(turn, base) if safety else base
         tools = self.offered_tools(turn)
         key = (id(model), tuple(id(t) for t in tools), safety is not None)
         if (agent := _get(self._agents, key)) is None:

@@ -53,10 +53,12 @@ from halo.reminders.firing import ReminderScheduler
 from halo.reminders.service import Reminders
 from halo.reminders.store import ReminderStore
 from halo.reminders.tools import reminder_tools
+from halo.routing.levels import Level
 from halo.runtime.graph_wiring import build_graph
 from halo.runtime.memory_wiring import build_memory, memory_after_turn
 from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
+from halo.runtime.usage_wiring import Levels, build_levels, build_routing, usage_after_turn
 from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
 from halo.safety.notify import Notifier
@@ -66,6 +68,9 @@ from halo.tools.guarded import default_tools
 from halo.tools.memory import memory_tools
 from halo.tools.messages import message_tools
 from halo.tools.web import PageFetcher, WebSearch, hosted_search_tools, search_tools, web_tools
+from halo.usage.command import usage_command
+from halo.usage.meter import MeteredModel
+from halo.usage.prices import Prices
 from halo.work.commands import task_commands
 from halo.work.digest import WorkDigest
 from halo.work.status import StatusAnswers
@@ -111,8 +116,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     groups = GroupGuard(db, policy, delivery, audit)
 
     # -- the models and memory
-    main_model = model if model is not None else build_model(settings.llm)
-    extraction_model = _extraction_model(settings, model, main_model)
+    levels = build_levels(settings, db, model)  # L1–L3's models; every call's usage is recorded
+    main_model = levels.metered(levels.main, "reply", Level.L2)
+    extraction_model = levels.metered(levels.cheap, "extraction") if settings.memory.extractor == "llm" else None
     memory = build_memory(settings, policy, transcripts, extraction_model)
     semantic = build_semantic(settings)
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
@@ -125,7 +131,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
     # -- what sends besides replies: safety alerts, home events, approvals
     notifier = Notifier(family.current, delivery, audit)  # parents' web inbox and their other DMs
-    safety = build_safety(settings, policy, notifier, audit, transcripts, main_model)
+    safety = build_safety(settings, policy, notifier, audit, transcripts, levels)
     direct = DirectMessages(family.current, delivery.can_send)  # Telegram, else Discord, else the web inbox
     home = HomeEvents(  # MQTT → observations → home rules → Delivery
         settings.home_events,
@@ -195,6 +201,10 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         model=main_model,
         model_settings=settings_for_model,
         tools=tools,
+        levels=levels.reply_models(),
+    )
+    router, budget = build_routing(
+        settings, levels, transcripts, partial(notifier.notify_parents, kind="budget"), family.current
     )
     commands = CommandRegistry(
         [
@@ -216,6 +226,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             *home_commands(home),
             *reminder_commands(reminders),
             *list_commands(lists),
+            usage_command(levels.meter, Prices(settings.llm.prices)),
         ]
     )
     # answered in code before any model is asked, in this order
@@ -224,7 +235,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         StatusAnswers(
             tasks,
             paths,
-            model=main_model,
+            model=levels.metered(levels.main, "status"),
             model_settings=settings_for_model,
             tracing=settings.llm.tracing,
             deadline_seconds=settings.llm.timeout_seconds,
@@ -248,11 +259,15 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         transcriber=build_transcriber(settings.llm),
         photos=build_photo_reader(settings.llm),
         documents=documents,
+        router=router,
         answerers=answerers,
         locks=scope_locks,
         after_turn=[
-            partial(_keep_session_in_budget, sessions, main_model, settings.llm.tracing),
+            partial(
+                _keep_session_in_budget, sessions, levels.metered(levels.main, "distillation"), settings.llm.tracing
+            ),
             memory_after_turn(memory),
+            usage_after_turn(budget),
             partial(_index_later, semantic),
         ],
     )
@@ -294,7 +309,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         family=family.current,
     )
     # close_model closes only clients build_model made, once: a model passed in stays the caller's
-    owned = [m for m in (main_model, extraction_model, *safety.owned_models()) if m is not None]
+    owned = [*levels.built, *safety.owned_models()]
     return Halo(
         settings=settings,
         paths=paths,
@@ -388,36 +403,27 @@ def build_safety(
     notifier: Notifier,
     audit: AuditLog,
     transcripts: TranscriptStore,
-    main_model: Model | None,
+    levels: Levels,
 ) -> SafetyGate:
     """The child guardrails, with the cheap-tier classifier and per-profile models when a
     provider is configured (built now, so a bad model name fails at start-up)."""
     llm = settings.llm
     classifier = None
     models: dict[str, Model] = {}
-    if main_model is not None:
-        cheap = build_model(llm, llm.cheap_model) if llm.cheap_model and llm.provider != "none" else None
-        classifier = RiskClassifier(cheap or main_model, model_settings(llm), tracing=llm.tracing)
+    cheap = levels.metered(levels.cheap, "classifier")
+    if cheap is not None:
+        classifier = RiskClassifier(cheap, model_settings(llm), tracing=llm.tracing)
         for profile in settings.safety.profiles.values():
             name = model_name(profile, llm)
             if name and name != llm.model and profile.model not in models:
                 built = build_model(llm, name)
                 if built is not None:
-                    models[profile.model] = built
+                    models[profile.model] = MeteredModel(built, levels.meter, "reply")
     # the classifier gets a third of the reply deadline (input and output each), the model the rest
     classify_within = llm.reply_deadline_seconds / 3
     return SafetyGate(
         policy, notifier, audit, transcripts, classifier=classifier, models=models, classify_within=classify_within
     )
-
-
-def _extraction_model(settings: Settings, override: Model | None, main: Model | None) -> Model | None:
-    """The cheap tier for memory extraction (llm.cheap_model), else the main model."""
-    if settings.memory.extractor != "llm" or main is None:
-        return None
-    if override is None and settings.llm.cheap_model:
-        return build_model(settings.llm, settings.llm.cheap_model)
-    return main
 
 
 def build_semantic(settings: Settings) -> SemanticMemory:

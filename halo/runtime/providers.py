@@ -118,6 +118,7 @@ _CLIENTS: weakref.WeakKeyDictionary[Model, AsyncOpenAI] = weakref.WeakKeyDiction
 
 async def close_model(model: Model | None) -> None:
     """Close the HTTP client `build_model` made for `model` (its pooled connections), if any."""
+    model = getattr(model, "inner", model)  # a MeteredModel (halo/usage/meter.py) closes what it wraps
     client = _CLIENTS.pop(model, None) if model is not None else None
     if client is not None:
         await client.close()
@@ -127,6 +128,7 @@ def model_settings(llm: LLMSettings) -> ModelSettings:
     """Bounded retries with exponential backoff for connection errors, 429 and 5xx."""
     return ModelSettings(
         max_tokens=llm.max_output_tokens,  # Anthropic requires one; others respect it
+        include_usage=True,  # a streamed chat completion reports its usage too (halo/usage)
         retry=ModelRetrySettings(
             max_retries=llm.max_retries,
             backoff={

@@ -61,6 +61,7 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/reminders"): Example("/reminders"),
     ("DELETE", "/reminders/{id}"): Example("/reminders/1"),
     ("GET", "/lists"): Example("/lists"),
+    ("GET", "/usage"): Example("/usage"),
     ("POST", "/pairing/requests/{code}/approve"): Example(
         "/pairing/requests/{code}/approve", json_body={"role": "child", "name": "Meera", "ageGroup": "adolescent"}
     ),

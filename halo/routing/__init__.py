@@ -1,0 +1,1 @@
+"""Cheap first: which model level answers a message, decided before any model is asked."""

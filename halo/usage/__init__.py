@@ -1,0 +1,1 @@
+"""What halo's model calls cost: usage as the provider reports it, prices, daily budgets."""
