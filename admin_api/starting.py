@@ -18,6 +18,7 @@ from pathlib import Path
 from aiohttp import web
 
 CLIENT_MAX_SIZE = 1024**2  # the real app's limit too: the request object is made here
+COULD_NOT_START = "halo could not start (see its log)"
 
 
 def home_fingerprint(home: Path) -> str:
@@ -32,6 +33,7 @@ class StartingFront:
     def __init__(self, home: Path) -> None:
         self.fingerprint = home_fingerprint(home)
         self._app: web.Application | None = None
+        self._why = COULD_NOT_START
         self._settled = asyncio.Event()  # the real app is open, or halo failed to start
         self.front = web.Application(client_max_size=CLIENT_MAX_SIZE)
         self.front.router.add_route("*", "/{tail:.*}", self._dispatch)
@@ -43,8 +45,9 @@ class StartingFront:
         self._app = app
         self._settled.set()
 
-    def failed(self) -> None:
-        """halo will not start: waiting requests get a 503 instead of waiting for ever."""
+    def failed(self, why: str = COULD_NOT_START) -> None:
+        """halo will not start: waiting requests get a 503 saying `why` instead of waiting for ever."""
+        self._why = why
         self._settled.set()
 
     async def close(self) -> None:
@@ -58,5 +61,5 @@ class StartingFront:
                 return web.json_response({"ok": True, "home": self.fingerprint, "starting": True})
             await self._settled.wait()
         if self._app is None:
-            return web.json_response({"error": "halo could not start (see its log)"}, status=503)
+            return web.json_response({"error": self._why}, status=503)
         return await self._app._handle(request)

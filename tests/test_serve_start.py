@@ -51,15 +51,11 @@ def healthz(port: int) -> dict:
         return json.load(resp)
 
 
-def test_healthz_answers_while_the_sdk_loads_and_a_message_sent_then_is_answered(
-    tmp_path: Path, threaded_llm: FakeOpenAI
-) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "halo.yaml").write_text(FAMILY_YAML + llm_yaml(threaded_llm))
+def gated_serve(tmp_path: Path, home: Path, port: int) -> tuple[subprocess.Popen[str], Path, Path]:
+    """`halo serve` on `port` whose `import agents` waits for the FIFO (returned, with the
+    file the loaded module names are written to at exit)."""
     gate, modules = tmp_path / "gate", tmp_path / "modules.json"
     os.mkfifo(gate)
-    port = free_port()
     env = {
         **os.environ,
         "HALO_HOME": str(home),
@@ -75,6 +71,17 @@ def test_healthz_answers_while_the_sdk_loads_and_a_message_sent_then_is_answered
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    return proc, gate, modules
+
+
+def test_healthz_answers_while_the_sdk_loads_and_a_message_sent_then_is_answered(
+    tmp_path: Path, threaded_llm: FakeOpenAI
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text(FAMILY_YAML + llm_yaml(threaded_llm))
+    port = free_port()
+    proc, gate, modules = gated_serve(tmp_path, home, port)
     try:
         wait_healthy(port, proc)
         loading = healthz(port)
@@ -99,3 +106,37 @@ def test_healthz_answers_while_the_sdk_loads_and_a_message_sent_then_is_answered
     loaded = set(json.loads(modules.read_text()))
     assert "agents" in loaded  # the probe saw the whole run
     assert [name for name in NOT_CONFIGURED if name in loaded] == []
+
+
+def test_a_sigterm_while_loading_starts_nothing_and_a_waiting_message_is_told(
+    tmp_path: Path, threaded_llm: FakeOpenAI
+) -> None:
+    """SIGTERM before halo is built: serve builds and starts nothing (no adapter, no catch-up,
+    no turn), tells a request that was waiting, and exits cleanly."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text(FAMILY_YAML + llm_yaml(threaded_llm))
+    port = free_port()
+    proc, gate, _ = gated_serve(tmp_path, home, port)
+    try:
+        wait_healthy(port, proc)
+        assert healthz(port)["starting"] is True
+        chat = http.client.HTTPConnection("127.0.0.1", port, timeout=STARTUP)
+        body = json.dumps({"text": "hello while you load"})
+        chat.request("POST", "/api/chat", body, {"Content-Type": "application/json", **OWNER})
+        proc.send_signal(signal.SIGTERM)  # the SDK's import is still held: serve is loading
+        with gate.open("w") as opening:
+            opening.write("go")
+        answer = chat.getresponse()
+        assert answer.status == 503
+        assert json.load(answer) == {"error": "halo is stopping"}
+        out, err = proc.communicate(timeout=STARTUP)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "halo: stopped before it started" in out and "halo is running" not in out
+    assert not (home / "halo.db").exists(), "halo was never built"
+    assert not (home / "transcripts").exists() or not any((home / "transcripts").iterdir())
+    assert threaded_llm.requests == []

@@ -50,8 +50,9 @@ def slow_llm() -> Iterator[FakeOpenAI]:
 class Serve:
     """`halo serve` as a process; output goes to files so a full pipe never stalls it."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
         self.home = home
+        self.env = env or {}  # settings for this run (HALO_… overrides)
         self.port = free_port()
         self.proc: asyncio.subprocess.Process | None = None
         self.starts = 0
@@ -62,7 +63,7 @@ class Serve:
 
     async def start(self, http: aiohttp.ClientSession) -> None:
         self.starts += 1
-        env = {**os.environ, "HALO_HOME": str(self.home), "HALO_ADMIN__PORT": str(self.port)}
+        env = {**os.environ, **self.env, "HALO_HOME": str(self.home), "HALO_ADMIN__PORT": str(self.port)}
         with (self.home / f"serve-{self.starts}.log").open("wb") as log:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable,

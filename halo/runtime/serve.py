@@ -86,6 +86,12 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None, *, hard_
     loop.add_signal_handler(signal.SIGHUP, reload_config)
     try:
         await asyncio.to_thread(_load_halo)
+        if stop.is_set():  # asked to stop while loading: start nothing (no adapter polls, no turn runs)
+            front.failed("halo is stopping")
+            await runner.cleanup()
+            _disarm(deadline)
+            print("halo: stopped before it started", flush=True)
+            return
         from admin_api.server import create_app
         from halo.runtime.app import build_halo
 
@@ -116,6 +122,11 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None, *, hard_
     await runner.cleanup()
     await front.close()
     await halo.close()
+    _disarm(deadline)
+    print("halo: stopped", flush=True)
+
+
+def _disarm(deadline: list[threading.Timer]) -> None:
+    """Stopped in time: the hard exit is not needed."""
     for timer in deadline:
         timer.cancel()
-    print("halo: stopped", flush=True)
