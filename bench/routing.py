@@ -130,8 +130,13 @@ async def main() -> int:
     corpus = load_corpus()
     async with FakeOpenAI(default_reply=REPLY) as fake:
         fake.interceptors += [low_risk_classifier, triage_says_l2]
+        fake.prefix_cache = True  # each model's prefix cache, simulated (tests/fakes/llm_server.py)
         baseline = await run_corpus(corpus, fake, models, routed=False)
+        fake._seen_prompts.clear()  # each run starts with a cold cache
         routed = await run_corpus(corpus, fake, models, routed=True)
+        fake._seen_prompts.clear()
+        # the same routing with L3 on llm.model: what L0/L1 save, apart from what L3 adds
+        no_strong = await run_corpus(corpus, fake, {**models, "strong": models["model"]}, routed=True)
 
     total = len(corpus)
     print(f"corpus: {total} messages; labelled {dict(sorted(Counter(m.level.name for m in corpus).items()))}")
@@ -142,6 +147,12 @@ async def main() -> int:
     print()
     describe("all to llm.model", baseline)
     describe("routed", routed)
+    describe("routed, L3 = llm.model", no_strong)
+    print(
+        f"  cached input share: all to llm.model {baseline.cached_tokens / baseline.input_tokens:.1%}, "
+        f"routed {routed.cached_tokens / routed.input_tokens:.1%} (a cache is per model: switching levels loses it)"
+    )
+    print(f"  saved with L3 on llm.model: {1 - no_strong.usd / baseline.usd:.1%}")
     saved = 1 - routed.usd / baseline.usd if baseline.usd else 0.0
     too_low = [
         (m.text, m.level.name, got.name) for m, got in zip(corpus, routed.levels, strict=True) if m.level >= 2 > got
