@@ -32,6 +32,9 @@ class ContextSection:
     title: str
     text: str
     priority: int  # lower is more important: kept first when the budget is tight
+    # changes from turn to turn (the time, recall): placed after every stable section, so the
+    # start of the request stays byte-identical and a provider's prompt cache can reuse it
+    volatile: bool = False
 
 
 class ContextSource(Protocol):
@@ -90,10 +93,11 @@ class PersonaSource:
         target = env.target_member
         about = f"\nThe request is about: {target.name}." if target and target is not member else ""
         now = env.ts.astimezone()
-        situation = f"Speaking: {who}.\nWhere: {_describe_scope(turn)}.\nNow: {now:%A %Y-%m-%d %H:%M %Z}.{about}"
+        situation = f"Speaking: {who}.\nWhere: {_describe_scope(turn)}.{about}"
         return [
             ContextSection("Persona", self.soul.read() or DEFAULT_SOUL, priority=0),
             ContextSection("This conversation", situation, priority=1),
+            ContextSection("Now", f"{now:%A %Y-%m-%d %H:%M %Z}.", priority=1, volatile=True),
         ]
 
 
@@ -120,11 +124,14 @@ class ContextBuilder:
         return sorted(found, key=lambda s: s.priority)
 
     async def instructions(self, turn: Turn) -> str:
+        """The sections that fit, by priority; stable ones first, then the volatile ones."""
         left = self.budget
-        parts: list[str] = []
+        stable: list[str] = []
+        volatile: list[str] = []
         for section in await self.sections(turn):
             if not section.text.strip():
                 continue
+            parts = volatile if section.volatile else stable
             header = f"## {section.title}\n"
             room = left - estimate_tokens(header)
             if room <= 16:
@@ -133,4 +140,4 @@ class ContextBuilder:
             body = cut_oldest(section.text.strip(), room)
             parts.append(header + body)
             left -= estimate_tokens(header + body)
-        return "\n\n".join(parts)
+        return "\n\n".join([*stable, *volatile])

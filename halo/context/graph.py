@@ -147,4 +147,4 @@ class GraphFactsSource:
         if not kept:
             return []
         intro = "Facts remembered about people and plans, with the date each became true (newest wins):"
-        return [ContextSection(self.title, "\n".join([intro, *kept]), self.priority)]
+        return [ContextSection(self.title, "\n".join([intro, *kept]), self.priority, volatile=True)]

@@ -138,7 +138,7 @@ class RecallSource:
         if not lines:
             return []
         intro = "Earlier notes and conversations that may relate to this message (they may be out of date):"
-        return [ContextSection(self.title, "\n".join([intro, *lines]), self.priority)]
+        return [ContextSection(self.title, "\n".join([intro, *lines]), self.priority, volatile=True)]
 
 
 class Recall:

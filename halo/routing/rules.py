@@ -32,6 +32,7 @@ ACKNOWLEDGEMENTS = (
     "lol", "haha", "hahaha", "hehe", "fair enough", "brilliant", "lovely", "excellent", "sweet",
     "no problem", "np", "no worries", "all good", "right", "done", "makes sense", "good to know",
     "wow", "oh", "ah", "i see", "oh i see", "ok then", "okay then", "amazing", "super", "neat",
+    "nice one", "yay", "yey", "woohoo", "hooray", "yes", "yep", "yeah", "sure",
 )  # fmt: skip
 # words that may sit around the above without changing what the message is
 FILLER = frozenset(
@@ -47,10 +48,10 @@ THINK_HARD = (
 MANY_STEPS = re.compile(
     r"\b(plan|planning|compare|comparison|comparing|pros and cons|itinerary|analy[sz]e|analysis|evaluate|"
     r"weigh (up|the)|trade-?offs?|strategy|timetable|schedule for|budget for|meal plan|outline|break down|"
-    r"work out the best|which (one )?(is|would be) better)\b"
+    r"work out the best|which (one )?(is|would be) better|read through|go through)\b"
 )
 DOCUMENT = re.compile(
-    r"\b(document|pdf|attached|attachment|the file|this file|report|contract|letter|statement|spreadsheet|"
+    r"\b(documents?|pdf|attached|attachment|the file|this file|report|contract|letter|statement|spreadsheet|"
     r"policy document|terms|invoice|the form|the newsletter)\b"
 )
 # needs memory, tools, the family's own facts or today's world: never below L2
@@ -62,13 +63,17 @@ NEEDS_CONTEXT = re.compile(
     r"my|our|we|us|me|mine|i'm|i am|i have|i've|did i|did we|when is|when's|what time|where is|who is coming|"
     r"pick up|pickup|drop off|school|practice|dentist|doctor|party|dinner|lunch|shopping|list|task|tasks|"
     r"project|status|translate|fix|code|recipe|why did|what happened|mom|mum|dad|today|summari[sz]e|"
-    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend)\b"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|"
+    # the family's own facts, and the work a work channel tracks
+    r"password|passcode|wifi|pin|address|phone number|code|blocked|working on|in progress|progress|"
+    r"left on|finished|done yet|owns|owner|release|deadline)\b"
 )
 # short questions about the world at large that a small model answers well
 SIMPLE_QUESTION = re.compile(
     r"^(what('s| is| are| was| were| does| do)|who('s| is| was| were)|"
     r"how (many|much|far|old|tall|big|long|do you spell|are you|is it going)|"
     r"why (is|are|do|does)|when (was|did)|where (is|are|was|do)|which|is|are|does|do|can|"
+    r"who (wrote|painted|invented|discovered|won)|how do you say|convert|"
     r"define|spell|tell me a (joke|fun fact|riddle|story)|say something|what's up|sup|i'm bored|im bored)\b"
 )
 SMALL_TALK = re.compile(
@@ -182,7 +187,7 @@ class Rules:
             return Verdict(Level.L2, "about a document")
         if count <= SMALL_TALK_WORDS and SMALL_TALK.search(lowered):
             return Verdict(Level.L1, "small talk")
-        named = set(lowered.split()) & {name.lower() for name in names}
+        named = {word.removesuffix("'s") for word in lowered.split()} & {name.lower() for name in names}
         if named:
             return Verdict(Level.L2, f"about a family member: {min(named)}")
         context = NEEDS_CONTEXT.search(lowered)

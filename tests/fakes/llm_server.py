@@ -108,6 +108,10 @@ class ScriptedModelServer:
         # scripted replies to the calls a test is about
         self.interceptors: list[Interceptor] = []
         self.requests: list[RecordedRequest] = []
+        # a provider's prefix cache, simulated: each model's earlier prompts; a request reports the
+        # longest prefix it shares with one of them as cached input tokens (off: always 0)
+        self.prefix_cache = False
+        self._seen_prompts: dict[str, list[str]] = {}
         self._queue: deque[Reply] = deque()
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -262,6 +266,19 @@ class ScriptedModelServer:
     def _prompt_of(self, body: JSON) -> str:
         return "\n".join(_strings_in([body.get(field) for field in self.PROMPT_FIELDS]))
 
+    def _cached_tokens(self, body: JSON) -> int:
+        """With `prefix_cache` on: the tokens of the longest prompt prefix this model saw before,
+        cut back to a whole word (a provider caches whole tokens, from the start of the request)."""
+        if not self.prefix_cache or not isinstance(body, dict):
+            return 0
+        prompt = self._prompt_of(body)
+        seen = self._seen_prompts.setdefault(str(body.get("model")), [])
+        shared = max((_common_prefix(prompt, earlier) for earlier in seen), default=0)
+        seen.append(prompt)
+        if shared < len(prompt):
+            shared = max(0, prompt.rfind(" ", 0, shared + 1), prompt.rfind("\n", 0, shared + 1))
+        return count_tokens(prompt[:shared])
+
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):06d}"
 
@@ -409,7 +426,7 @@ class FakeOpenAI(ScriptedModelServer):
         return {
             **self._chat_envelope(body, "chat.completion"),
             "choices": [choice],
-            "usage": _chat_usage(self._prompt_of(body), reply),
+            "usage": _chat_usage(self._prompt_of(body), reply, self._cached_tokens(body)),
         }
 
     def _chat_events(self, reply: Reply, body: JSON) -> list[SseEvent]:
@@ -430,7 +447,7 @@ class FakeOpenAI(ScriptedModelServer):
             ]
         events.append(chunk({}, _finish_reason(reply)))
         if (body.get("stream_options") or {}).get("include_usage"):
-            usage = _chat_usage(self._prompt_of(body), reply)
+            usage = _chat_usage(self._prompt_of(body), reply, self._cached_tokens(body))
             events.append((None, json.dumps({**envelope, "choices": [], "usage": usage})))
         events.append((None, "[DONE]"))
         return events
@@ -495,7 +512,7 @@ class FakeOpenAI(ScriptedModelServer):
             "text": {"format": {"type": "text"}},
             "usage": {
                 "input_tokens": prompt_tokens,
-                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "input_tokens_details": {"cached_tokens": self._cached_tokens(body), "cache_write_tokens": 0},
                 "output_tokens": output_tokens,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": prompt_tokens + output_tokens,
@@ -614,14 +631,23 @@ def count_tokens(text: str) -> int:
     return len(text.split())
 
 
-def _chat_usage(prompt: str, reply: Reply) -> JSON:
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _chat_usage(prompt: str, reply: Reply, cached_tokens: int = 0) -> JSON:
     prompt_tokens = count_tokens(prompt)
     completion_tokens = count_tokens(reply.text) + len(reply.tool_calls)
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
         "completion_tokens_details": {"reasoning_tokens": 0},
     }
 

@@ -1,0 +1,180 @@
+"""Benchmark: what routing saves, on a labelled corpus of family messages, through the REAL pipeline.
+
+The corpus (tests/data/routing_corpus.jsonl, 200+ messages: acknowledgements, greetings,
+commands, small talk, logistics, homework, planning, documents, work status, memory) runs
+twice through `build_halo` against the stand-in model server (tests/fakes/llm_server.py,
+which reports usage: one token a word): once with routing on (L0 no model, L1
+llm.cheap_model, L2 llm.model, L3 llm.strong_model), once with routing off, everything to
+llm.model — the baseline, measured in the same run. Each message's level is the model its
+reply went to. Costs use halo's default prices for the models named (gpt-4.1-nano, -mini,
+gpt-4.1), from halo.db's usage table, every purpose counted (replies, the triage, the child
+classifier, status answers, memory extraction).
+
+The stand-in answers the triage "L2" (what halo does when it cannot tell): the savings here
+are the rules' own; a real cheap model placing the messages the rules leave would add to them.
+
+Goals (issue 25): >= 60 % of the all-llm.model cost saved; no message labelled L2/L3
+answered at L0/L1; every acknowledgement answered at L0.
+
+Run: `uv run python bench/routing.py [--cheap gpt-4.1-nano --model gpt-4.1-mini --strong gpt-4.1]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from config.loader import load_settings
+from halo.routing.levels import Level
+from halo.routing.router import TRIAGE_INSTRUCTIONS
+from halo.runtime.app import build_halo
+from halo.usage.prices import Prices
+from halo.usage.report import usage_report
+from halo.usage.store import UsageStore
+from tests.conftest import low_risk_classifier, write_home
+from tests.fakes.llm_server import FakeOpenAI
+from tests.routing_support import CORPUS_FAMILY, Labelled, corpus_envelope, load_corpus
+
+REPLY = "Here is what I found, in a few short sentences, with the one thing to do next and when."
+
+
+def triage_says_l2(body: dict[str, Any]) -> str | None:
+    return "L2" if TRIAGE_INSTRUCTIONS.splitlines()[0] in json.dumps(body) else None
+
+
+@dataclass
+class Run:
+    levels: list[Level] = field(default_factory=list)  # per corpus message: the model its reply went to
+    usd: float = 0.0
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+    by_purpose: Counter[str] = field(default_factory=Counter)
+
+
+async def run_corpus(corpus: list[Labelled], fake: FakeOpenAI, models: dict[str, str], *, routed: bool) -> Run:
+    with tempfile.TemporaryDirectory() as tmp:
+        family = (
+            CORPUS_FAMILY if routed else CORPUS_FAMILY.replace("routing: {enabled: true}", "routing: {enabled: false}")
+        )
+        home = write_home(
+            Path(tmp) / "home",
+            f"""\
+llm:
+  provider: openai-compatible
+  model: {models["model"]}
+  cheap_model: {models["cheap"]}
+  strong_model: {models["strong"]}
+  base_url: {fake.base_url}
+  api_key: bench-key
+  max_retries: 0
+  timeout_seconds: 10
+memory:
+  semantic: {{embedder: none}}
+""",
+            family=family,
+        )
+        halo = build_halo(load_settings(home))
+        level_of = {models["cheap"]: Level.L1, models["model"]: Level.L2, models["strong"]: Level.L3}
+        run = Run()
+        try:
+            for message in corpus:
+                before = len(fake.requests)
+                await halo.gateway.handle(corpus_envelope(halo.family, message))
+                await halo.gateway.drain()
+                replies = [
+                    r for r in fake.requests[before:] if r.path in fake.MODEL_PATHS and not r.intercepted
+                ]  # the triage and the child classifier are intercepted; status answers are not
+                run.levels.append(max((level_of[r.json["model"]] for r in replies), default=Level.L0))
+            report = await usage_report(
+                UsageStore(halo.db), Prices(halo.settings.llm.prices), "2000-01-01", "2999-12-31", "purpose"
+            )
+        finally:
+            await halo.close()
+    for row in report["rows"]:
+        run.usd += row["usd"]
+        run.input_tokens += row["inputTokens"]
+        run.cached_tokens += row["cachedTokens"]
+        run.output_tokens += row["outputTokens"]
+        run.calls += row["calls"]
+        run.by_purpose[row["key"] or "?"] += row["calls"]
+    if report["unknownPrice"]:
+        raise SystemExit(f"no price for {report['unknownPrice']}: the cost figures would be wrong")
+    return run
+
+
+def describe(name: str, run: Run) -> None:
+    print(
+        f"{name:>22}: {run.calls:4d} calls, {run.input_tokens:7d} input tokens ({run.cached_tokens} cached), "
+        f"{run.output_tokens:6d} output, ${run.usd:.4f}   calls by purpose: {dict(run.by_purpose)}"
+    )
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cheap", default="gpt-4.1-nano")
+    parser.add_argument("--model", default="gpt-4.1-mini")
+    parser.add_argument("--strong", default="gpt-4.1")
+    args = parser.parse_args()
+    models = {"cheap": args.cheap, "model": args.model, "strong": args.strong}
+    corpus = load_corpus()
+    async with FakeOpenAI(default_reply=REPLY) as fake:
+        fake.interceptors += [low_risk_classifier, triage_says_l2]
+        fake.prefix_cache = True  # each model's prefix cache, simulated (tests/fakes/llm_server.py)
+        baseline = await run_corpus(corpus, fake, models, routed=False)
+        fake._seen_prompts.clear()  # each run starts with a cold cache
+        routed = await run_corpus(corpus, fake, models, routed=True)
+        fake._seen_prompts.clear()
+        # the same routing with L3 on llm.model: what L0/L1 save, apart from what L3 adds
+        no_strong = await run_corpus(corpus, fake, {**models, "strong": models["model"]}, routed=True)
+
+    total = len(corpus)
+    print(f"corpus: {total} messages; labelled {dict(sorted(Counter(m.level.name for m in corpus).items()))}")
+    print(f"models: L1 {args.cheap}, L2 {args.model}, L3 {args.strong} (halo's default prices)\n")
+    shares = Counter(routed.levels)
+    for level in Level:
+        print(f"  answered at {level.name}: {shares[level]:4d}  ({shares[level] / total:6.1%})")
+    print()
+    describe("all to llm.model", baseline)
+    describe("routed", routed)
+    describe("routed, L3 = llm.model", no_strong)
+    print(
+        f"  cached input share: all to llm.model {baseline.cached_tokens / baseline.input_tokens:.1%}, "
+        f"routed {routed.cached_tokens / routed.input_tokens:.1%} (a cache is per model: switching levels loses it)"
+    )
+    print(f"  saved with L3 on llm.model: {1 - no_strong.usd / baseline.usd:.1%}")
+    saved = 1 - routed.usd / baseline.usd if baseline.usd else 0.0
+    too_low = [
+        (m.text, m.level.name, got.name) for m, got in zip(corpus, routed.levels, strict=True) if m.level >= 2 > got
+    ]
+    acks = [(m.text, got.name) for m, got in zip(corpus, routed.levels, strict=True) if m.kind == "acknowledgement"]
+    acks_missed = [a for a in acks if a[1] != "L0"]
+    up = sum(got > m.level for m, got in zip(corpus, routed.levels, strict=True))
+    down = sum(got < m.level for m, got in zip(corpus, routed.levels, strict=True))
+    print(
+        f"\nanswered above its label: {up}; below: {down} (of which L3 labelled, answered at L2: "
+        f"{sum(m.level == 3 and got == 2 for m, got in zip(corpus, routed.levels, strict=True))})"
+    )
+    goals = [
+        (f"cost saved vs all-llm.model: {saved:.1%}", saved >= 0.60, ">= 60 %"),
+        (f"L2/L3-labelled answered at L0/L1: {len(too_low)} {too_low[:5]}", not too_low, "0"),
+        (f"acknowledgements not at L0: {len(acks_missed)} of {len(acks)} {acks_missed[:5]}", not acks_missed, "0"),
+    ]
+    print()
+    for text, met, goal in goals:
+        print(f"  [{'MET ' if met else 'MISS'}] {text}   (goal {goal})")
+    return 0 if all(met for _, met, _ in goals) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
