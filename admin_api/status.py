@@ -45,6 +45,8 @@ class Provider(ApiModel):
     model: str | None
     base_url: str | None
     configured: bool
+    last_error: str | None = Field(default=None, description="the last model call's failure, until one succeeds")
+    last_error_at: Timestamp | None = None
 
 
 class SemanticScope(OpenModel):
@@ -131,6 +133,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     services = halo
     paths = settings.paths
     pending = len(await services.pairing.list_pending())
+    model_health = halo.gateway.model_health
     snapshot: dict[str, Any] = {
         "ok": True,
         "version": VERSION,
@@ -153,6 +156,8 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
                 "model": settings.llm.model if settings.llm.provider != "none" else None,
                 "base_url": settings.llm.base_url,
                 "configured": services.model is not None,
+                "last_error": model_health.last_error,
+                "last_error_at": _iso(model_health.last_error_at),
             }
         ),
         "adapters": mask_secrets(halo.adapter_status()),
@@ -176,6 +181,10 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     return snapshot
 
 
+def _iso(at: float | None) -> str | None:
+    return None if at is None else datetime.fromtimestamp(at, UTC).isoformat()
+
+
 def _problems(snapshot: Mapping[str, Any]) -> list[str]:
     """Plain sentences for the dashboard's health line; empty when all is well."""
     problems = []
@@ -185,8 +194,14 @@ def _problems(snapshot: Mapping[str, Any]) -> list[str]:
     if reload["restart_needed"]:
         changed = ", ".join(reload["restart_needed"])
         problems.append(f"halo.yaml changed {changed}: restart halo for that to take effect.")
-    if not snapshot["provider"]["configured"]:
+    provider = snapshot["provider"]
+    if not provider["configured"]:
         problems.append("No language model is configured (llm.provider): halo answers commands only.")
+    elif provider["last_error"]:
+        problems.append(
+            f"The language model failed at {provider['last_error_at']}: {provider['last_error']}. "
+            "People are told it cannot be reached until a call succeeds."
+        )
     for name, state in snapshot["adapters"].items():
         if isinstance(state, Mapping):
             if state.get("last_error"):

@@ -155,7 +155,7 @@ def test_the_cli_exports_and_imports(
     assert code == 0, err
     assert "exported" in out and archive.exists()
     code, out, err = halo("import", str(archive), home=home, capsys=capsys, monkeypatch=monkeypatch)
-    assert code == 1 and "--force" in err
+    assert code == 2 and "--force" in err and "Traceback" not in err
     fresh = tmp_path / "fresh"
     code, out, err = halo("import", str(archive), home=fresh, capsys=capsys, monkeypatch=monkeypatch)
     assert code == 0, err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from halo.pipeline.gateway import PROVIDER_DOWN
-from tests.conftest import free_port, llm_yaml
+from tests.conftest import OWNER_AUTH, free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from transcripts import TranscriptStore
 
@@ -80,3 +80,25 @@ async def test_broken_stream_gives_the_clear_reply(fake_llm, settings_for, serve
         raw = (await resp.read()).decode()
     assert "event: done" in raw
     assert PROVIDER_DOWN in raw
+
+
+async def test_a_failing_model_is_a_problem_in_status_until_a_call_succeeds(
+    fake_llm: FakeOpenAI, settings_for, serve_halo
+):
+    running = await serve_halo(settings_for(llm_yaml(fake_llm, max_retries=0)))
+
+    async def model_problems() -> list[str]:
+        async with running.http.get(running.url("/status"), headers=OWNER_AUTH) as resp:
+            body = await resp.json()
+        return [p for p in body["problems"] if "language model" in p]
+
+    assert await model_problems() == []
+    fake_llm.error(500)
+    _, body = await running.chat("Is it going to rain?", token="mom-token")
+    assert body["reply"] == PROVIDER_DOWN
+    [problem] = await model_problems()
+    assert problem.startswith("The language model failed at ") and "500" in problem
+    fake_llm.reply("Sunny all day.")
+    _, body = await running.chat("And tomorrow?", token="mom-token")
+    assert body["reply"] == "Sunny all day."
+    assert await model_problems() == []

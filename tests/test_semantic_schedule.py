@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
+
+import pytest
 
 from config.paths import HaloPaths
 from config.settings import SemanticSettings
@@ -42,3 +45,35 @@ async def test_close_waits_for_a_sync_in_progress_then_syncs_nothing(tmp_path: P
     index = ScopeIndex(semantic.index_path(SCOPE), SCOPE)
     assert index.stats()["chunks"] == 1, "what the sync wrote is on disk"
     index.close()
+
+
+async def test_closing_while_the_catch_up_sync_waits_on_the_embedder_is_a_normal_end(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`halo chat` at end of input closes halo at once, often while the first sync at start-up
+    waits on the embedder (a hub download): that sync stops quietly; the next start does it."""
+    paths = HaloPaths(tmp_path / "home")
+    paths.ensure()
+    memory_md = paths.scope_dir(SCOPE) / "MEMORY.md"
+    memory_md.parent.mkdir(parents=True, exist_ok=True)
+    memory_md.write_text("# Facts\nThe van needs new tyres.\n")
+    loading = asyncio.Event()
+
+    async def never_loads() -> CountingEmbedder:  # a download that is still going when input ends
+        loading.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    semantic = SemanticMemory(paths, SemanticSettings(), embedder_loader=never_loads)  # type: ignore[arg-type]
+    caplog.set_level(logging.INFO)
+    await semantic.start([SCOPE])
+    await eventually(lambda: semantic._schedule.health.runs == 1, what="the catch-up sync to start")
+    await eventually(loading.is_set, what="the embedder to be loading")
+    await semantic.close()
+    await eventually(
+        lambda: not any("run_coroutine_job" in repr(t.get_coro()) for t in asyncio.all_tasks()),
+        what="the scheduler's cancelled job to end and report",
+    )
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors]
+    assert semantic._schedule.health.failures == 0

@@ -34,6 +34,7 @@ from halo.core.scope_locks import ScopeLocks
 from halo.core.turn import Turn
 from halo.media.images import MODEL_CANNOT_SEE, NO_VISION, CannotSee, PhotoReader
 from halo.media.voice import NOT_SET_UP, CannotHear, Transcriber
+from halo.pipeline.model_health import ModelHealth
 from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn_agents import TurnAgents
 from halo.routing.levels import Level, Route
@@ -138,6 +139,7 @@ class Gateway:
         self.locks = locks or ScopeLocks()  # shared with the catch-up and the admin API's scope work
         self.router = router  # which model level answers; None: always llm.model
         self._background: set[asyncio.Task[None]] = set()
+        self.model_health = ModelHealth()  # the last model failure until a call succeeds (/status)
         self.run_config = RunConfig(tracing_disabled=not llm.tracing)  # built once: it reads the environment
         self._seen_since_start: set[str] = set()  # scopes whose transcript end was checked for an open message
 
@@ -457,6 +459,7 @@ class Gateway:
             return Reply(MUDDLED, env.scope.id, "provider_error", decision)
         except Exception as exc:  # any provider failure becomes a clear reply, never a crash
             log.warning("model run failed for %s: %s", env.scope.id, _describe_error(exc))
+            self.model_health.failed(_describe_error(exc))
             self.audit.write(
                 "provider_error",
                 scope_id=env.scope.id,
@@ -469,7 +472,9 @@ class Gateway:
         if not text:  # nothing readable came back (an empty or unparseable answer): say so, never "…"
             log.warning("model answered %s with no text", env.scope.id)
             self.audit.write("provider_error", scope_id=env.scope.id, error="the answer had no text")
+            self.model_health.failed("the answer had no text")
             return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
+        self.model_health.succeeded()
         if turn.cut_short is not None:
             self.audit.write("turn_cut_short", scope_id=env.scope.id, reason=turn.cut_short)
             text = f"{text}\n\n(I stopped looking things up early: {turn.cut_short}.)"

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import ipaddress
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -121,9 +122,12 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
     settings = _settings()
     family = settings.family_view()
     engine = PolicyEngine(family, extra_dir=settings.paths.policies)
-    principal = family.member(args.member) if args.member != "unknown" else None
-    if args.member != "unknown" and principal is None:
-        raise StartupError(f"no member {args.member!r}; members: {', '.join(m.id for m in family.members)}")
+    member_id = args.member or (family.local_owner.id if family.local_owner else None)
+    if member_id is None:
+        raise StartupError("say whom to ask about: --member <member id>, or --member unknown")
+    principal = family.member(member_id) if member_id != "unknown" else None
+    if member_id != "unknown" and principal is None:
+        raise StartupError(f"no member {member_id!r}; members: {', '.join(m.id for m in family.members)}")
     try:
         scope = resolve_scope(family, args.scope)
         from_scope = resolve_scope(family, args.from_scope) if args.from_scope else scope
@@ -239,8 +243,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         if shown:
             print(f"\rhalo: exporting {done}/{total} files", end="" if done < total else "\n", file=sys.stderr)
 
+    dest = Path(args.path).expanduser()
+    if not dest.parent.is_dir():  # a typo in a path makes no folders, least of all as root
+        raise StartupError(f"no folder {dest.parent}: create it first, or name a path in a folder that exists")
     try:
-        info = export_workspace(home, Path(args.path).expanduser(), progress=progress)
+        info = export_workspace(home, dest, progress=progress)
     except BackupError as exc:
         raise StartupError(str(exc)) from None
     print(f"exported {home} ({info.files} files, {info.bytes} bytes) to {info.path}")
@@ -254,12 +261,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     from config.paths import default_home
     from halo.workspace.backups import BackupError, import_workspace
 
-    home = default_home()
+    home, archive = default_home(), Path(args.path).expanduser()
+    if not archive.is_file():
+        raise StartupError(f"no archive at {archive} (make one with `halo export <path>`)")
     try:
-        restored = import_workspace(Path(args.path).expanduser(), home, force=args.force)
+        restored = import_workspace(archive, home, force=args.force)
     except BackupError as exc:
-        print(f"halo: {exc}", file=sys.stderr)
-        return 1
+        raise StartupError(str(exc)) from None
     print(f"imported {len(restored)} files into {home}")
     return 0
 
@@ -301,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     policy = sub.add_parser("policy", help="policy tools")
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
     explain = policy_sub.add_parser("explain", help="show a decision and why")
-    explain.add_argument("--member", required=True, help="member id, or 'unknown'")
+    explain.add_argument("--member", help="member id, or 'unknown' (default: the owner)")
     explain.add_argument("--scope", required=True, help="scope id, e.g. telegram:-1001234")
     explain.add_argument("--action", default="converse")
     explain.add_argument("--from-scope", help="where the request is made from (default: --scope)")
@@ -323,11 +331,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return int(args.fn(args) or 0)
-    except startup_errors() as exc:
-        print(f"halo: cannot start.\n{exc}", file=sys.stderr)
+    except startup_errors() as exc:  # words, never a traceback; exit 2 as argparse does for bad arguments
+        starts = args.command in ("serve", "chat")
+        print(f"halo: cannot start.\n{exc}" if starts else f"halo: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `halo policy explain … | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
 
 
 if __name__ == "__main__":

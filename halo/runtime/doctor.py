@@ -17,15 +17,25 @@ TIMEOUT = aiohttp.ClientTimeout(total=5)
 
 @dataclass(frozen=True, slots=True)
 class Check:
+    """One part's state. `warn`: it works, but less than it could (the exit code stays 0)."""
+
     name: str
     ok: bool
     detail: str
     fix: str = ""
+    warn: bool = False
+
+    @property
+    def mark(self) -> str:
+        return "✗" if not self.ok else "!" if self.warn else "✓"
 
 
 async def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
     async with aiohttp.ClientSession(timeout=TIMEOUT) as http, http.get(url, headers=headers) as resp:
         return resp.status, (await resp.text())[:200]
+
+
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
 async def check_model(settings: Settings) -> Check:
@@ -38,6 +48,13 @@ async def check_model(settings: Settings) -> Check:
             "set llm.provider (openai, openai-compatible, anthropic) in halo.yaml to talk freely",
         )
     key = llm.resolved_api_key()
+    if key is None and llm.provider in KEY_VARIABLES:  # a hosted provider: nothing to ask without a key
+        return Check(
+            "model",
+            False,
+            f"no API key for {llm.provider}",
+            f"set llm.api_key in halo.yaml, or HALO_LLM__API_KEY or {KEY_VARIABLES[llm.provider]} in the environment",
+        )
     if llm.provider == "anthropic":
         base = (llm.base_url or "https://api.anthropic.com").rstrip("/")
         url, headers = f"{base}/v1/models", {"x-api-key": key or "", "anthropic-version": "2023-06-01"}
@@ -79,6 +96,34 @@ async def check_telegram(settings: Settings) -> Check | None:
     return Check("telegram", True, "bot token accepted")
 
 
+async def check_discord(settings: Settings) -> Check | None:
+    token = settings.discord.token
+    if token is None:
+        return None
+    base = (settings.discord.api_base_url or "https://discord.com/api/v10").rstrip("/")
+    try:
+        status, _ = await _get(f"{base}/users/@me", {"Authorization": f"Bot {token.get_secret_value()}"})
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return Check(
+            "discord",
+            False,
+            f"Discord API unreachable: {exc or type(exc).__name__}",
+            "check the network or discord.api_base_url",
+        )
+    if status in (401, 403):
+        return Check(
+            "discord",
+            False,
+            f"Discord refused the bot token ({status})",
+            "check discord.token (the Bot page of your application in the Discord developer portal)",
+        )
+    if status != 200:
+        return Check(
+            "discord", False, f"Discord API answered {status}", "try again later, or check discord.api_base_url"
+        )
+    return Check("discord", True, "bot token accepted")
+
+
 async def check_mqtt(settings: Settings) -> Check | None:
     """Connect and subscribe the way halo does, under a client id of the doctor's own (halo's
     fixed id would take over halo's persistent session)."""
@@ -89,14 +134,35 @@ async def check_mqtt(settings: Settings) -> Check | None:
     return Check("mqtt", *await probe(settings.mqtt))
 
 
-async def check_admin_port(settings: Settings) -> Check:
-    host, port = settings.admin.host, settings.admin.port
+async def _healthz(host: str, port: int) -> dict[str, object] | None:
+    """What a server on the port says at /healthz, or None when nothing there answers it."""
     try:
-        status, _ = await _get(f"http://{host}:{port}/healthz")
-        if status == 200:
-            return Check("admin", True, f"halo already answers on http://{host}:{port}/")
-    except (aiohttp.ClientError, TimeoutError):
-        pass
+        async with (
+            aiohttp.ClientSession(timeout=TIMEOUT) as http,
+            http.get(f"http://{host}:{port}/healthz") as resp,
+        ):
+            if resp.status != 200:
+                return None
+            body = await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+async def check_admin_port(settings: Settings) -> Check:
+    from admin_api.starting import home_fingerprint
+
+    host, port = settings.admin.host, settings.admin.port
+    health = await _healthz(host, port)
+    if health is not None:
+        if health.get("home") == home_fingerprint(settings.paths.home):
+            return Check("admin", True, f"this halo already answers on http://{host}:{port}/")
+        return Check(
+            "admin",
+            False,
+            f"another halo (a different HALO_HOME) holds port {port}",
+            f"stop that halo, or set admin.port in {settings.paths.config_file} to a free port",
+        )
     try:
         server = await asyncio.start_server(lambda r, w: None, host, port)
         server.close()
@@ -127,12 +193,13 @@ async def check_semantic(settings: Settings) -> Check:
             llm_base_url=llm.base_url if openai_like else None,
             llm_api_key=llm.resolved_api_key() if openai_like else None,
         )
-    except EmbedderUnavailable as exc:
+    except EmbedderUnavailable as exc:  # recall still works, on words alone: a warning, not a failure
         return Check(
             "semantic recall",
-            False,
+            True,
             f"full-text only: {exc}",
             "point memory.semantic.model at a local model folder, or set memory.semantic.embedder",
+            warn=True,
         )
     if embedder is None:
         return Check("semantic recall", True, f"full-text only (embedder: none), sqlite-vec {support.vec_version}")
@@ -170,6 +237,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     found = await asyncio.gather(
         check_model(settings),
         check_telegram(settings),
+        check_discord(settings),
         check_mqtt(settings),
         check_admin_port(settings),
         check_semantic(settings),
@@ -187,7 +255,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return 1
     checks = asyncio.run(run_checks(settings))
     for c in checks:
-        print(f"{'✓' if c.ok else '✗'} {c.name}: {c.detail}")
-        if c.fix and not c.ok:
+        print(f"{c.mark} {c.name}: {c.detail}")
+        if c.fix and (c.warn or not c.ok):
             print(f"    fix: {c.fix}")
     return 0 if all(c.ok for c in checks) else 1

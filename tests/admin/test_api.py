@@ -237,6 +237,8 @@ discord: {{token: {secrets["dc"]}}}
         "model": "m",
         "base_url": "http://user:**********@127.0.0.1:1/v1",
         "configured": True,
+        "last_error": None,  # no model call yet
+        "last_error_at": None,
     }
     assert status["halo_home"]["home"] == str(harness.halo.settings.home)
     assert status["adapters"]["web"]["connected"] is True
