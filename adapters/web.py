@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, select
 
-from halo.port import BadBody, Envelope, Inbound, Outbound, Tables, clean_text, read_json, takes_body
+from halo.port import BadBody, Directory, Inbound, Incoming, Outbound, Tables, clean_text, read_json, takes_body
 
 MAX_TEXT_CHARS = 8000
 REPLY_WITHIN = 60.0  # the outbox hands a web reply over at its first attempt; this is a safety net
@@ -49,8 +49,9 @@ class WebChatAdapter:
 
     platform = "web"
 
-    def __init__(self, inbound: Inbound, tables: Tables) -> None:
+    def __init__(self, inbound: Inbound, directory: Directory, tables: Tables) -> None:
         self.inbound = inbound
+        self.directory = directory
         self.tables = tables
         self.messages = 0
         self._waiting: dict[str, asyncio.Future[str]] = {}  # envelope id → its request's reply
@@ -97,10 +98,10 @@ class WebChatAdapter:
 
     async def inbox(self, request: web.Request) -> web.Response:
         """The member's web inbox: what halo said on its own, oldest first."""
-        speaker = self.inbound.http_speaker(request)
-        if speaker is None:
+        sender = self.directory.web_member(request)
+        if sender is None:
             return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
-        scope_id = self.inbound.scope("web", speaker.platform_user_id).id
+        scope_id = f"web:{sender.id}"
         async with self.tables.read(metadata) as conn:
             rows = (
                 await conn.execute(
@@ -115,15 +116,15 @@ class WebChatAdapter:
         ]
         return web.json_response({"scope_id": scope_id, "messages": messages})
 
-    async def _handle(self, envelope: Envelope, progress: Any = None) -> tuple[Any, str | None]:
+    async def _handle(self, message: Incoming, progress: Any = None) -> tuple[Any, str | None]:
         """Run the message through halo and wait for its reply to come back through `send`."""
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._waiting[envelope.id] = future
+        self._waiting[message.id] = future
         try:
-            outcome = await self.inbound.handle(envelope, progress)
+            outcome = await self.inbound.receive(message, progress)
             text = await asyncio.wait_for(future, REPLY_WITHIN) if outcome.text else None
         finally:
-            self._waiting.pop(envelope.id, None)
+            self._waiting.pop(message.id, None)
         return outcome, text
 
     async def page(self, request: web.Request) -> web.Response:
@@ -132,8 +133,8 @@ class WebChatAdapter:
 
     @takes_body
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        speaker = self.inbound.http_speaker(request)
-        if speaker is None:
+        sender = self.directory.web_member(request)
+        if sender is None:
             return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
         try:
             body = await read_json(request, '{"text": "hello"}')
@@ -146,21 +147,16 @@ class WebChatAdapter:
         if len(text) > MAX_TEXT_CHARS:
             return _error(413, f"the message is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
 
-        envelope = Envelope(
-            platform="web",
-            scope=self.inbound.scope("web", speaker.platform_user_id),
-            speaker=speaker,
-            text=text.strip(),
-        )
+        message = Incoming(platform="web", chat_id=sender.id, chat_kind="private", sender=sender, text=text.strip())
         self.messages += 1
         if "text/event-stream" in request.headers.get("Accept", ""):
-            return await self._stream(request, envelope)
-        reply, text = await self._handle(envelope)
+            return await self._stream(request, message)
+        reply, text = await self._handle(message)
         if reply.kind == "denied":
             return _error(403, reply.reason or "not allowed")
-        return web.json_response({"reply": text, "scope_id": envelope.scope.id})
+        return web.json_response({"reply": text, "scope_id": f"web:{sender.id}"})
 
-    async def _stream(self, request: web.Request, envelope: Envelope) -> web.StreamResponse:
+    async def _stream(self, request: web.Request, message: Incoming) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         prepared = False
 
@@ -182,12 +178,12 @@ class WebChatAdapter:
                 await send("delta", {"text": text})
 
         stream = Stream()
-        reply, text = await self._handle(envelope, stream)
+        reply, text = await self._handle(message, stream)
         if reply.kind == "denied" and not prepared:
             return _error(403, reply.reason or "not allowed")
         if not stream.sent_any and text:
             await send("delta", {"text": text})  # commands and errors arrive whole
-        await send("done", {"reply": text, "scope_id": envelope.scope.id})
+        await send("done", {"reply": text, "scope_id": f"web:{message.chat_id}"})
         await response.write_eof()
         return response
 
