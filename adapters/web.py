@@ -15,14 +15,34 @@ import asyncio
 import json
 from datetime import UTC, datetime
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
+from pydantic import Field
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, select
 
-from halo.port import BadBody, Directory, Inbound, Incoming, Outbound, Tables, clean_text, read_json, takes_body
+from halo.port import (
+    ApiModel,
+    BadBody,
+    Directory,
+    Inbound,
+    Incoming,
+    Outbound,
+    Reply,
+    Route,
+    Tables,
+    Timestamp,
+    clean_text,
+    param,
+    read_json,
+    takes_body,
+)
 
 MAX_TEXT_CHARS = 8000
+NO_MEMBER = (
+    "no member: send Authorization: Bearer <your web_token>, or sign in with the one-time link "
+    "`halo serve` or `halo dashboard` prints"
+)
 REPLY_WITHIN = 60.0  # the outbox hands a web reply over at its first attempt; this is a safety net
 INBOX_LIMIT = 50
 
@@ -37,6 +57,43 @@ inbox_table = Table(
     Column("text", Text, nullable=False),
     Column("created", DateTime(timezone=True), nullable=False),
 )
+
+
+CHAT_DESCRIPTION = (
+    "The member is the one whose web_token is the Bearer token; with the dashboard's session cookie, the "
+    "local owner (`owner` in halo.yaml). No credential, no chat, from anywhere. `Accept: text/event-stream` "
+    "streams `delta` events, then `done`."
+)
+AFTER = param(
+    "after",
+    "query",
+    {"type": "integer", "minimum": 0},
+    "only messages after this `seq` (the newest one the client has)",
+)
+
+
+class ChatMessage(ApiModel):
+    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS, pattern=r"\S")]
+
+
+class ChatReply(ApiModel):
+    reply: str | None = Field(description="null when halo stays silent")
+    scope_id: str
+
+
+class InboxMessage(ApiModel):
+    seq: int = Field(description="increases with each message: poll with `after=<the last seq>`")
+    id: str
+    kind: str
+    text: str
+    ts: Timestamp
+
+
+class Inbox(ApiModel):
+    member: str = Field(description="whom this caller chats as: the web_token's member, or for the dashboard the owner")
+    name: str
+    scope_id: str
+    messages: list[InboxMessage]
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -65,12 +122,50 @@ class WebChatAdapter:
     def status(self) -> dict[str, Any]:
         return {"connected": True, "messages": self.messages, "path": "/chat"}
 
-    def openapi_paths(self) -> dict[str, Any]:
-        """The web chat's part of the server's /openapi.json."""
-        return openapi_paths()
-
-    def admin_routes(self) -> list[web.RouteDef]:
-        return [web.get("/chat", self.page), web.post("/api/chat", self.chat), web.get("/api/chat/inbox", self.inbox)]
+    def routes(self) -> list[Route]:
+        """The page and the two JSON routes, documented in the server's /openapi.json."""
+        return [
+            Route(
+                "GET",
+                "/chat",
+                self.page,
+                "anyone",
+                summary="The web chat page",
+                description="The page itself holds nothing of the family: it signs in with the dashboard's "
+                "session cookie or a member's web_token, and says how to get one when it has neither.",
+                responses={200: Reply("the page", html=True)},
+                tag="web chat",
+            ),
+            Route(
+                "POST",
+                "/api/chat",
+                self.chat,
+                "member",
+                summary="Send a message as a member; the reply comes whole (JSON) or streamed (SSE)",
+                description=CHAT_DESCRIPTION,
+                body=ChatMessage,
+                responses={
+                    200: Reply("the reply", ChatReply, event_stream=True),
+                    400: "Not JSON, or no text",
+                    403: "The policy refuses this member here",
+                    413: "The message is too long",
+                    415: "The body is not declared application/json",
+                },
+                tag="web chat",
+            ),
+            Route(
+                "GET",
+                "/api/chat/inbox",
+                self.inbox,
+                "member",
+                summary="What halo said to this member on its own (notices, reminders, alerts), oldest first",
+                description="`after` (the `seq` of the last message seen) returns only newer ones: the chat "
+                "page polls with it.",
+                parameters=[AFTER],
+                responses={200: Reply("the member's web inbox", Inbox), 400: "`after` is not a whole number"},
+                tag="web chat",
+            ),
+        ]
 
     def awaits_reply(self, envelope_id: str) -> bool:
         waiting = self._waiting.get(envelope_id)
@@ -100,21 +195,29 @@ class WebChatAdapter:
         """The member's web inbox: what halo said on its own, oldest first."""
         sender = self.directory.web_member(request)
         if sender is None:
-            return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
+            return _error(401, NO_MEMBER)
+        after_text = request.query.get("after", "0")
+        if not after_text.isascii() or not after_text.isdigit() or len(after_text) > 18:
+            return _error(400, "`after` must be a whole number: the seq of the last message seen")
         scope_id = f"web:{sender.id}"
         async with self.tables.read(metadata) as conn:
             rows = (
                 await conn.execute(
                     select(inbox_table)
-                    .where(inbox_table.c.scope_id == scope_id)
+                    .where(inbox_table.c.scope_id == scope_id, inbox_table.c.seq > int(after_text))
                     .order_by(inbox_table.c.seq.desc())
                     .limit(INBOX_LIMIT)
                 )
             ).all()
         messages = [
-            {"id": r.id, "kind": r.kind, "text": r.text, "ts": _aware(r.created).isoformat()} for r in reversed(rows)
+            InboxMessage(seq=r.seq, id=r.id, kind=r.kind, text=r.text, ts=_aware(r.created).isoformat())
+            for r in reversed(rows)
         ]
-        return web.json_response({"scope_id": scope_id, "messages": messages})
+        return web.json_response(
+            Inbox(member=sender.id, name=sender.name or sender.id, scope_id=scope_id, messages=messages).model_dump(
+                mode="json"
+            )
+        )
 
     async def _handle(self, message: Incoming, progress: Any = None) -> tuple[Any, str | None]:
         """Run the message through halo and wait for its reply to come back through `send`."""
@@ -135,7 +238,7 @@ class WebChatAdapter:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         sender = self.directory.web_member(request)
         if sender is None:
-            return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
+            return _error(401, NO_MEMBER)
         try:
             body = await read_json(request, '{"text": "hello"}')
         except BadBody as exc:
@@ -143,6 +246,8 @@ class WebChatAdapter:
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text.strip():
             return _error(400, '"text" must be a non-empty string')
+        if unknown := sorted(set(body) - set(ChatMessage.model_fields)):
+            return _error(400, f"unknown field(s) {', '.join(unknown)}: the body is {{\"text\": \"…\"}}")
         text = clean_text(text)  # JSON can carry a lone surrogate, which no store can encode
         if len(text) > MAX_TEXT_CHARS:
             return _error(413, f"the message is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
@@ -154,7 +259,7 @@ class WebChatAdapter:
         reply, text = await self._handle(message)
         if reply.kind == "denied":
             return _error(403, reply.reason or "not allowed")
-        return web.json_response({"reply": text, "scope_id": f"web:{sender.id}"})
+        return web.json_response(ChatReply(reply=text, scope_id=f"web:{sender.id}").model_dump(mode="json"))
 
     async def _stream(self, request: web.Request, message: Incoming) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -190,118 +295,3 @@ class WebChatAdapter:
 
 def _aware(ts: datetime) -> datetime:
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)  # SQLite drops the zone
-
-
-def openapi_paths() -> dict[str, Any]:
-    """The web chat's part of the server's /openapi.json (OpenAPI 3.1: JSON Schema 2020-12)."""
-    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    return {
-        "/api/chat/inbox": {
-            "get": {
-                "summary": "What halo said to this member on its own (notices, alerts), oldest first",
-                "x-access": "member",
-                "security": [{"memberToken": []}, {"dashboardSession": []}],
-                "tags": ["web chat"],
-                "responses": {
-                    "200": {
-                        "description": "the member's web inbox",
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["scope_id", "messages"],
-                                    "properties": {
-                                        "scope_id": {"type": "string"},
-                                        "messages": {
-                                            "type": "array",
-                                            "items": {
-                                                "type": "object",
-                                                "required": ["id", "kind", "text", "ts"],
-                                                "properties": {
-                                                    "id": {"type": "string"},
-                                                    "kind": {"type": "string"},
-                                                    "text": {"type": "string"},
-                                                    "ts": {"type": "string", "format": "date-time"},
-                                                },
-                                            },
-                                        },
-                                    },
-                                }
-                            }
-                        },
-                    },
-                    "401": {"description": "no member: send a web_token, or sign in", "content": error},
-                },
-            }
-        },
-        "/chat": {
-            "get": {
-                "summary": "The web chat page",
-                "x-access": "anyone",
-                "security": [],
-                "tags": ["web chat"],
-                "responses": {
-                    "200": {
-                        "description": "the page",
-                        "content": {"text/html": {"schema": {"type": "string"}}},
-                    }
-                },
-            }
-        },
-        "/api/chat": {
-            "post": {
-                "summary": "Send a message as a member; the reply comes whole (JSON) or streamed (SSE)",
-                "description": "The member is the one whose web_token is the Bearer token; with the dashboard's "
-                "session cookie, the local owner. No credential, no chat, from anywhere. `Accept: "
-                "text/event-stream` streams `delta` events, then `done`.",
-                "x-access": "member",
-                "security": [{"memberToken": []}, {"dashboardSession": []}],
-                "tags": ["web chat"],
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["text"],
-                                "properties": {
-                                    "text": {
-                                        "type": "string",
-                                        "minLength": 1,
-                                        "maxLength": MAX_TEXT_CHARS,
-                                        "pattern": r"\S",
-                                    }
-                                },
-                            }
-                        }
-                    },
-                },
-                "responses": {
-                    "200": {
-                        "description": "the reply",
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["reply", "scope_id"],
-                                    "properties": {
-                                        "reply": {"type": ["string", "null"]},
-                                        "scope_id": {"type": "string"},
-                                    },
-                                }
-                            },
-                            "text/event-stream": {"schema": {"type": "string"}},
-                        },
-                    },
-                    "400": {"description": "not JSON, or no text", "content": error},
-                    "415": {"description": "the body is not declared application/json", "content": error},
-                    "401": {
-                        "description": "no member: send a web_token, or sign in to the dashboard",
-                        "content": error,
-                    },
-                    "403": {"description": "the policy refuses this member here", "content": error},
-                    "413": {"description": "the message is too long", "content": error},
-                },
-            }
-        },
-    }

@@ -42,6 +42,7 @@ from halo.core.envelope import (
     attachment_kind,
 )
 from halo.http_body import BadBody, read_json, takes_body
+from halo.http_routes import Access, ApiModel, Error, Handler, Reply, Route, Timestamp, param
 from transcripts.text import clean_text
 
 if TYPE_CHECKING:
@@ -50,14 +51,18 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
 __all__ = [
+    "Access",
     "Adapter",
     "AdminRoutes",
+    "ApiModel",
     "Attachment",
     "Audit",
     "BadBody",
     "ChatKind",
     "ChatMembership",
     "Directory",
+    "Error",
+    "Handler",
     "Inbound",
     "Incoming",
     "Observation",
@@ -67,15 +72,19 @@ __all__ = [
     "Platform",
     "PresenceCheck",
     "Progress",
+    "Reply",
+    "Route",
     "Scope",
     "ScopeType",
     "SendFailed",
     "Sender",
     "Tables",
+    "Timestamp",
     "TurnOutcome",
     "VoiceNote",
     "attachment_kind",
     "clean_text",
+    "param",
     "read_json",
     "takes_body",
 ]
@@ -288,13 +297,10 @@ class PresenceCheck(Protocol):
 @runtime_checkable
 class AdminRoutes(Protocol):
     """Optional: an adapter that serves HTTP routes on halo's admin server (the web chat, a
-    webhook). Each route documents itself for the OpenAPI document."""
+    webhook). Each is a `Route` record, as the admin API's own are: the server registers it
+    behind the check its `access` names, and `/openapi.json` is derived from the records."""
 
-    def admin_routes(self) -> Sequence[web.RouteDef]: ...
-
-    def openapi_paths(self) -> dict[str, Any]:
-        """The routes' part of the server's /openapi.json (`paths` entries)."""
-        ...
+    def routes(self) -> Sequence[Route]: ...
 
 
 class Tables(Protocol):

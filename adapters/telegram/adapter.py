@@ -47,6 +47,8 @@ from halo.port import (
     Directory,
     Inbound,
     Outbound,
+    Reply,
+    Route,
     SendFailed,
     Tables,
     takes_body,
@@ -330,12 +332,22 @@ class TelegramAdapter:
 
     # --- webhook ---------------------------------------------------------------------
 
-    def admin_routes(self) -> list[web.RouteDef]:
-        """In webhook mode, Telegram posts updates to the admin server at the webhook URL's path."""
-        return [web.post(self.webhook_path, self._webhook)] if self.webhook_path is not None else []
-
-    def openapi_paths(self) -> dict[str, Any]:
-        return {}  # the webhook is Telegram's, not part of halo's documented API
+    def routes(self) -> list[Route]:
+        """In webhook mode, Telegram posts updates to the admin server at the webhook URL's path.
+        Its secret header is its credential; it is Telegram's API, not halo's, so undocumented."""
+        if self.webhook_path is None:
+            return []
+        webhook = Route(
+            "POST",
+            self.webhook_path,
+            self._webhook,
+            "anyone",
+            summary="Telegram's webhook",
+            responses={200: Reply("the update is queued")},
+            tag="telegram",
+            documented=False,
+        )
+        return [webhook]
 
     @takes_body
     async def _webhook(self, request: web.Request) -> web.Response:
