@@ -1,12 +1,16 @@
 """Web chat: a page at GET /chat and POST /api/chat (JSON, or SSE when asked).
 
 The member is the one whose `web_token` is sent as a Bearer token; with the dashboard's
-session cookie, the local owner. No credential, no chat, from anywhere. The scope is `web:<member id>`.
+session cookie (the one-time link `halo serve` and `halo dashboard` print), the family's
+owner: that cookie is no one member's, and whoever can mint it can read halo.yaml. No
+credential, no chat, from anywhere; the page then says how to get one. The scope is
+`web:<member id>`.
 
 The reply comes back through halo's outbox like any other message: `send` completes the
 request waiting for it (matched on the envelope id). What halo says on its own (a notice, a
-safety alert) has no request to answer and goes into the member's web inbox (a table in
-halo.db), read with GET /api/chat/inbox.
+home alert, a reminder, an approval question) has no request to answer and goes into the
+member's web inbox (a table in halo.db), read with GET /api/chat/inbox; the page polls it
+with `after=<seq>` and shows each message as it arrives.
 """
 
 from __future__ import annotations
@@ -247,7 +251,7 @@ class WebChatAdapter:
         if not isinstance(text, str) or not text.strip():
             return _error(400, '"text" must be a non-empty string')
         if unknown := sorted(set(body) - set(ChatMessage.model_fields)):
-            return _error(400, f"unknown field(s) {', '.join(unknown)}: the body is {{\"text\": \"…\"}}")
+            return _error(400, f'unknown field(s) {", ".join(unknown)}: the body is {{"text": "…"}}')
         text = clean_text(text)  # JSON can carry a lone surrogate, which no store can encode
         if len(text) > MAX_TEXT_CHARS:
             return _error(413, f"the message is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
