@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from halo.port import Envelope, Inbound, Outbound, Speaker, clean_text
+from halo.port import Inbound, Incoming, Outbound, Sender, clean_text
 
 EXIT_WORDS = {"/quit", "/exit", ":q"}
 
@@ -18,11 +18,11 @@ class TerminalChat:
 
     platform = "cli"
 
-    def __init__(self, inbound: Inbound, speaker: Speaker, out: TextIO | None = None) -> None:
+    def __init__(self, inbound: Inbound, member: Sender, out: TextIO | None = None) -> None:
         self.inbound = inbound
-        self.speaker = speaker
+        self.member = member  # `id` is the member id: `halo chat` signed them in
         self.out = out if out is not None else sys.stdout  # the stdout of now, not of import time
-        self.scope = inbound.scope("cli", speaker.platform_user_id)
+        self.scope_id = f"cli:{member.id}"
         self._streamed = False
         self._answering: str | None = None  # the envelope id whose reply `send` prints in place
         self._reply: str | None = None
@@ -34,7 +34,7 @@ class TerminalChat:
         return None
 
     def status(self) -> dict[str, object]:
-        return {"connected": True, "scope": self.scope.id}
+        return {"connected": True, "scope": self.scope_id}
 
     def awaits_reply(self, envelope_id: str) -> bool:
         return envelope_id == self._answering
@@ -42,7 +42,7 @@ class TerminalChat:
     async def send(self, message: Outbound) -> None:
         """The reply to the line just typed (printed unless it was streamed already), or
         something halo starts while the terminal chat is open."""
-        if message.scope_id != self.scope.id:
+        if message.scope_id != self.scope_id:
             return
         if message.in_reply_to_envelope is not None and message.in_reply_to_envelope == self._answering:
             self._reply = message.text
@@ -63,12 +63,13 @@ class TerminalChat:
     async def say(self, text: str) -> str | None:
         """One message in, the reply streamed to `out` (it arrives whole through `send`) and
         returned."""
-        envelope = Envelope(platform="cli", scope=self.scope, speaker=self.speaker, text=clean_text(text))
+        member = self.member
+        message = Incoming(platform="cli", chat_id=member.id, chat_kind="private", sender=member, text=clean_text(text))
         self.out.write("halo> ")
         self._streamed = False
-        self._answering, self._reply = envelope.id, None
+        self._answering, self._reply = message.id, None
         try:
-            await self.inbound.handle(envelope, self)
+            await self.inbound.receive(message, self)
         finally:
             self._answering = None
         self.out.write("\n")
@@ -76,8 +77,8 @@ class TerminalChat:
         return self._reply
 
     async def run(self, read_line: Callable[[str], str] = input) -> None:
-        name = self.speaker.display_name or self.speaker.platform_user_id
-        self.out.write(f"halo chat as {name} ({self.scope.id}). /help for commands, /quit to leave.\n")
+        name = self.member.name or self.member.id
+        self.out.write(f"halo chat as {name} ({self.scope_id}). /help for commands, /quit to leave.\n")
         while True:
             try:
                 line = await asyncio.to_thread(read_line, "you> ")

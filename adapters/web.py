@@ -1,12 +1,16 @@
 """Web chat: a page at GET /chat and POST /api/chat (JSON, or SSE when asked).
 
 The member is the one whose `web_token` is sent as a Bearer token; with the dashboard's
-session cookie, the local owner. No credential, no chat, from anywhere. The scope is `web:<member id>`.
+session cookie (the one-time link `halo serve` and `halo dashboard` print), the family's
+owner: that cookie is no one member's, and whoever can mint it can read halo.yaml. No
+credential, no chat, from anywhere; the page then says how to get one. The scope is
+`web:<member id>`.
 
 The reply comes back through halo's outbox like any other message: `send` completes the
 request waiting for it (matched on the envelope id). What halo says on its own (a notice, a
-safety alert) has no request to answer and goes into the member's web inbox (a table in
-halo.db), read with GET /api/chat/inbox.
+home alert, a reminder, an approval question) has no request to answer and goes into the
+member's web inbox (a table in halo.db), read with GET /api/chat/inbox; the page polls it
+with `after=<seq>` and shows each message as it arrives.
 """
 
 from __future__ import annotations
@@ -15,14 +19,34 @@ import asyncio
 import json
 from datetime import UTC, datetime
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
+from pydantic import Field
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, select
 
-from halo.port import BadBody, Envelope, Inbound, Outbound, Tables, clean_text, read_json, takes_body
+from halo.port import (
+    ApiModel,
+    BadBody,
+    Directory,
+    Inbound,
+    Incoming,
+    Outbound,
+    Reply,
+    Route,
+    Tables,
+    Timestamp,
+    clean_text,
+    param,
+    read_json,
+    takes_body,
+)
 
 MAX_TEXT_CHARS = 8000
+NO_MEMBER = (
+    "no member: send Authorization: Bearer <your web_token>, or sign in with the one-time link "
+    "`halo serve` or `halo dashboard` prints"
+)
 REPLY_WITHIN = 60.0  # the outbox hands a web reply over at its first attempt; this is a safety net
 INBOX_LIMIT = 50
 
@@ -39,6 +63,43 @@ inbox_table = Table(
 )
 
 
+CHAT_DESCRIPTION = (
+    "The member is the one whose web_token is the Bearer token; with the dashboard's session cookie, the "
+    "local owner (`owner` in halo.yaml). No credential, no chat, from anywhere. `Accept: text/event-stream` "
+    "streams `delta` events, then `done`."
+)
+AFTER = param(
+    "after",
+    "query",
+    {"type": "integer", "minimum": 0},
+    "only messages after this `seq` (the newest one the client has)",
+)
+
+
+class ChatMessage(ApiModel):
+    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS, pattern=r"\S")]
+
+
+class ChatReply(ApiModel):
+    reply: str | None = Field(description="null when halo stays silent")
+    scope_id: str
+
+
+class InboxMessage(ApiModel):
+    seq: int = Field(description="increases with each message: poll with `after=<the last seq>`")
+    id: str
+    kind: str
+    text: str
+    ts: Timestamp
+
+
+class Inbox(ApiModel):
+    member: str = Field(description="whom this caller chats as: the web_token's member, or for the dashboard the owner")
+    name: str
+    scope_id: str
+    messages: list[InboxMessage]
+
+
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
@@ -49,8 +110,9 @@ class WebChatAdapter:
 
     platform = "web"
 
-    def __init__(self, inbound: Inbound, tables: Tables) -> None:
+    def __init__(self, inbound: Inbound, directory: Directory, tables: Tables) -> None:
         self.inbound = inbound
+        self.directory = directory
         self.tables = tables
         self.messages = 0
         self._waiting: dict[str, asyncio.Future[str]] = {}  # envelope id → its request's reply
@@ -64,12 +126,50 @@ class WebChatAdapter:
     def status(self) -> dict[str, Any]:
         return {"connected": True, "messages": self.messages, "path": "/chat"}
 
-    def openapi_paths(self) -> dict[str, Any]:
-        """The web chat's part of the server's /openapi.json."""
-        return openapi_paths()
-
-    def admin_routes(self) -> list[web.RouteDef]:
-        return [web.get("/chat", self.page), web.post("/api/chat", self.chat), web.get("/api/chat/inbox", self.inbox)]
+    def routes(self) -> list[Route]:
+        """The page and the two JSON routes, documented in the server's /openapi.json."""
+        return [
+            Route(
+                "GET",
+                "/chat",
+                self.page,
+                "anyone",
+                summary="The web chat page",
+                description="The page itself holds nothing of the family: it signs in with the dashboard's "
+                "session cookie or a member's web_token, and says how to get one when it has neither.",
+                responses={200: Reply("the page", html=True)},
+                tag="web chat",
+            ),
+            Route(
+                "POST",
+                "/api/chat",
+                self.chat,
+                "member",
+                summary="Send a message as a member; the reply comes whole (JSON) or streamed (SSE)",
+                description=CHAT_DESCRIPTION,
+                body=ChatMessage,
+                responses={
+                    200: Reply("the reply", ChatReply, event_stream=True),
+                    400: "Not JSON, or no text",
+                    403: "The policy refuses this member here",
+                    413: "The message is too long",
+                    415: "The body is not declared application/json",
+                },
+                tag="web chat",
+            ),
+            Route(
+                "GET",
+                "/api/chat/inbox",
+                self.inbox,
+                "member",
+                summary="What halo said to this member on its own (notices, reminders, alerts), oldest first",
+                description="`after` (the `seq` of the last message seen) returns only newer ones: the chat "
+                "page polls with it.",
+                parameters=[AFTER],
+                responses={200: Reply("the member's web inbox", Inbox), 400: "`after` is not a whole number"},
+                tag="web chat",
+            ),
+        ]
 
     def awaits_reply(self, envelope_id: str) -> bool:
         waiting = self._waiting.get(envelope_id)
@@ -97,33 +197,41 @@ class WebChatAdapter:
 
     async def inbox(self, request: web.Request) -> web.Response:
         """The member's web inbox: what halo said on its own, oldest first."""
-        speaker = self.inbound.http_speaker(request)
-        if speaker is None:
-            return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
-        scope_id = self.inbound.scope("web", speaker.platform_user_id).id
+        sender = self.directory.web_member(request)
+        if sender is None:
+            return _error(401, NO_MEMBER)
+        after_text = request.query.get("after", "0")
+        if not after_text.isascii() or not after_text.isdigit() or len(after_text) > 18:
+            return _error(400, "`after` must be a whole number: the seq of the last message seen")
+        scope_id = f"web:{sender.id}"
         async with self.tables.read(metadata) as conn:
             rows = (
                 await conn.execute(
                     select(inbox_table)
-                    .where(inbox_table.c.scope_id == scope_id)
+                    .where(inbox_table.c.scope_id == scope_id, inbox_table.c.seq > int(after_text))
                     .order_by(inbox_table.c.seq.desc())
                     .limit(INBOX_LIMIT)
                 )
             ).all()
         messages = [
-            {"id": r.id, "kind": r.kind, "text": r.text, "ts": _aware(r.created).isoformat()} for r in reversed(rows)
+            InboxMessage(seq=r.seq, id=r.id, kind=r.kind, text=r.text, ts=_aware(r.created).isoformat())
+            for r in reversed(rows)
         ]
-        return web.json_response({"scope_id": scope_id, "messages": messages})
+        return web.json_response(
+            Inbox(member=sender.id, name=sender.name or sender.id, scope_id=scope_id, messages=messages).model_dump(
+                mode="json"
+            )
+        )
 
-    async def _handle(self, envelope: Envelope, progress: Any = None) -> tuple[Any, str | None]:
+    async def _handle(self, message: Incoming, progress: Any = None) -> tuple[Any, str | None]:
         """Run the message through halo and wait for its reply to come back through `send`."""
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._waiting[envelope.id] = future
+        self._waiting[message.id] = future
         try:
-            outcome = await self.inbound.handle(envelope, progress)
+            outcome = await self.inbound.receive(message, progress)
             text = await asyncio.wait_for(future, REPLY_WITHIN) if outcome.text else None
         finally:
-            self._waiting.pop(envelope.id, None)
+            self._waiting.pop(message.id, None)
         return outcome, text
 
     async def page(self, request: web.Request) -> web.Response:
@@ -132,9 +240,9 @@ class WebChatAdapter:
 
     @takes_body
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        speaker = self.inbound.http_speaker(request)
-        if speaker is None:
-            return _error(401, "send Authorization: Bearer <your web_token> (or sign in with `halo dashboard`)")
+        sender = self.directory.web_member(request)
+        if sender is None:
+            return _error(401, NO_MEMBER)
         try:
             body = await read_json(request, '{"text": "hello"}')
         except BadBody as exc:
@@ -142,25 +250,22 @@ class WebChatAdapter:
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text.strip():
             return _error(400, '"text" must be a non-empty string')
+        if unknown := sorted(set(body) - set(ChatMessage.model_fields)):
+            return _error(400, f'unknown field(s) {", ".join(unknown)}: the body is {{"text": "…"}}')
         text = clean_text(text)  # JSON can carry a lone surrogate, which no store can encode
         if len(text) > MAX_TEXT_CHARS:
             return _error(413, f"the message is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
 
-        envelope = Envelope(
-            platform="web",
-            scope=self.inbound.scope("web", speaker.platform_user_id),
-            speaker=speaker,
-            text=text.strip(),
-        )
+        message = Incoming(platform="web", chat_id=sender.id, chat_kind="private", sender=sender, text=text.strip())
         self.messages += 1
         if "text/event-stream" in request.headers.get("Accept", ""):
-            return await self._stream(request, envelope)
-        reply, text = await self._handle(envelope)
+            return await self._stream(request, message)
+        reply, text = await self._handle(message)
         if reply.kind == "denied":
             return _error(403, reply.reason or "not allowed")
-        return web.json_response({"reply": text, "scope_id": envelope.scope.id})
+        return web.json_response(ChatReply(reply=text, scope_id=f"web:{sender.id}").model_dump(mode="json"))
 
-    async def _stream(self, request: web.Request, envelope: Envelope) -> web.StreamResponse:
+    async def _stream(self, request: web.Request, message: Incoming) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         prepared = False
 
@@ -182,130 +287,15 @@ class WebChatAdapter:
                 await send("delta", {"text": text})
 
         stream = Stream()
-        reply, text = await self._handle(envelope, stream)
+        reply, text = await self._handle(message, stream)
         if reply.kind == "denied" and not prepared:
             return _error(403, reply.reason or "not allowed")
         if not stream.sent_any and text:
             await send("delta", {"text": text})  # commands and errors arrive whole
-        await send("done", {"reply": text, "scope_id": envelope.scope.id})
+        await send("done", {"reply": text, "scope_id": f"web:{message.chat_id}"})
         await response.write_eof()
         return response
 
 
 def _aware(ts: datetime) -> datetime:
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)  # SQLite drops the zone
-
-
-def openapi_paths() -> dict[str, Any]:
-    """The web chat's part of the server's /openapi.json (OpenAPI 3.1: JSON Schema 2020-12)."""
-    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    return {
-        "/api/chat/inbox": {
-            "get": {
-                "summary": "What halo said to this member on its own (notices, alerts), oldest first",
-                "x-access": "member",
-                "security": [{"memberToken": []}, {"dashboardSession": []}],
-                "tags": ["web chat"],
-                "responses": {
-                    "200": {
-                        "description": "the member's web inbox",
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["scope_id", "messages"],
-                                    "properties": {
-                                        "scope_id": {"type": "string"},
-                                        "messages": {
-                                            "type": "array",
-                                            "items": {
-                                                "type": "object",
-                                                "required": ["id", "kind", "text", "ts"],
-                                                "properties": {
-                                                    "id": {"type": "string"},
-                                                    "kind": {"type": "string"},
-                                                    "text": {"type": "string"},
-                                                    "ts": {"type": "string", "format": "date-time"},
-                                                },
-                                            },
-                                        },
-                                    },
-                                }
-                            }
-                        },
-                    },
-                    "401": {"description": "no member: send a web_token, or sign in", "content": error},
-                },
-            }
-        },
-        "/chat": {
-            "get": {
-                "summary": "The web chat page",
-                "x-access": "anyone",
-                "security": [],
-                "tags": ["web chat"],
-                "responses": {
-                    "200": {
-                        "description": "the page",
-                        "content": {"text/html": {"schema": {"type": "string"}}},
-                    }
-                },
-            }
-        },
-        "/api/chat": {
-            "post": {
-                "summary": "Send a message as a member; the reply comes whole (JSON) or streamed (SSE)",
-                "description": "The member is the one whose web_token is the Bearer token; with the dashboard's "
-                "session cookie, the local owner. No credential, no chat, from anywhere. `Accept: "
-                "text/event-stream` streams `delta` events, then `done`.",
-                "x-access": "member",
-                "security": [{"memberToken": []}, {"dashboardSession": []}],
-                "tags": ["web chat"],
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["text"],
-                                "properties": {
-                                    "text": {
-                                        "type": "string",
-                                        "minLength": 1,
-                                        "maxLength": MAX_TEXT_CHARS,
-                                        "pattern": r"\S",
-                                    }
-                                },
-                            }
-                        }
-                    },
-                },
-                "responses": {
-                    "200": {
-                        "description": "the reply",
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["reply", "scope_id"],
-                                    "properties": {
-                                        "reply": {"type": ["string", "null"]},
-                                        "scope_id": {"type": "string"},
-                                    },
-                                }
-                            },
-                            "text/event-stream": {"schema": {"type": "string"}},
-                        },
-                    },
-                    "400": {"description": "not JSON, or no text", "content": error},
-                    "415": {"description": "the body is not declared application/json", "content": error},
-                    "401": {
-                        "description": "no member: send a web_token, or sign in to the dashboard",
-                        "content": error,
-                    },
-                    "403": {"description": "the policy refuses this member here", "content": error},
-                    "413": {"description": "the message is too long", "content": error},
-                },
-            }
-        },
-    }

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -17,13 +16,13 @@ from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError
 from halo.family.scope_admin import parse_scope_id
 from halo.http_body import BadBody, wants_body
+from halo.http_routes import Handler
 from halo.inventory import Halo
 
 log = logging.getLogger(__name__)
 
 HALO = web.AppKey("halo", Halo)
 OPENAPI = web.AppKey("openapi", dict)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _DIGITS = re.compile(r"[0-9]{1,7}")
 DEFAULT_LINES = 50

@@ -13,16 +13,13 @@ machine" is the socket's peer address (halo.access), never a forwarded-for heade
 
 from __future__ import annotations
 
-from typing import Literal
-
 from aiohttp import web
 
 from admin_api.base import HALO, Handler, json_error
 from halo.access import is_local_request
 from halo.http_body import takes_body, wants_body
+from halo.http_routes import Access
 from halo.web_auth import Caller, caller_of
-
-Access = Literal["anyone", "token", "loopback", "member"]
 
 TOKEN_REQUIRED = (
     "a parent's credential is required: Authorization: Bearer <admin.token or your web_token>, "

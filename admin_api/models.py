@@ -16,17 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from config import family
 from config.family import AgeGroup, Role
+from halo.http_routes import ApiModel, Error, Timestamp
 from transcripts.store import Role as LineRole
 
-Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+__all__ = ["ApiModel", "Count", "Error", "Member", "Number", "OpenModel", "Timestamp", "TranscriptLine", "reply"]
+
 # a number as the service gave it: 10 stays 10 (a plain `float` would answer 10.0)
 Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
-
-
-class ApiModel(BaseModel):
-    """A JSON body: every field always sent (null when unknown), and no key it does not declare."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
 
 
 class OpenModel(ApiModel):
@@ -39,12 +35,6 @@ def reply(body: BaseModel | Sequence[BaseModel], status: int = 200) -> web.Respo
     """The JSON answer, dumped from its model (or a list of them)."""
     data = body.model_dump(mode="json") if isinstance(body, BaseModel) else [b.model_dump(mode="json") for b in body]
     return web.json_response(data, status=status)
-
-
-class Error(ApiModel):
-    """Every refusal and failure: what went wrong, in a sentence."""
-
-    error: str
 
 
 class Member(ApiModel):

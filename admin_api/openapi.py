@@ -1,29 +1,29 @@
 """The OpenAPI 3.1 document of the admin server, served at `/openapi.json`, generated.
 
-Paths come from the route table (admin_api/routes), each operation from its `Route` record;
+Paths come from the route table (admin_api/routes) and the routes adapters serve on the same
+server (the web chat), each operation from its `Route` record (halo/http_routes.py);
 component schemas from the pydantic models the handlers build their bodies from. What an
 access level implies (who may call, the 401/403 refusals, the security requirement) is said
-once, here. Adapters that serve pages on the same server add their own paths
-(`openapi_paths()`). A test holds the document to the router and schemathesis holds the
-handlers to the document.
+once, here. A test holds the document to the router and schemathesis holds the handlers to
+the document.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 
-from admin_api.guards import Access
-from admin_api.models import Error
-from admin_api.routes import Reply, Route, admin_routes
+from admin_api.routes import admin_routes
 from halo import VERSION
+from halo.http_routes import Access, Error, Reply, Route
 
 JSON = "application/json"
+EVENT_STREAM = "text/event-stream"
 Schema = dict[str, Any]
 
 WHO: dict[Access, str] = {
@@ -93,6 +93,8 @@ def _response(reply: Reply, schemas: Mapping[Key, Schema]) -> Schema:
         content[JSON] = {"schema": schemas[(reply.body, "serialization")]}
     if reply.html:
         content["text/html"] = {"schema": {"type": "string"}}
+    if reply.event_stream:
+        content[EVENT_STREAM] = {"schema": {"type": "string"}}
     return {"description": reply.description, **({"content": content} if content else {})}
 
 
@@ -113,10 +115,9 @@ def _operation(route: Route, schemas: Mapping[Key, Schema]) -> Schema:
     return op
 
 
-@functools.cache
-def _admin_document() -> tuple[dict[str, Schema], Schema]:
-    """The admin routes' paths and the schemas of their bodies (the route table never changes)."""
-    routes = admin_routes()
+def _paths(routes: Sequence[Route]) -> tuple[dict[str, Schema], dict[str, Schema]]:
+    """The routes' paths and the schemas of their bodies."""
+    routes = [route for route in routes if route.documented]
     wanted: dict[Key, None] = {(Error, "serialization"): None}
     for route in routes:
         wanted.update({(r.body, "serialization"): None for r in _replies(route).values() if r.body is not None})
@@ -134,11 +135,23 @@ def _admin_document() -> tuple[dict[str, Schema], Schema]:
     return paths, definitions.get("$defs", {})
 
 
-def build_spec(extra_paths: Mapping[str, Mapping[str, Schema]] | None = None) -> dict[str, Any]:
-    """The document, with paths other parts of the server (adapters) contribute."""
+@functools.cache
+def _admin_document() -> tuple[dict[str, Schema], dict[str, Schema]]:
+    """The admin routes' part (the route table never changes)."""
+    return _paths(admin_routes())
+
+
+def build_spec(adapter_routes: Sequence[Route] = ()) -> dict[str, Any]:
+    """The document: the admin routes and the routes the adapters serve on the same server."""
     paths, components = copy.deepcopy(_admin_document())
-    for path, operations in (extra_paths or {}).items():
-        paths.setdefault(path, {}).update(copy.deepcopy(dict(operations)))
+    if adapter_routes:
+        more_paths, more_components = _paths(adapter_routes)
+        clashes = {name for name in more_components if name in components and components[name] != more_components[name]}
+        if clashes:
+            raise ValueError(f"two different body models are both named {sorted(clashes)}: rename one")
+        components.update(more_components)
+        for path, operations in more_paths.items():
+            paths.setdefault(path, {}).update(operations)
     return {
         "openapi": "3.1.0",
         "info": {"title": "halo admin API", "version": VERSION, "description": DESCRIPTION},

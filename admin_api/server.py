@@ -13,7 +13,7 @@ from admin_api.guards import guard, is_admin, token_required
 from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
 from admin_api.starting import CLIENT_MAX_SIZE
-from halo.http_body import takes_body
+from halo.http_body import takes_body, wants_body
 from halo.inventory import Halo
 from halo.port import AdminRoutes
 from halo.web_auth import WEB_AUTH, DashboardLogin
@@ -25,13 +25,13 @@ def create_app(halo: Halo) -> web.Application:
     app = web.Application(middlewares=[no_store, errors_as_json, no_unwanted_body], client_max_size=CLIENT_MAX_SIZE)
     app[HALO] = halo
     app[WEB_AUTH] = DashboardLogin(halo.paths.logins)
-    for route in admin_routes():
+    adapter_routes = [route for a in halo.adapters if isinstance(a, AdminRoutes) for route in a.routes()]
+    for route in [*admin_routes(), *adapter_routes]:
         handler = guard(route.access, route.handler, route.on_unauthorized)
-        app.router.add_route(route.method, route.path, takes_body(handler) if route.body is not None else handler)
-    extra_paths: dict[str, dict] = {}
-    for adapter in halo.adapters:
-        if isinstance(adapter, AdminRoutes):
-            app.router.add_routes(adapter.admin_routes())
-            extra_paths.update(adapter.openapi_paths())
-    app[OPENAPI] = build_spec(extra_paths)
+        app.router.add_route(
+            route.method,
+            route.path,
+            takes_body(handler) if route.body is not None and not wants_body(handler) else handler,
+        )
+    app[OPENAPI] = build_spec(adapter_routes)
     return app

@@ -7,10 +7,12 @@ each adapter what it needs (an `Inbound` for a chat platform, an `Observations` 
 home events) and registers it with halo's one `Delivery`. Written in the style of the
 Agents SDK's `Session`: small protocols whose docstrings are the contract.
 
-Inbound (adapter → halo):
-- a chat message becomes an `Envelope` (speaker and scope resolved by `Inbound`) and is
-  handed to `Inbound.handle`; someone joining or leaving a chat is reported with
-  `Inbound.joined` / `Inbound.left`;
+Inbound (adapter → halo), one call per platform event:
+- a chat message becomes an `Incoming` — what the platform said: chat, sender, text,
+  attachments, reply-to, whether it is addressed to halo — handed to `Inbound.receive`; halo
+  resolves the scope and the speaker itself. Someone joining or leaving a chat is a
+  `ChatMembership` for `Inbound.membership`. A few read-only lookups (the command menu, who an
+  HTTP request speaks for) are a `Directory`;
 - a home event (MQTT) becomes an `Observation` handed to `Observations.observe`.
 
 Outbound (halo → adapter): everything halo sends — the reply to a message, a notice, a home
@@ -24,6 +26,7 @@ show platform chrome (a typing indicator, a streamed preview) through `Progress`
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -32,15 +35,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from halo.core.envelope import (
     Attachment,
-    Envelope,
     Platform,
     Scope,
     ScopeType,
-    Speaker,
     VoiceNote,
     attachment_kind,
 )
 from halo.http_body import BadBody, read_json, takes_body
+from halo.http_routes import Access, ApiModel, Error, Handler, Reply, Route, Timestamp, param
 from transcripts.text import clean_text
 
 if TYPE_CHECKING:
@@ -49,13 +51,20 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
 __all__ = [
+    "Access",
     "Adapter",
     "AdminRoutes",
+    "ApiModel",
     "Attachment",
     "Audit",
     "BadBody",
-    "Envelope",
+    "ChatKind",
+    "ChatMembership",
+    "Directory",
+    "Error",
+    "Handler",
     "Inbound",
+    "Incoming",
     "Observation",
     "Observations",
     "Outbound",
@@ -63,15 +72,19 @@ __all__ = [
     "Platform",
     "PresenceCheck",
     "Progress",
+    "Reply",
+    "Route",
     "Scope",
     "ScopeType",
     "SendFailed",
-    "Speaker",
+    "Sender",
     "Tables",
+    "Timestamp",
     "TurnOutcome",
     "VoiceNote",
     "attachment_kind",
     "clean_text",
+    "param",
     "read_json",
     "takes_body",
 ]
@@ -141,43 +154,72 @@ class Progress(Protocol):
         ...
 
 
+ChatKind = Literal["private", "group"]
+
+
+@dataclass(frozen=True, slots=True)
+class Sender:
+    """A platform user as the platform describes them. halo decides who they are: a member when
+    the family config names this platform id (and `is_bot` is false), else an unknown speaker.
+    For the web chat and the terminal, `id` is the member id the adapter signed in."""
+
+    id: str
+    name: str | None = None
+    username: str | None = None
+    is_bot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """One message, as the platform said it: the adapter's whole part of a turn.
+
+    `chat_id` is the platform's chat (for a Discord DM: the user's id, see halo/core/scopes.py);
+    `addressed` says the message itself is for halo — a mention, a reply to halo, a command
+    meant for it. halo resolves the scope and the speaker, and decides what counts as addressed
+    there (everything in a private chat, and in a parents group set to `respond_to_all`). `id`
+    becomes the envelope's id: a reply's `Outbound.in_reply_to_envelope` names it.
+    """
+
+    platform: Platform
+    chat_id: str
+    chat_kind: ChatKind
+    sender: Sender
+    text: str
+    addressed: bool = False
+    message_id: str | None = None
+    reply_to: str | None = None
+    voice: VoiceNote | None = None
+    attachment: Attachment | None = None
+    ts: datetime | None = None
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMembership:
+    """Someone joined or left a group chat. `halo_itself`: the one who joined is halo's own
+    account (the bot was added to a group)."""
+
+    platform: Platform
+    chat_id: str
+    who: Sender
+    joined: bool
+    halo_itself: bool = False
+
+
 class Inbound(Protocol):
-    """What halo offers a chat adapter: the only way a message gets in."""
+    """What halo offers a chat adapter: the only way a message gets in. One call per platform
+    event, in the style of the Agents SDK's `Session`."""
 
-    def speaker(
-        self,
-        platform: Platform,
-        user_id: str,
-        *,
-        display_name: str | None = None,
-        username: str | None = None,
-        is_bot: bool = False,
-    ) -> Speaker:
-        """The platform user as halo knows them: a member when the family config names that
-        platform id (and `is_bot` is false), else an unknown speaker."""
+    async def receive(self, message: Incoming, progress: Progress | None = None) -> TurnOutcome:
+        """Run one message through halo. Returns once the message is in the transcript and its
+        reply (if any) is durably queued for delivery; it comes back through `Adapter.send`.
+        Messages of one scope are handled one at a time, in order; different scopes run
+        concurrently. A group halo is not configured for gets one notice (through the outbox)
+        the first time halo is addressed or added there, and silence after."""
         ...
 
-    def scope(self, platform: Platform, chat_id: str) -> Scope:
-        """The scope for a platform chat, resolved from the family config (a DM, the parents
-        group, a work channel, or an unconfigured group)."""
-        ...
-
-    def answers_everything(self, scope: Scope) -> bool:
-        """True when halo answers every message in this group, not only when addressed."""
-        ...
-
-    async def handle(self, envelope: Envelope, progress: Progress | None = None) -> TurnOutcome:
-        """Run one message through the pipeline. Returns once the message is in the
-        transcript and its reply (if any) is durably queued for delivery. Messages of one
-        scope are handled one at a time, in order; different scopes run concurrently."""
-        ...
-
-    async def joined(self, scope_id: str, speaker: Speaker) -> None:
-        """Someone joined a group chat (a guarded group may stop because of it)."""
-        ...
-
-    async def left(self, scope_id: str, platform_user_id: str) -> None:
-        """Someone left a group chat."""
+    async def membership(self, change: ChatMembership) -> None:
+        """Someone joined or left a group chat (a guarded group may stop because of it)."""
         ...
 
     async def reconnected(self, platform: Platform) -> None:
@@ -185,19 +227,25 @@ class Inbound(Protocol):
         tried now rather than at its next retry."""
         ...
 
-    async def notice(self, scope_id: str, text: str, *, reply_to: str | None = None) -> None:
-        """Queue a notice of the adapter's own (a group halo is not configured for) in halo's
-        outbox, the one way anything is sent: it comes back through the adapter's `send`."""
-        ...
 
-    def http_speaker(self, request: web.BaseRequest) -> Speaker | None:
-        """Whom an HTTP request (the web chat) speaks for: the member whose `web_token` it
-        carries, or the local owner for a parent signed in to the dashboard (its cookie), else
-        None. Being on this machine is no credential: a family computer is shared."""
+class Directory(Protocol):
+    """Read-only lookups for an adapter that needs one outside a message: nothing here changes
+    anything or lets a message in."""
+
+    def scope(self, platform: Platform, chat_id: str) -> Scope:
+        """The scope of a platform chat, resolved from the family config (the Discord adapter
+        asks whether a scope it is to send to is a DM)."""
         ...
 
     def commands(self) -> Sequence[tuple[str, str, str]]:
         """The deterministic commands as (name, usage, summary), for a platform's command menu."""
+        ...
+
+    def web_member(self, request: web.BaseRequest) -> Sender | None:
+        """Whom an HTTP request (the web chat) speaks for: the member whose `web_token` it
+        carries, or the local owner for a parent signed in to the dashboard (its cookie), else
+        None. Being on this machine is no credential: a family computer is shared. The
+        `Sender.id` is the member id."""
         ...
 
 
@@ -249,13 +297,10 @@ class PresenceCheck(Protocol):
 @runtime_checkable
 class AdminRoutes(Protocol):
     """Optional: an adapter that serves HTTP routes on halo's admin server (the web chat, a
-    webhook). Each route documents itself for the OpenAPI document."""
+    webhook). Each is a `Route` record, as the admin API's own are: the server registers it
+    behind the check its `access` names, and `/openapi.json` is derived from the records."""
 
-    def admin_routes(self) -> Sequence[web.RouteDef]: ...
-
-    def openapi_paths(self) -> dict[str, Any]:
-        """The routes' part of the server's /openapi.json (`paths` entries)."""
-        ...
+    def routes(self) -> Sequence[Route]: ...
 
 
 class Tables(Protocol):

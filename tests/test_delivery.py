@@ -200,6 +200,15 @@ async def test_the_web_chat_reply_and_the_web_inbox_come_through_the_outbox(sett
     async with running.http.get(running.url("/api/chat/inbox"), headers=headers) as resp:
         inbox = await resp.json()
     assert resp.status == 200 and [m["text"] for m in inbox["messages"]] == ["The dentist moved to Friday."]
+    assert (inbox["member"], inbox["name"]) == ("mom", "Mom")
+    # the chat page polls with the last seq it has: only what is newer comes back
+    seen = inbox["messages"][-1]["seq"]
+    await delivery.send("web:mom", "Bring the blue folder.")
+    async with running.http.get(running.url(f"/api/chat/inbox?after={seen}"), headers=headers) as resp:
+        newer = await resp.json()
+    assert [m["text"] for m in newer["messages"]] == ["Bring the blue folder."]
+    async with running.http.get(running.url("/api/chat/inbox?after=-1"), headers=headers) as resp:
+        assert resp.status == 400 and "after" in (await resp.json())["error"]
     async with running.http.get(running.url("/api/chat/inbox")) as resp:
         assert resp.status == 401  # no credential, no inbox
 

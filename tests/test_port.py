@@ -10,27 +10,42 @@ from aiohttp.test_utils import make_mocked_request
 from adapters.terminal import TerminalChat
 from adapters.web import WebChatAdapter
 from halo.commands.builtin import Command, CommandRegistry
-from halo.port import Adapter, AdminRoutes, Envelope, PresenceCheck
+from halo.port import Adapter, AdminRoutes, Incoming, PresenceCheck, Sender
 
 
-def test_speakers_and_scopes_come_from_the_live_family(halo: Any):
+def incoming(platform: Any, chat: str, sender: Sender, text: str, kind: Any = "private", **more: Any) -> Incoming:
+    return Incoming(platform=platform, chat_id=chat, chat_kind=kind, sender=sender, text=text, **more)
+
+
+def test_speakers_scopes_and_being_addressed_come_from_the_live_family(halo: Any):
+    """halo, not the adapter, works out who wrote what where, and whether it is for halo."""
     inbound = halo.inbound
-    mom = inbound.speaker("telegram", "1002", display_name="Mom S")
+    envelope, unused = inbound.envelope(incoming("telegram", "1002", Sender("1002", name="Mom S"), "hi"))
+    mom = envelope.speaker
     assert mom.member is not None and mom.member.id == "mom" and mom.display_name == "Mom S"
-    assert inbound.speaker("telegram", "1002", is_bot=True).member is None  # a bot is never a member
-    assert inbound.speaker("telegram", "4242").member is None
-    assert inbound.speaker("discord", "2001").member.id == "priya"
-    group = inbound.scope("telegram", "-1001234")
-    assert (group.id, group.type) == ("telegram:-1001234", "parents_group")
-    assert not inbound.answers_everything(group)
+    assert (envelope.scope.id, envelope.scope.type, envelope.addressed, unused) == ("telegram:1002", "dm", True, False)
+    bot, _ = inbound.envelope(incoming("telegram", "1002", Sender("1002", is_bot=True), "hi"))
+    assert bot.speaker.member is None  # a bot is never a member
+    priya, _ = inbound.envelope(incoming("discord", "2001", Sender("2001"), "hi"))
+    assert priya.speaker.member.id == "priya"
+    said, unused = inbound.envelope(incoming("telegram", "-1001234", Sender("4242"), "hi all", "group"))
+    assert (said.scope.id, said.scope.type, said.addressed, unused) == (
+        "telegram:-1001234",
+        "parents_group",
+        False,
+        False,
+    )
+    assert said.speaker.member is None
+    other_channel, unused = inbound.envelope(incoming("discord", "777", Sender("2001"), "hi", "group", addressed=True))
+    assert other_channel.addressed and unused, "a Discord channel halo does not work in is never a DM"
     assert inbound.scope("telegram", "1003").type == "dm"
 
 
 def test_web_callers_are_a_member_by_their_own_token_never_by_being_local(halo: Any):
     def caller(headers: dict[str, str]) -> Any:
-        return halo.inbound.http_speaker(make_mocked_request("POST", "/api/chat", headers=headers))
+        return halo.inbound.web_member(make_mocked_request("POST", "/api/chat", headers=headers))
 
-    assert caller({"Authorization": "Bearer aarav-token"}).member.id == "aarav"
+    assert caller({"Authorization": "Bearer aarav-token"}).id == "aarav"
     assert caller({"Authorization": "Bearer wrong"}) is None
     assert caller({}) is None  # a family computer is shared: no credential, nobody
 
@@ -44,14 +59,11 @@ def test_the_command_menu_is_the_composed_set_in_order(halo: Any):
     assert isinstance(next(iter(halo.commands)), Command)
 
 
-async def test_handle_returns_the_reply_and_refusals_say_why(halo: Any):
+async def test_one_call_per_message_returns_the_reply_and_refusals_say_why(halo: Any):
     inbound = halo.inbound
-    speaker = inbound.speaker("web", "mom")
-    outcome = await inbound.handle(Envelope("web", inbound.scope("web", "mom"), speaker, "/whoami"))
+    outcome = await inbound.receive(incoming("web", "mom", Sender("mom"), "/whoami"))
     assert outcome.kind == "command" and "You are Mom" in (outcome.text or "")
-    stranger = inbound.speaker("telegram", "4242")
-    group = inbound.scope("telegram", "-1001234")
-    refused = await inbound.handle(Envelope("telegram", group, stranger, "hi", addressed=True))
+    refused = await inbound.receive(incoming("telegram", "-1001234", Sender("4242"), "hi", "group", addressed=True))
     assert refused.text is None and refused.kind == "silent"
 
 
@@ -59,5 +71,5 @@ def test_adapters_meet_the_port_protocols(halo: Any):
     web = next(a for a in halo.adapters if a.platform == "web")
     assert isinstance(web, WebChatAdapter) and isinstance(web, Adapter) and isinstance(web, AdminRoutes)
     assert not isinstance(web, PresenceCheck)
-    terminal = TerminalChat(halo.inbound, halo.inbound.speaker("cli", "mom"))
-    assert isinstance(terminal, Adapter) and terminal.scope.id == "cli:mom"
+    terminal = TerminalChat(halo.inbound, Sender("mom", name="Mom"))
+    assert isinstance(terminal, Adapter) and terminal.scope_id == "cli:mom"

@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 from telegram import Message
 
 from adapters.telegram.format import TELEGRAM_LIMIT, split_message, to_html, utf16_len
-from adapters.telegram.normalise import BotIdentity, is_for_bot, to_envelope
+from adapters.telegram.normalise import BotIdentity, is_for_bot, to_incoming
 from config.family import Family
-from halo.core.scopes import resolve_scope
 from halo.pipeline.inbound import FamilyDirectory
 from tests.fakes.telegram_server import visible_text
 
@@ -124,9 +123,15 @@ def test_group_messages_are_for_halo_when_mentioned_replied_to_or_commanded(text
     assert is_for_bot(message(-1001234, 1002, text, **fields), BOT) is addressed
 
 
+def envelope_of(msg: Message) -> Any:
+    """What the adapter reads from a message, and what halo makes of it."""
+    incoming = to_incoming(msg, BOT)
+    return None if incoming is None else DIRECTORY.envelope(incoming)[0]
+
+
 def test_envelope_from_a_group_message():
     msg = message(-1001234, 1003, "  hi there ")
-    envelope = to_envelope(msg, resolve_scope(FAMILY, "telegram:-1001234"), DIRECTORY, BOT)
+    envelope = envelope_of(msg)
     assert envelope is not None
     assert (envelope.scope.id, envelope.scope.type, envelope.addressed) == ("telegram:-1001234", "parents_group", False)
     assert envelope.speaker.member is not None and envelope.speaker.member.id == "aarav"
@@ -134,15 +139,14 @@ def test_envelope_from_a_group_message():
 
 
 def test_envelopes_from_dms_and_what_is_not_read():
-    dm = to_envelope(message(4242, 4242, "hello"), resolve_scope(FAMILY, "telegram:4242"), DIRECTORY, BOT)
+    dm = envelope_of(message(4242, 4242, "hello"))
     assert dm is not None and dm.addressed and dm.speaker.member is None and dm.speaker.username == "x"
     assert dm.scope.type == "dm" and not dm.scope.configured
     sticker = message(1002, 1002, "")
-    assert to_envelope(sticker, resolve_scope(FAMILY, "telegram:1002"), DIRECTORY, BOT) is None
+    assert to_incoming(sticker, BOT) is None
 
 
 @pytest.mark.parametrize("text", ["/start", "/start@halo_family_bot", "/START"])
 def test_start_is_help(text: str):
-    scope = resolve_scope(FAMILY, "telegram:1002")
-    envelope = to_envelope(message(1002, 1002, text), scope, DIRECTORY, BOT)
+    envelope = envelope_of(message(1002, 1002, text))
     assert envelope is not None and envelope.text == "/help"

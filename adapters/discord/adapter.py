@@ -38,19 +38,23 @@ from discord.http import Route
 from adapters.discord.seen import SeenMessages
 from adapters.discord.split import split_message
 from config.settings import DiscordSettings
-from halo.port import Attachment, Envelope, Inbound, Outbound, Progress, SendFailed, VoiceNote, attachment_kind
+from halo.port import (
+    Attachment,
+    Directory,
+    Inbound,
+    Incoming,
+    Outbound,
+    Progress,
+    Sender,
+    SendFailed,
+    VoiceNote,
+    attachment_kind,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_RECONNECT_PAUSE = 60.0
 TYPING_EVERY = 8.0  # Discord shows "typing…" for about ten seconds per call
-
-
-def unconfigured_notice(channel_id: int) -> str:
-    return (
-        "Hi! I only work in this server's channels a parent has set up. To use me here, add "
-        f"{channel_id} to work.discord_channel_ids in halo.yaml. Until then I stay quiet here."
-    )
 
 
 def point_at(settings: DiscordSettings) -> None:
@@ -118,10 +122,11 @@ class DiscordAdapter:
     platform = "discord"
     name = "discord"
 
-    def __init__(self, inbound: Inbound, settings: DiscordSettings, seen: SeenMessages) -> None:
+    def __init__(self, inbound: Inbound, directory: Directory, settings: DiscordSettings, seen: SeenMessages) -> None:
         if settings.token is None:
             raise ValueError("discord.token is not set")
         self.inbound = inbound
+        self.directory = directory
         self.settings = settings
         self.seen = seen
         self.client: _Client | None = None
@@ -130,7 +135,7 @@ class DiscordAdapter:
         self._last_error: str | None = None
         self._handled = 0
         self._dm_channels: dict[int, discord.abc.Messageable] = {}  # user id → DM channel
-        self._guild_channels: set[int] = set()  # unconfigured guild channels halo was addressed in
+        self._guild_channels: set[int] = set()  # guild channels seen: a message to one goes to it, not a DM
         self._typing: dict[int, _Typing] = {}  # channel id → its typing indicator
         self._in_order: dict[int, asyncio.Lock] = {}  # channel id → messages handled in order
         self._parts_sent: dict[str, int] = {}  # outbox id → parts already delivered
@@ -223,35 +228,27 @@ class DiscordAdapter:
                 self._turns.discard(task)
 
     async def _take(self, message: discord.Message, me: discord.ClientUser) -> None:
+        """Hand what the message said to halo; its reply comes back through `send`."""
         is_dm = message.guild is None
         author = message.author
-        speaker = self.inbound.speaker(
-            "discord", str(author.id), display_name=author.display_name, username=author.name, is_bot=author.bot
-        )
         text = re.sub(rf"<@!?{me.id}>", "", message.content).strip()
         if is_dm:
-            scope, addressed = self.inbound.scope("discord", str(author.id)), True
             self._dm_channels[author.id] = message.channel  # replies to this user go here
         else:
-            scope = self.inbound.scope("discord", str(message.channel.id))
-            addressed = self._addressed(message, me, text)
-            if scope.type != "work_channel" or not scope.configured:
-                self._guild_channels.add(message.channel.id)  # its notice goes to the channel, not a DM
-                if addressed and await self.seen.notice_once(message.channel.id):
-                    notice = unconfigured_notice(message.channel.id)
-                    await self.inbound.notice(scope.id, notice, reply_to=str(message.id))  # via the outbox
-                return
+            self._guild_channels.add(message.channel.id)
         voice = _voice_note(message)
         attachment = _attachment(message)
-        if not text and voice is None and attachment is None:
+        addressed = is_dm or self._addressed(message, me, text)
+        if not text and voice is None and attachment is None and not addressed:
             return
-        envelope = Envelope(
+        incoming = Incoming(
             platform="discord",
-            scope=scope,
-            speaker=speaker,
+            chat_id=str(author.id if is_dm else message.channel.id),  # a DM is named by the user (halo/core/scopes.py)
+            chat_kind="private" if is_dm else "group",
+            sender=Sender(str(author.id), name=author.display_name, username=author.name, is_bot=author.bot),
             text=text,
             addressed=addressed,
-            platform_message_id=str(message.id),
+            message_id=str(message.id),
             reply_to=str(message.reference.message_id) if message.reference and message.reference.message_id else None,
             voice=voice,
             attachment=attachment,
@@ -260,7 +257,7 @@ class DiscordAdapter:
         typing = self._typing.setdefault(message.channel.id, _Typing(message.channel))
         progress: Progress = typing
         try:
-            await self.inbound.handle(envelope, progress)  # its reply comes back through `send`
+            await self.inbound.receive(incoming, progress)  # its reply comes back through `send`
             self._handled += 1
         finally:
             await typing.stop()
@@ -282,7 +279,7 @@ class DiscordAdapter:
         platform, _, chat = message.scope_id.partition(":")
         if platform != "discord" or not chat.lstrip("-").isdigit():
             raise SendFailed(f"{message.scope_id} is not a Discord scope", permanent=True)
-        scope = self.inbound.scope("discord", chat)
+        scope = self.directory.scope("discord", chat)
         is_dm = scope.type == "dm" and int(chat) not in self._guild_channels
         channel = await self._channel_for(client, int(chat), is_dm=is_dm)
         typing = self._typing.get(getattr(channel, "id", int(chat)))

@@ -5,7 +5,6 @@
   delivery of the same id finds the claim and is dropped. Claiming first means a crash in
   the middle of a turn loses that one answer rather than risking two (Discord does not
   replay messages to a fresh session, so nothing would bring it back anyway).
-- Channels told once that a parent must configure them.
 """
 
 from __future__ import annotations
@@ -24,12 +23,6 @@ messages_table = Table(
     "discord_messages",
     metadata,
     Column("message_id", BigInteger, primary_key=True, autoincrement=False),
-    Column("at", Float, nullable=False),
-)
-noticed_table = Table(
-    "discord_noticed_channels",
-    metadata,
-    Column("channel_id", BigInteger, primary_key=True, autoincrement=False),
     Column("at", Float, nullable=False),
 )
 
@@ -53,15 +46,6 @@ class SeenMessages:
                 select(messages_table.c.message_id).where(messages_table.c.message_id == message_id)
             )
             return row.first() is not None
-
-    async def notice_once(self, channel_id: int) -> bool:
-        """True the first time a channel is to be told it is not configured."""
-        try:
-            async with self.db.write(metadata) as conn:
-                await conn.execute(noticed_table.insert().values(channel_id=channel_id, at=time.time()))
-        except IntegrityError:
-            return False
-        return True
 
     async def forget_old(self) -> None:
         async with self.db.write(metadata) as conn:

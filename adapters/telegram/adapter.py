@@ -38,10 +38,21 @@ from adapters.telegram.connection import (
     hide_token_in_logs,
 )
 from adapters.telegram.format import split_message, to_html
-from adapters.telegram.normalise import BotIdentity, speaker_of, to_envelope
+from adapters.telegram.normalise import BotIdentity, sender_of, to_incoming
 from adapters.telegram.store import TelegramStore
 from config.settings import TelegramSettings
-from halo.port import Audit, Inbound, Outbound, SendFailed, Tables, takes_body
+from halo.port import (
+    Audit,
+    ChatMembership,
+    Directory,
+    Inbound,
+    Outbound,
+    Reply,
+    Route,
+    SendFailed,
+    Tables,
+    takes_body,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,24 +63,19 @@ TYPING_EVERY = 4.0  # Telegram shows "typing…" for about five seconds per acti
 DEFAULT_WEBHOOK_PATH = "/telegram/webhook"
 
 
-def unconfigured_notice(chat_id: int) -> str:
-    return (
-        "Hi! I'm this family's assistant. I don't work in this group until a parent sets it up: "
-        f"put its chat id {chat_id} under parents_group.telegram_chat_id in halo.yaml. "
-        "Until then I stay quiet here."
-    )
-
-
 class TelegramAdapter:
     """Telegram through python-telegram-bot. Implements `halo.port.Adapter`, `PresenceCheck`
     and `AdminRoutes` (the webhook, in webhook mode)."""
 
     platform = "telegram"
 
-    def __init__(self, inbound: Inbound, settings: TelegramSettings, tables: Tables, audit: Audit) -> None:
+    def __init__(
+        self, inbound: Inbound, directory: Directory, settings: TelegramSettings, tables: Tables, audit: Audit
+    ) -> None:
         if settings.token is None:
             raise ValueError("telegram.token is not set")
         self.inbound = inbound
+        self.directory = directory
         self.settings = settings
         self.audit = audit
         token = settings.token.get_secret_value()
@@ -171,7 +177,7 @@ class TelegramAdapter:
 
     async def _register_commands(self) -> None:
         """The command menu: the shared commands, so every platform offers the same ones."""
-        menu = [BotCommand(name, summary[:256]) for name, _, summary in self.inbound.commands()]
+        menu = [BotCommand(name, summary[:256]) for name, _, summary in self.directory.commands()]
         try:
             await self.app.bot.set_my_commands(menu)
         except TelegramError as exc:  # a missing menu is cosmetic; commands still work
@@ -297,21 +303,20 @@ class TelegramAdapter:
             self.audit.write("telegram_refused", update_id=update.update_id, reason=odd)
             return
         chat = message.chat
-        scope = inbound.scope("telegram", str(chat.id))  # live: a member approved a moment ago is known now
-        if chat.type != "private" and not scope.configured and await self.store.first_notice(chat.id):
-            await inbound.notice(scope.id, unconfigured_notice(chat.id))  # through halo's outbox
-        for user in message.new_chat_members or ():
-            if user.id != self.identity.id:
-                await inbound.joined(scope.id, speaker_of(user, inbound))
+        for user in message.new_chat_members or ():  # the bot itself added: halo may tell the group something
+            itself = user.id == self.identity.id
+            await inbound.membership(ChatMembership("telegram", str(chat.id), sender_of(user), True, itself))
         if message.left_chat_member is not None:
-            await inbound.left(scope.id, str(message.left_chat_member.id))
+            await inbound.membership(
+                ChatMembership("telegram", str(chat.id), sender_of(message.left_chat_member), False)
+            )
 
-        envelope = to_envelope(message, scope, inbound, self.identity)
-        if envelope is None:
+        incoming = to_incoming(message, self.identity)
+        if incoming is None:
             return
         typing = _Typing(self, chat.id)
         try:
-            await inbound.handle(envelope, typing)
+            await inbound.receive(incoming, typing)
         finally:
             await typing.stop()
 
@@ -327,12 +332,22 @@ class TelegramAdapter:
 
     # --- webhook ---------------------------------------------------------------------
 
-    def admin_routes(self) -> list[web.RouteDef]:
-        """In webhook mode, Telegram posts updates to the admin server at the webhook URL's path."""
-        return [web.post(self.webhook_path, self._webhook)] if self.webhook_path is not None else []
-
-    def openapi_paths(self) -> dict[str, Any]:
-        return {}  # the webhook is Telegram's, not part of halo's documented API
+    def routes(self) -> list[Route]:
+        """In webhook mode, Telegram posts updates to the admin server at the webhook URL's path.
+        Its secret header is its credential; it is Telegram's API, not halo's, so undocumented."""
+        if self.webhook_path is None:
+            return []
+        webhook = Route(
+            "POST",
+            self.webhook_path,
+            self._webhook,
+            "anyone",
+            summary="Telegram's webhook",
+            responses={200: Reply("the update is queued")},
+            tag="telegram",
+            documented=False,
+        )
+        return [webhook]
 
     @takes_body
     async def _webhook(self, request: web.Request) -> web.Response:

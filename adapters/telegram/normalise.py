@@ -1,10 +1,11 @@
-"""A Telegram message → an envelope: who wrote it, in which scope, and whether it is for halo.
+"""A Telegram message → what it said (`halo.port.Incoming`): chat, sender, text, media, and
+whether it is for the bot.
 
-The speaker comes from `from.id` (a member when halo.yaml names that Telegram id), the
-scope from `chat.id` (`telegram:<chat id>`, resolved in halo/core/scopes.py). In a private
-chat every message is for halo; in a group only a mention of the bot, a reply to one of
-its messages, or a command meant for it — or everything, when the parents group is set
-to `respond_to_all`. Telegram's `/start`, sent when someone opens the chat, is `/help`.
+halo resolves the speaker (from `from.id`) and the scope (from `chat.id`, `telegram:<chat id>`).
+A group message is addressed to the bot when it mentions the bot, replies to one of its
+messages, or is a command meant for it (halo adds: everything in a private chat, and in a
+parents group set to `respond_to_all`). Telegram's `/start`, sent when someone opens the
+chat, is `/help`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import timedelta
 
 from telegram import Document, Message, MessageEntity, PhotoSize, User
 
-from halo.port import Attachment, Envelope, Inbound, Scope, Speaker, VoiceNote, attachment_kind, clean_text
+from halo.port import Attachment, Incoming, Sender, VoiceNote, attachment_kind, clean_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,10 +25,8 @@ class BotIdentity:
     username: str
 
 
-def speaker_of(user: User, inbound: Inbound) -> Speaker:
-    return inbound.speaker(
-        "telegram", str(user.id), display_name=user.full_name, username=user.username, is_bot=user.is_bot
-    )
+def sender_of(user: User) -> Sender:
+    return Sender(str(user.id), name=user.full_name, username=user.username, is_bot=user.is_bot)
 
 
 def is_for_bot(message: Message, bot: BotIdentity) -> bool:
@@ -61,7 +60,7 @@ def _entity_text(text: str, entity: MessageEntity) -> str:
     return clean_text(piece.decode("utf-16-le", "replace"))
 
 
-def to_envelope(message: Message, scope: Scope, inbound: Inbound, bot: BotIdentity) -> Envelope | None:
+def to_incoming(message: Message, bot: BotIdentity) -> Incoming | None:
     """None for what halo does not read: messages without text, and posts with no sender."""
     text = message.text or message.caption or ""
     voice = _voice_note(message)
@@ -73,18 +72,18 @@ def to_envelope(message: Message, scope: Scope, inbound: Inbound, bot: BotIdenti
     if message.from_user.is_bot:
         return None  # bots are not members, whatever id they carry
     text = clean_text(text)
-    addressed = message.chat.type == "private" or inbound.answers_everything(scope) or is_for_bot(message, bot)
     command, _, _ = text.strip().partition(" ")
     if command.lower() in ("/start", f"/start@{bot.username.lower()}"):
         text = "/help"  # what a Telegram client sends when someone opens the chat
     replied = message.reply_to_message
-    return Envelope(
+    return Incoming(
         platform="telegram",
-        scope=scope,
-        speaker=speaker_of(message.from_user, inbound),
+        chat_id=str(message.chat.id),
+        chat_kind="private" if message.chat.type == "private" else "group",
+        sender=sender_of(message.from_user),
         text=text.strip(),
-        addressed=addressed,
-        platform_message_id=str(message.message_id),
+        addressed=message.chat.type == "private" or is_for_bot(message, bot),
+        message_id=str(message.message_id),
         reply_to=str(replied.message_id) if replied is not None else None,
         voice=voice,
         attachment=attachment,

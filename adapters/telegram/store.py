@@ -3,7 +3,6 @@
 - Processed updates: Telegram delivers an update again until a later getUpdates confirms
   it, so after a crash it may arrive twice. An update id is recorded as processed once its
   reply is queued in halo's outbox, and a processed update is never answered again.
-- Which unconfigured groups were told once that a parent must configure them.
 """
 
 from __future__ import annotations
@@ -22,12 +21,6 @@ updates_table = Table(
     metadata,
     Column("update_id", BigInteger, primary_key=True, autoincrement=False),
     Column("done_at", Float, nullable=False),
-)
-notices_table = Table(
-    "telegram_group_notices",
-    metadata,
-    Column("chat_id", BigInteger, primary_key=True, autoincrement=False),
-    Column("at", Float, nullable=False),
 )
 
 
@@ -49,15 +42,6 @@ class TelegramStore:
                 return False
             await conn.execute(updates_table.insert().values(update_id=update_id, done_at=time.time()))
         return True
-
-    async def first_notice(self, chat_id: int) -> bool:
-        """True the first time it is asked about a chat, False ever after."""
-        async with self.db.write(metadata) as conn:
-            found = await conn.execute(select(notices_table.c.chat_id).where(notices_table.c.chat_id == chat_id))
-            if found.first() is not None:
-                return False
-            await conn.execute(notices_table.insert().values(chat_id=chat_id, at=time.time()))
-            return True
 
     async def last_update_id(self) -> int | None:
         async with self.db.read(metadata) as conn:

@@ -1,55 +1,19 @@
 """The admin API's route table: one record per endpoint, with who may call it and what it answers.
 
-`create_app` registers exactly these, and `/openapi.json` is generated from exactly these
+The record types (`Route`, `Reply`) live in halo/http_routes.py, below the port, because an
+adapter's routes (the web chat) are records too. `create_app` registers exactly these and the
+adapters' routes, and `/openapi.json` is generated from exactly those
 (admin_api/openapi.py): each record carries its summary, parameters and the models of its
 bodies, so an endpoint's documentation sits next to its handler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass
-from typing import Any
-
-from admin_api.base import DEFAULT_LINES, MAX_LINES, Handler
-from admin_api.guards import Access
+from admin_api.base import DEFAULT_LINES, MAX_LINES
 from halo.family.scope_admin import SCOPE_ID_PATTERN
+from halo.http_routes import Param, Reply, Route, param
 
-Param = dict[str, Any]  # an OpenAPI parameter object
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One documented answer. `body` is what pydantic can describe (a model, `list[Model]`), None
-    for no body; `html` adds a page. A bare string in `Route.responses` is an `Error` answer."""
-
-    description: str
-    body: Any = None
-    html: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    method: str
-    path: str
-    handler: Handler
-    access: Access
-    _: KW_ONLY
-    summary: str
-    responses: Mapping[int, Reply | str]  # the refusals `access` implies are added (401, 403)
-    tag: str
-    description: str = ""
-    parameters: Sequence[Param] = ()
-    body: Any = None  # the request body's model
-    on_unauthorized: Handler | None = None  # a different answer for a refused caller
-
-
-def param(name: str, where: str, schema: dict[str, Any], description: str = "", **more: Any) -> Param:
-    """A parameter: `required` is true in the path and false elsewhere unless `more` says so."""
-    found: Param = {"name": name, "in": where, "required": where == "path"}
-    if description:
-        found["description"] = description
-    return {**found, "schema": schema, **more}
+__all__ = ["Param", "Reply", "Route", "admin_routes", "param"]
 
 
 # The parameters and refusals of admin_api.base's parsers (`path_scope`, `query_scope`, `lines_param`)

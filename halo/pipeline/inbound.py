@@ -1,25 +1,29 @@
-"""The core's side of the adapter port (`halo.port.Inbound`): how a chat message gets in.
+"""The core's side of the adapter port (`halo.port.Inbound` and `Directory`): how a chat message gets in.
 
-Speakers and scopes are resolved from the live family (a member approved a moment ago is
-known at once); joins and leaves feed the group guard; `handle` runs the gateway, queues
-its reply in the outbox (`Delivery`, which hands it back to the adapter's `send`) and turns
-it into the port's `TurnOutcome`. Adapters see only this object, never the gateway
-or the services behind it.
+An adapter hands over what the platform said (`Incoming`); here it becomes an envelope: the
+speaker and the scope are resolved from the live family (a member approved a moment ago is
+known at once), and whether the message is for halo is decided. Joins and leaves feed the
+group guard; a group halo is not configured for is told once how to set it up. `receive`
+runs the gateway, queues its reply in the outbox (`Delivery`, which hands it back to the
+adapter's `send`) and turns it into the port's `TurnOutcome`. Adapters see only this
+object, never the gateway or the services behind it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from config.family import Family
+from config.family import Family, Member
 from halo.commands.builtin import CommandRegistry
 from halo.core.envelope import Envelope, Platform, Scope, Speaker
 from halo.core.scopes import resolve_scope
 from halo.family.groups import GroupGuard
 from halo.outbound.delivery import Delivery
 from halo.pipeline.gateway import Gateway, Reply
-from halo.port import Progress, TurnOutcome
+from halo.pipeline.unconfigured import UnconfiguredChats
+from halo.port import ChatMembership, Incoming, Progress, Sender, TurnOutcome
 from halo.web_auth import member_of
 
 if TYPE_CHECKING:
@@ -27,26 +31,23 @@ if TYPE_CHECKING:
 
 
 class FamilyDirectory:
-    """The family half of `Inbound`: who a platform user is, which scope a chat is. `family` is
-    a callable because the family changes while halo runs (pairing approvals rebuild it)."""
+    """The family half of the port (`halo.port.Directory`): who a platform user is, which scope
+    a chat is. `family` is a callable because the family changes while halo runs (pairing
+    approvals rebuild it)."""
 
-    def __init__(self, family: Callable[[], Family], admin_token: str | None = None) -> None:
+    def __init__(
+        self, family: Callable[[], Family], commands: CommandRegistry | None = None, admin_token: str | None = None
+    ) -> None:
         self._family = family
+        self._commands = commands
         self._admin_token = admin_token  # the admin token speaks for nobody in a chat
 
-    def speaker(
-        self,
-        platform: Platform,
-        user_id: str,
-        *,
-        display_name: str | None = None,
-        username: str | None = None,
-        is_bot: bool = False,
-    ) -> Speaker:
-        member = None if is_bot else self._member_by_platform_id(platform, user_id)
-        return Speaker(platform_user_id=user_id, member=member, display_name=display_name, username=username)
+    def speaker(self, platform: Platform, sender: Sender) -> Speaker:
+        """A member when the family config names this platform id (and it is no bot), else unknown."""
+        member = None if sender.is_bot else self._member_by_platform_id(platform, sender.id)
+        return Speaker(platform_user_id=sender.id, member=member, display_name=sender.name, username=sender.username)
 
-    def _member_by_platform_id(self, platform: Platform, user_id: str):  # type: ignore[no-untyped-def]
+    def _member_by_platform_id(self, platform: Platform, user_id: str) -> Member | None:
         family = self._family()
         if platform in ("web", "cli"):
             return family.member(user_id)
@@ -62,13 +63,36 @@ class FamilyDirectory:
         return resolve_scope(self._family(), f"{platform}:{chat_id}")
 
     def answers_everything(self, scope: Scope) -> bool:
+        """True when halo answers every message in this group, not only when addressed."""
         return scope.type == "parents_group" and self._family().parents_group.respond_to_all
 
-    def http_speaker(self, request: web.BaseRequest) -> Speaker | None:
+    def commands(self) -> Sequence[tuple[str, str, str]]:
+        return [(c.name, c.usage, c.summary) for c in self._commands or () if c.in_menu]
+
+    def web_member(self, request: web.BaseRequest) -> Sender | None:
         member = member_of(request, self._family(), self._admin_token)
-        if member is None:
-            return None
-        return Speaker(platform_user_id=member.id, member=member, display_name=member.name)
+        return None if member is None else Sender(member.id, name=member.name)
+
+    def envelope(self, message: Incoming) -> tuple[Envelope, bool]:
+        """The message as an envelope, and whether its chat is a group halo does not use (not
+        configured, or no scope at all: a Discord channel that is not a work channel)."""
+        scope = self.scope(message.platform, message.chat_id)
+        private = message.chat_kind == "private"
+        addressed = private or message.addressed or self.answers_everything(scope)
+        envelope = Envelope(
+            platform=message.platform,
+            scope=scope,
+            speaker=self.speaker(message.platform, message.sender),
+            text=message.text.strip(),
+            addressed=addressed,
+            platform_message_id=message.message_id,
+            reply_to=message.reply_to,
+            voice=message.voice,
+            attachment=message.attachment,
+            ts=message.ts or datetime.now(UTC),
+            id=message.id,
+        )
+        return envelope, not private and (scope.type == "dm" or not scope.configured)
 
 
 class GatewayInbound(FamilyDirectory):
@@ -81,18 +105,24 @@ class GatewayInbound(FamilyDirectory):
         commands: CommandRegistry,
         family: Callable[[], Family],
         delivery: Delivery,
+        unconfigured: UnconfiguredChats,
         admin_token: str | None = None,
     ) -> None:
-        super().__init__(family, admin_token)
+        super().__init__(family, commands, admin_token)
         self._gateway = gateway
         self._delivery = delivery
         self._groups = groups
-        self._commands = commands
+        self._unconfigured = unconfigured
 
-    def commands(self) -> Sequence[tuple[str, str, str]]:
-        return [(c.name, c.usage, c.summary) for c in self._commands if c.in_menu]
-
-    async def handle(self, envelope: Envelope, progress: Progress | None = None) -> TurnOutcome:
+    async def receive(self, message: Incoming, progress: Progress | None = None) -> TurnOutcome:
+        envelope, unused_group = self.envelope(message)
+        if unused_group:
+            if message.addressed:
+                await self._unconfigured.tell_once(envelope.scope, reply_to=message.message_id)
+            if envelope.scope.type == "dm":  # a group chat that is no scope: never handled as someone's DM
+                return TurnOutcome(None, "silent")
+        if not envelope.text and envelope.voice is None and envelope.attachment is None:
+            return TurnOutcome(None, "silent")  # a bare mention: nothing to answer
         reply = await self._gateway.handle(
             envelope,
             on_delta=progress.delta if progress is not None else None,
@@ -115,15 +145,16 @@ class GatewayInbound(FamilyDirectory):
             )
         return TurnOutcome(reply.text, reply.kind, outbox_id=outbox_id, reason=reason)
 
-    async def joined(self, scope_id: str, speaker: Speaker) -> None:
-        scope = resolve_scope(self._family(), scope_id)
-        await self._groups.seen(scope, speaker, "joined it")
-
-    async def left(self, scope_id: str, platform_user_id: str) -> None:
-        await self._groups.left(scope_id, platform_user_id)
+    async def membership(self, change: ChatMembership) -> None:
+        scope = self.scope(change.platform, change.chat_id)
+        if change.halo_itself:
+            if change.joined and (scope.type == "dm" or not scope.configured):
+                await self._unconfigured.tell_once(scope)
+            return
+        if change.joined:
+            await self._groups.seen(scope, self.speaker(change.platform, change.who), "joined it")
+        else:
+            await self._groups.left(scope.id, change.who.id)
 
     async def reconnected(self, platform: Platform) -> None:
         await self._delivery.retry_now(platform)
-
-    async def notice(self, scope_id: str, text: str, *, reply_to: str | None = None) -> None:
-        await self._delivery.send(scope_id, text, kind="notice", reply_to=reply_to)

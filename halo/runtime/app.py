@@ -47,6 +47,7 @@ from halo.pipeline.gateway import Answerer, Gateway, Reply
 from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.missed import MissedMessages
 from halo.pipeline.turn_agents import TurnAgents
+from halo.pipeline.unconfigured import UnconfiguredChats
 from halo.port import Adapter, PresenceCheck
 from halo.reminders.commands import reminder_commands
 from halo.reminders.firing import ReminderScheduler
@@ -272,7 +273,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         ],
     )
     admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
-    inbound = GatewayInbound(gateway, groups, commands, family.current, delivery, admin_token)
+    unconfigured = UnconfiguredChats(db, delivery)
+    inbound = GatewayInbound(gateway, groups, commands, family.current, delivery, unconfigured, admin_token)
     missed = MissedMessages(
         transcripts,
         gateway,
@@ -361,15 +363,15 @@ def build_adapters(
     when used, so a platform library halo does not need is never loaded."""
     from adapters.web import WebChatAdapter
 
-    adapters: list[Adapter] = [WebChatAdapter(inbound, db)]
+    adapters: list[Adapter] = [WebChatAdapter(inbound, inbound, db)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
 
-        adapters.append(TelegramAdapter(inbound, settings.telegram, db, audit))
+        adapters.append(TelegramAdapter(inbound, inbound, settings.telegram, db, audit))
     if settings.discord.token is not None:
         from adapters.discord import DiscordAdapter, SeenMessages
 
-        adapters.append(DiscordAdapter(inbound, settings.discord, SeenMessages(db)))
+        adapters.append(DiscordAdapter(inbound, inbound, settings.discord, SeenMessages(db)))
     if settings.mqtt.host:
         from adapters.mqtt import MqttAdapter
 

@@ -91,6 +91,7 @@ def check_policies(settings: Settings) -> None:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     from adapters.terminal import TerminalChat
+    from halo.port import Sender
     from halo.runtime.app import build_halo
 
     settings = _settings(create_starter=True)
@@ -103,7 +104,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         halo = build_halo(settings)
         try:
             await halo.start_background()
-            chat = TerminalChat(halo.inbound, halo.inbound.speaker("cli", member.id))
+            chat = TerminalChat(halo.inbound, Sender(member.id, name=member.name))
             halo.delivery.register("cli", chat)  # replies and notices come back through it
             await chat.run()
         finally:

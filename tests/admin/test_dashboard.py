@@ -291,3 +291,45 @@ async def test_the_memory_panel_lists_a_chats_documents_and_deletes_one(admin, b
     await expect(page.locator("#files-meta")).to_contain_text("No documents were sent in this chat.")
     assert not list((harness.services.paths.scope_dir(MOM_DM) / "files").iterdir())
     assert not problems, problems
+
+
+async def test_the_chat_page_signs_in_like_the_dashboard_and_shows_what_halo_says_on_its_own(admin, browser):
+    """The login link's cookie opens /chat too (as the owner); without a credential the page says
+    how to get in; the web inbox (a home alert here) appears while the page is open."""
+    from playwright.async_api import expect
+
+    harness = await admin()
+    locked, _ = await open_dashboard(browser, harness.local.base + "/chat", PHONE)
+    signin = locked.locator("#signin")
+    await expect(signin).to_be_visible()
+    await expect(signin).to_contain_text("halo dashboard")  # the login link's command, and the token
+    await expect(signin).to_contain_text("web token")
+    await expect(locked.locator("#form")).to_be_hidden()
+    assert "optional" not in (await locked.content()).lower()
+
+    page, problems = await open_dashboard(browser, login_link(harness), DESKTOP)
+    assert page.url == harness.local.base + "/"
+    await page.goto(harness.local.base + "/chat")
+    await expect(page.locator("body[data-signed-in=true]")).to_have_count(1)
+    await expect(page.locator("#who")).to_contain_text("Wags")  # the owner: `owner: wags`
+    await page.locator("#text").fill("/whoami")
+    await page.locator("#form button[type=submit]").click()
+    await expect(page.locator(".msg.halo")).to_contain_text("You are Wags")
+
+    alert = "The garage door has been open for 10 minutes."
+    await harness.services.delivery.send("web:wags", alert, kind="proactive")
+    await expect(page.locator(".msg.inbox")).to_contain_text(alert, timeout=30_000)  # polled every 3 s
+    await expect(page.locator(".msg.inbox")).to_contain_text("home")
+    await page.reload()  # the inbox is kept: it is there after a reload, once
+    await expect(page.locator(".msg.inbox")).to_have_count(1)
+    assert problems == []
+
+    # A member's own web token works as well, from a browser with no cookie; a wrong one is said so.
+    other, _ = await open_dashboard(browser, harness.local.base + "/chat", PHONE)
+    await other.locator("#token").fill("not-a-token")
+    await other.locator("#token-form button").click()
+    await expect(other.locator("#signin-error")).to_contain_text("not one halo knows")
+    await other.locator("#token").fill("aarav-token")
+    await other.locator("#token-form button").click()
+    await expect(other.locator("#who")).to_contain_text("Aarav")
+    await expect(other.locator(".msg.inbox")).to_have_count(0)  # Wags's alert is Wags's
