@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any, cast
 
-from adapters.web import openapi_paths as web_chat_paths
+from adapters.web import WebChatAdapter
 from admin_api.openapi import build_spec
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -13,7 +14,8 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 def test_every_route_is_in_the_readme_table() -> None:
     rows = [line for line in README.read_text().splitlines() if line.startswith("| `")]
-    paths = build_spec(web_chat_paths())["paths"]  # the admin route table and the web chat
+    web_chat = WebChatAdapter(cast(Any, None), cast(Any, None), cast(Any, None)).routes()  # its records only
+    paths = build_spec(web_chat)["paths"]  # the admin route table and the web chat, as /openapi.json has them
     routes = [(method.upper(), path) for path, operations in paths.items() for method in operations]
     assert len(routes) > 30
     missing = [
