@@ -153,9 +153,9 @@ async def test_kill_9_under_load_loses_nothing(tmp_path: Path, slow_llm: FakeOpe
         said = {line["text"] for line in lines if line["role"] == "user"}
         assert not [t for t in acknowledged[i] if t not in said], f"web:m{i} lost acknowledged messages"
 
-        first_after = next(
+        first_after = next(  # the reply's request: the last to carry it (a routing triage call comes first)
             r.json["messages"]
-            for r in slow_llm.model_requests[before:]
+            for r in reversed(slow_llm.model_requests[before:])
             if f"scope {i} after the last restart" in json.dumps(r.json["messages"])
         )
         user_texts = [m["content"] for m in first_after if m["role"] == "user"]
