@@ -180,7 +180,7 @@ async def test_chaos_hostile_documents_bombs_and_a_trickle_while_a_member_chats(
         assert serve.proc is not None
         pid = serve.proc.pid
         warm = await chat(http, serve.url, "question 0")  # waits for halo to be built; the model's first call
-        assert warm[1:] == (200, {"reply": "Answer 0.", "scope_id": "web:wags"}), warm
+        assert warm[1:] == (200, {"reply": "Answer 0.", "scope_id": "web:wags"}), (warm, serve_log(serve)[-3000:])
         await tg.wait_for(lambda: tg.calls_to("getUpdates"), within=60, what="the Telegram adapter polling")
         before = vm_rss(pid)
 
