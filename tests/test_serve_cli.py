@@ -313,3 +313,17 @@ def test_policy_explain_asks_about_the_owner_by_default(tmp_path: Path, capsys, 
     )  # fmt: skip
     assert code == 1, err
     assert out.startswith("DENY: ") and "group-untrusted" in out
+
+
+@pytest.mark.parametrize(("setting", "code"), [("false", 1), ("true", 0)])
+def test_policy_explain_remind_answers_with_the_reminder_setting(tmp_path: Path, capsys, monkeypatch, setting, code):
+    """A child reminding a parent: `halo policy explain` asks the policy what the running halo
+    would, reminders.children_may_remind_parents included."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "halo.yaml").write_text(FAMILY_YAML)
+    monkeypatch.setenv("HALO_REMINDERS__CHILDREN_MAY_REMIND_PARENTS", setting)
+    argv = ["--action", "remind", "--member", "aarav", "--scope", "web:aarav", "--about", "mom"]
+    got, out, err = halo("policy", "explain", *argv, home=home, capsys=capsys, monkeypatch=monkeypatch)
+    assert got == code, (out, err)
+    assert ("ALLOW" if code == 0 else "DENY") in out.upper()

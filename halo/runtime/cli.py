@@ -143,10 +143,21 @@ def cmd_policy_explain(args: argparse.Namespace) -> int:
         resource=resource,
         from_scope=from_scope,
         unknown_id="unknown" if principal is None else None,
+        context=_explain_context(args.action, settings),
         audit=False,
     )
     print(explain(decision))
     return 0 if decision.allowed else 1
+
+
+def _explain_context(action: str, settings: Settings) -> dict[str, bool] | None:
+    """What the running halo tells the policy besides who and where (reminders: whether children
+    may remind parents), so `policy explain` answers as halo would."""
+    if action != "remind":
+        return None
+    from halo.reminders.service import remind_context
+
+    return remind_context(settings.reminders.children_may_remind_parents)
 
 
 def cmd_distill(args: argparse.Namespace) -> int:
