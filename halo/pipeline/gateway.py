@@ -34,6 +34,7 @@ from halo.core.scope_locks import ScopeLocks
 from halo.core.turn import Turn
 from halo.media.images import MODEL_CANNOT_SEE, NO_VISION, CannotSee, PhotoReader
 from halo.media.voice import NOT_SET_UP, CannotHear, Transcriber
+from halo.pipeline.resends import Resends
 from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn_agents import TurnAgents
 from halo.routing.levels import Level, Route
@@ -70,7 +71,6 @@ AfterTurnHook = Callable[[Turn, "Reply"], Awaitable[None]]
 Answerer = Callable[[Turn, ModelStartCallback | None], Awaitable[str | None]]
 
 TOOL_STEPS = ToolSteps()
-OPEN_MESSAGE_TAIL = 40  # lines read back to find a message a crash left open (its tool items sit after it)
 PROVIDER_DOWN = "I can't reach my language model right now — your message is saved."
 MUDDLED = "I got muddled answering that (nothing was done). Could you ask again, perhaps in other words?"
 NO_MODEL = (
@@ -115,6 +115,7 @@ class Gateway:
         documents: Documents | None = None,
         answerers: Sequence[Answerer] = (),
         after_turn: Sequence[AfterTurnHook] = (),
+        resends: Resends,
         locks: ScopeLocks | None = None,
         router: Router | None = None,
     ) -> None:
@@ -135,11 +136,11 @@ class Gateway:
         self.photos = photos  # photos to image input (halo/media/images.py); None: halo cannot see them
         self.documents = documents  # documents read into the scope's files (halo/media/documents.py)
         self.answerers = list(answerers)  # asked in order before the model; the first answer wins
+        self.resends = resends  # a message the chat app sent again after a crash
         self.locks = locks or ScopeLocks()  # shared with the catch-up and the admin API's scope work
         self.router = router  # which model level answers; None: always llm.model
         self._background: set[asyncio.Task[None]] = set()
         self.run_config = RunConfig(tracing_disabled=not llm.tracing)  # built once: it reads the environment
-        self._seen_since_start: set[str] = set()  # scopes whose transcript end was checked for an open message
 
     @property
     def background_tasks(self) -> int:
@@ -156,39 +157,22 @@ class Gateway:
         model is asked (an adapter shows "typing…" from then on)."""
         async with self.locks.of(envelope.scope.id):
             envelope = await self.groups.current(envelope)
-            if envelope.platform_message_id is not None and envelope.scope.id not in self._seen_since_start:
-                self._seen_since_start.add(envelope.scope.id)
-                # a chat app sends a message again when a crash kept it from being confirmed: it is in
-                # the transcript already, answered (by the catch-up, halo/pipeline/missed.py) or not
-                tail = await asyncio.to_thread(self.transcripts.tail, envelope.scope.id, OPEN_MESSAGE_TAIL)
-                seen = [line for line in tail if _is_message(line, envelope.platform_message_id)]
-                if seen:
-                    found = open_message(tail)
-                    if found is None or found.id != seen[-1].id:
-                        return Reply(None, envelope.scope.id, "silent")  # answered already
-                    return await self._answer_open(
-                        replace(envelope, id=found.id, ts=found.ts), on_delta, on_model_start
-                    )
-            return await self._handle(self._turn(envelope), on_delta, on_model_start)
+            resend = await self.resends.check(envelope)  # sent again after a crash: never recorded twice
+            if resend.kind == "answered":
+                return Reply(None, envelope.scope.id, "silent")
+            recorded = resend.kind == "open"
+            return await self._handle(self._turn(resend.envelope), on_delta, on_model_start, recorded=recorded)
 
     async def answer_again(self, envelope: Envelope) -> Reply:
         """Answer a message already in the transcript that a crash left unanswered: the same turn,
         without recording the message a second time (halo/pipeline/missed.py). Silent when it
         was answered meanwhile (the chat app sent it again, and that answered it)."""
         async with self.locks.of(envelope.scope.id):
-            found = await self._open_message(envelope.scope.id)
-            if found is None or found.id != envelope.id:
+            if not await self.resends.still_open(envelope):
                 return Reply(None, envelope.scope.id, "silent")
-            return await self._answer_open(await self.groups.current(envelope))
-
-    async def _answer_open(
-        self,
-        envelope: Envelope,
-        on_delta: DeltaCallback | None = None,
-        on_model_start: ModelStartCallback | None = None,
-    ) -> Reply:
-        await self.sessions.take_up_last_message(envelope.scope.id)
-        return await self._handle(self._turn(envelope), on_delta, on_model_start, recorded=True)
+            envelope = await self.groups.current(envelope)
+            await self.resends.take_up(envelope)
+            return await self._handle(self._turn(envelope), None, None, recorded=True)
 
     async def _hear(self, turn: Turn) -> tuple[Turn, str | None]:
         """The turn with its voice note as text (after any caption), or why it was not heard."""
@@ -240,10 +224,6 @@ class Gateway:
 
     def _turn(self, envelope: Envelope) -> Turn:
         return Turn(envelope, self.policy, tool_budget=self.llm.max_tool_calls)
-
-    async def _open_message(self, scope_id: str) -> TranscriptLine | None:
-        tail = await asyncio.to_thread(self.transcripts.tail, scope_id, OPEN_MESSAGE_TAIL)
-        return open_message(tail)
 
     async def _handle(
         self,
@@ -515,24 +495,9 @@ class Gateway:
         await self.delivery.drain()
 
 
-def open_message(tail: list[TranscriptLine]) -> TranscriptLine | None:
-    """The last person's message of a transcript's tail when no line after it closes it: a reply
-    line, or an event that `answers` it. A message only kept (`unaddressed`) is not open."""
-    for line in reversed(tail):
-        if line.role == "assistant" or (line.role == "event" and "answers" in line.extra):
-            return None  # the newest turn was answered (an older reply line without `answers` too)
-        if line.role == "user":
-            return None if line.extra.get("unaddressed") else line
-    return None
-
-
 def _budget_spent(reply: Reply) -> bool:
     """No model answered because the budget left none (the message stays in the model's history)."""
     return reply.kind == "no_model" and reply.route is not None and reply.route.capped
-
-
-def _is_message(line: TranscriptLine, platform_message_id: str) -> bool:
-    return line.role == "user" and line.extra.get("message_id") == platform_message_id
 
 
 def _model_input(turn: Turn) -> str:

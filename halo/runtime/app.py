@@ -46,6 +46,7 @@ from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.gateway import Answerer, Gateway, Reply
 from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.missed import MissedMessages
+from halo.pipeline.resends import Resends
 from halo.pipeline.turn_agents import TurnAgents
 from halo.port import Adapter, PresenceCheck
 from halo.reminders.commands import reminder_commands
@@ -261,6 +262,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         documents=documents,
         router=router,
         answerers=answerers,
+        resends=Resends(transcripts, sessions),
         locks=scope_locks,
         after_turn=[
             partial(
