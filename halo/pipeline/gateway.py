@@ -32,8 +32,8 @@ from openai.types.responses import ResponseTextDeltaEvent
 from halo.core.envelope import Envelope
 from halo.core.scope_locks import ScopeLocks
 from halo.core.turn import Turn
-from halo.media.images import MODEL_CANNOT_SEE, NO_VISION, CannotSee, PhotoReader
-from halo.media.voice import NOT_SET_UP, CannotHear, Transcriber
+from halo.media.images import MODEL_CANNOT_SEE
+from halo.pipeline.intake import Intake, model_input
 from halo.pipeline.resends import Resends
 from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn_agents import TurnAgents
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     from halo.commands.builtin import CommandRegistry
     from halo.family.groups import GroupGuard
     from halo.family.pairing import Pairing
-    from halo.media.documents import Documents
     from halo.outbound.delivery import Delivery
     from halo.routing.router import Router
     from halo.safety.gate import SafetyGate
@@ -110,9 +109,7 @@ class Gateway:
         audit: AuditLog,
         llm: LLMSettings,
         agents: TurnAgents,
-        transcriber: Transcriber | None = None,
-        photos: PhotoReader | None = None,
-        documents: Documents | None = None,
+        intake: Intake,
         answerers: Sequence[Answerer] = (),
         after_turn: Sequence[AfterTurnHook] = (),
         resends: Resends,
@@ -132,9 +129,7 @@ class Gateway:
         self.llm = llm
         self.after_turn = list(after_turn)  # after each turn, in the background (memory, the index)
         self.agents = agents
-        self.transcriber = transcriber  # voice notes to text (halo/media/voice.py); None: not set up
-        self.photos = photos  # photos to image input (halo/media/images.py); None: halo cannot see them
-        self.documents = documents  # documents read into the scope's files (halo/media/documents.py)
+        self.intake = intake  # voice notes heard, photos shown, documents read (halo/media)
         self.answerers = list(answerers)  # asked in order before the model; the first answer wins
         self.resends = resends  # a message the chat app sent again after a crash
         self.locks = locks or ScopeLocks()  # shared with the catch-up and the admin API's scope work
@@ -174,54 +169,6 @@ class Gateway:
             await self.resends.take_up(envelope)
             return await self._handle(self._turn(envelope), None, None, recorded=True)
 
-    async def _hear(self, turn: Turn) -> tuple[Turn, str | None]:
-        """The turn with its voice note as text (after any caption), or why it was not heard."""
-        env = turn.envelope
-        assert env.voice is not None
-        if self.transcriber is None:
-            return turn, NOT_SET_UP
-        try:
-            heard = await self.transcriber.text(env.voice)
-        except CannotHear as exc:
-            return turn, str(exc)
-        text = f"{env.text}\n{heard}" if env.text.strip() else heard
-        return replace(turn, envelope=replace(env, text=text, voice=None, heard=True)), None
-
-    async def _look(self, turn: Turn) -> str | None:
-        """Shows the turn's photo to the model (`turn.images`), or says why it cannot."""
-        photo = turn.envelope.attachment
-        assert photo is not None
-        if self.photos is None:
-            return NO_VISION
-        try:
-            turn.images.append((await self.photos.picture(photo)).content_part())
-        except CannotSee as exc:
-            return str(exc)
-        return None
-
-    async def _take_in(self, turn: Turn) -> tuple[Turn, str | None, dict[str, str | bool]]:
-        """What came with a message, made into the turn's input: a voice note heard, a photo shown,
-        a document read into the scope's files (marked even when not for halo). Returns the turn,
-        why something could not be taken in (said in code: no model turn), and the marks for the
-        message's transcript line."""
-        env = turn.envelope
-        refusal: str | None = None
-        marks: dict[str, str | bool] = {}
-        if env.voice is not None and env.addressed:
-            turn, refusal = await self._hear(turn)
-            marks.update({"heard": True} if refusal is None else {"voice": "not transcribed"})
-        attachment = turn.envelope.attachment
-        if attachment is not None and attachment.kind == "image" and env.addressed:
-            cannot_see = await self._look(turn)
-            marks["photo"] = "shown" if cannot_see is None else "not shown"
-            refusal = refusal or cannot_see
-        elif attachment is not None and attachment.kind == "document" and self.documents is not None:
-            turn, not_read = await self.documents.receive(turn)
-            if not_read is not None:
-                marks["document"] = "not read"
-            refusal = refusal or not_read
-        return turn, refusal, marks
-
     def _turn(self, envelope: Envelope) -> Turn:
         return Turn(envelope, self.policy, tool_budget=self.llm.max_tool_calls)
 
@@ -250,20 +197,18 @@ class Gateway:
         if not decision.allowed:
             return await self._denied(turn, decision)
         refusal: str | None = None
-        marks: dict[str, str | bool] = {}
         if not recorded:  # what came with it becomes input here, before safety, memory and the model see it
-            turn, refusal, marks = await self._take_in(turn)
-            env = turn.envelope
-        model_input = _model_input(turn)  # the model's view, when it differs (who said it, in a group)
-        if not recorded:
+            taken = await self.intake.take_in(turn)
+            turn, refusal, env = taken.turn, taken.refusal, taken.turn.envelope
+            seen_as = model_input(turn)  # the model's view, when it differs (who said it, in a group)
             await self._record(
                 turn,
                 "user",
-                env.text or ("(photo)" if "photo" in marks else "(voice note)"),
-                model_input=model_input if model_input != env.text else None,
+                taken.line_text,
+                model_input=seen_as if seen_as != env.text else None,
                 unaddressed=None if env.addressed else True,  # kept, not to be answered (even after a crash)
                 message_id=env.platform_message_id,
-                **marks,
+                **taken.marks,
             )
         if refusal is not None:  # said plainly, answered in code: no model turn on what it could not take in
             reply = Reply(refusal, env.scope.id, "command", decision)
@@ -399,7 +344,7 @@ class Gateway:
         agent = self.agents.agent(turn, route.level)  # built once per model, tools and guard; instructions per turn
         session = self.sessions.get(env.scope.id)
         # the history is the transcript; the message (a photo's picture too) goes after it
-        content: str | list[Any] = _model_input(turn)
+        content: str | list[Any] = model_input(turn)
         if turn.images:
             content = [{"type": "input_text", "text": content}, *turn.images]
         run_input = [*await session.get_items(), cast(TResponseInputItem, {"role": "user", "content": content})]
@@ -498,20 +443,6 @@ class Gateway:
 def _budget_spent(reply: Reply) -> bool:
     """No model answered because the budget left none (the message stays in the model's history)."""
     return reply.kind == "no_model" and reply.route is not None and reply.route.capped
-
-
-def _model_input(turn: Turn) -> str:
-    """In a group several people talk: the model needs to know who said what; a voice note is
-    marked as heard, not typed, and a photo as a photo (the picture itself goes with the turn
-    it came in, as image input: later turns see this line)."""
-    env = turn.envelope
-    text = f"(voice note) {env.text}" if env.heard else env.text
-    if env.attachment is not None and env.attachment.kind == "image":
-        text = f"(photo) {text}".rstrip()
-    if env.scope.type == "dm":
-        return text
-    name = env.speaker.member.name if env.speaker.member else env.speaker.label
-    return f"[{name}] {text}"
 
 
 def _describe_error(exc: BaseException) -> str:

@@ -45,6 +45,7 @@ from halo.outbound.delivery import Delivery
 from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.gateway import Answerer, Gateway, Reply
 from halo.pipeline.inbound import GatewayInbound
+from halo.pipeline.intake import Intake
 from halo.pipeline.missed import MissedMessages
 from halo.pipeline.resends import Resends
 from halo.pipeline.turn_agents import TurnAgents
@@ -257,9 +258,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         audit=audit,
         llm=settings.llm,
         agents=agents,
-        transcriber=build_transcriber(settings.llm),
-        photos=build_photo_reader(settings.llm),
-        documents=documents,
+        intake=Intake(build_transcriber(settings.llm), build_photo_reader(settings.llm), documents),
         router=router,
         answerers=answerers,
         resends=Resends(transcripts, sessions),
