@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -33,7 +33,9 @@ from halo.core.envelope import Envelope
 from halo.core.scope_locks import ScopeLocks
 from halo.core.turn import Turn
 from halo.media.images import MODEL_CANNOT_SEE
+from halo.pipeline.admission import Admission
 from halo.pipeline.intake import Intake, model_input
+from halo.pipeline.reply import AfterTurnHook, Answerer, DeltaCallback, ModelStartCallback, Reply
 from halo.pipeline.resends import Resends
 from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn_agents import TurnAgents
@@ -49,25 +51,14 @@ from transcripts.text import clean_text
 if TYPE_CHECKING:
     from config.settings import LLMSettings
     from halo.commands.builtin import CommandRegistry
-    from halo.family.groups import GroupGuard
-    from halo.family.pairing import Pairing
     from halo.outbound.delivery import Delivery
     from halo.routing.router import Router
     from halo.safety.gate import SafetyGate
     from memory.service import MemoryService
-    from policy import PolicyEngine
     from transcripts import AuditLog, TranscriptStore
     from transcripts.session import TranscriptSessions
 
 log = logging.getLogger(__name__)
-
-# "guarded": halo's own reply for a child's turn the guardrails stopped (escalation, deflection)
-ReplyKind = Literal["model", "command", "denied", "silent", "kept", "no_model", "provider_error", "guarded"]
-DeltaCallback = Callable[[str], Awaitable[None]]
-ModelStartCallback = Callable[[], Awaitable[None]]
-AfterTurnHook = Callable[[Turn, "Reply"], Awaitable[None]]
-# answers made in code before the model is asked (status questions in work channels); None: not mine
-Answerer = Callable[[Turn, ModelStartCallback | None], Awaitable[str | None]]
 
 TOOL_STEPS = ToolSteps()
 PROVIDER_DOWN = "I can't reach my language model right now — your message is saved."
@@ -79,17 +70,6 @@ NO_MODEL = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """What the adapter should do: send `text`, or stay silent when it is None."""
-
-    text: str | None
-    scope_id: str
-    kind: ReplyKind
-    decision: Decision | None = None
-    route: Route | None = None  # the level it was answered at, and why (halo/routing)
-
-
 class Gateway:
     """Runs each message through policy, transcript, command or model; given exactly the parts
     a turn uses (the composition root, halo/runtime/app.py, builds them)."""
@@ -97,9 +77,7 @@ class Gateway:
     def __init__(
         self,
         *,
-        policy: PolicyEngine,
-        groups: GroupGuard,
-        pairing: Pairing,
+        admission: Admission,
         safety: SafetyGate,
         commands: CommandRegistry,
         transcripts: TranscriptStore,
@@ -116,9 +94,7 @@ class Gateway:
         locks: ScopeLocks | None = None,
         router: Router | None = None,
     ) -> None:
-        self.policy = policy
-        self.groups = groups
-        self.pairing = pairing
+        self.admission = admission  # the group guard's view, the turn, the policy's converse decision
         self.safety = safety
         self.commands = commands
         self.transcripts = transcripts
@@ -151,12 +127,12 @@ class Gateway:
         """`on_delta` receives streamed reply text; `on_model_start` is awaited just before the
         model is asked (an adapter shows "typing…" from then on)."""
         async with self.locks.of(envelope.scope.id):
-            envelope = await self.groups.current(envelope)
+            envelope = await self.admission.current(envelope)
             resend = await self.resends.check(envelope)  # sent again after a crash: never recorded twice
             if resend.kind == "answered":
                 return Reply(None, envelope.scope.id, "silent")
             recorded = resend.kind == "open"
-            return await self._handle(self._turn(resend.envelope), on_delta, on_model_start, recorded=recorded)
+            return await self._handle(self.admission.turn(resend.envelope), on_delta, on_model_start, recorded=recorded)
 
     async def answer_again(self, envelope: Envelope) -> Reply:
         """Answer a message already in the transcript that a crash left unanswered: the same turn,
@@ -165,12 +141,9 @@ class Gateway:
         async with self.locks.of(envelope.scope.id):
             if not await self.resends.still_open(envelope):
                 return Reply(None, envelope.scope.id, "silent")
-            envelope = await self.groups.current(envelope)
+            envelope = await self.admission.current(envelope)
             await self.resends.take_up(envelope)
-            return await self._handle(self._turn(envelope), None, None, recorded=True)
-
-    def _turn(self, envelope: Envelope) -> Turn:
-        return Turn(envelope, self.policy, tool_budget=self.llm.max_tool_calls)
+            return await self._handle(self.admission.turn(envelope), None, None, recorded=True)
 
     async def _handle(
         self,
@@ -193,9 +166,9 @@ class Gateway:
         recorded: bool = False,
     ) -> Reply:
         env = turn.envelope
-        decision = turn.decide("converse")
-        if not decision.allowed:
-            return await self._denied(turn, decision)
+        decision, refused = await self.admission.admit(turn)  # the policy: may this speaker converse here?
+        if refused is not None:
+            return refused
         refusal: str | None = None
         if not recorded:  # what came with it becomes input here, before safety, memory and the model see it
             taken = await self.intake.take_in(turn)
@@ -304,20 +277,6 @@ class Gateway:
             if text is not None:
                 return text
         return None
-
-    async def _denied(self, turn: Turn, decision: Decision) -> Reply:
-        env = turn.envelope
-        if env.speaker.member is None and env.scope.type == "dm":
-            # A stranger: one pairing reply at most, and the message goes nowhere else.
-            text = await self.pairing.on_stranger(env.platform, env.speaker)
-            return Reply(text, env.scope.id, "denied" if text else "silent", decision)
-        if env.scope.type == "dm" or env.platform in ("web", "cli"):
-            return Reply(f"Sorry, I can't do that here: {decision.reason}", env.scope.id, "denied", decision)
-        if self.groups.guards(env.scope):
-            text = await self.groups.on_denied(turn, self.commands)
-            if text is not None:
-                return Reply(text, env.scope.id, "command", decision)
-        return Reply(None, env.scope.id, "silent", decision)  # groups: silence, the audit log has it
 
     async def _record(
         self, turn: Turn, role: Literal["user", "assistant", "event"], text: str, **fields: str | bool | None

@@ -42,6 +42,7 @@ from halo.media.images import build_photo_reader
 from halo.media.voice import build_transcriber
 from halo.outbound.db import HaloDB
 from halo.outbound.delivery import Delivery
+from halo.pipeline.admission import Admission
 from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.gateway import Answerer, Gateway, Reply
 from halo.pipeline.inbound import GatewayInbound
@@ -246,9 +247,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     ]
     scope_locks = ScopeLocks()  # one turn at a time per scope; catch-up and admin scope work wait too
     gateway = Gateway(
-        policy=policy,
-        groups=groups,
-        pairing=pairing,
+        admission=Admission(policy, groups, pairing, commands, tool_budget=settings.llm.max_tool_calls),
         safety=safety,
         commands=commands,
         transcripts=transcripts,
