@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from agents import (
     Agent,
@@ -39,13 +37,13 @@ from halo.pipeline.reply import AfterTurnHook, Answerer, DeltaCallback, ModelSta
 from halo.pipeline.resends import Resends
 from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn_agents import TurnAgents
+from halo.pipeline.turn_log import TurnLog
 from halo.routing.levels import Level, Route
 from halo.routing.router import small_reply
 from halo.usage.budget import SPENT_REPLY
 from halo.usage.meter import attributed
 from memory.redact import redact
 from policy import Decision
-from transcripts import TranscriptLine
 from transcripts.text import clean_text
 
 if TYPE_CHECKING:
@@ -55,7 +53,7 @@ if TYPE_CHECKING:
     from halo.routing.router import Router
     from halo.safety.gate import SafetyGate
     from memory.service import MemoryService
-    from transcripts import AuditLog, TranscriptStore
+    from transcripts import AuditLog
     from transcripts.session import TranscriptSessions
 
 log = logging.getLogger(__name__)
@@ -80,7 +78,7 @@ class Gateway:
         admission: Admission,
         safety: SafetyGate,
         commands: CommandRegistry,
-        transcripts: TranscriptStore,
+        turn_log: TurnLog,
         sessions: TranscriptSessions,
         memory: MemoryService,
         delivery: Delivery,
@@ -97,7 +95,7 @@ class Gateway:
         self.admission = admission  # the group guard's view, the turn, the policy's converse decision
         self.safety = safety
         self.commands = commands
-        self.transcripts = transcripts
+        self.turn_log = turn_log  # the message's transcript line, and the line that closes it
         self.sessions = sessions
         self.memory = memory
         self.delivery = delivery
@@ -173,19 +171,10 @@ class Gateway:
         if not recorded:  # what came with it becomes input here, before safety, memory and the model see it
             taken = await self.intake.take_in(turn)
             turn, refusal, env = taken.turn, taken.refusal, taken.turn.envelope
-            seen_as = model_input(turn)  # the model's view, when it differs (who said it, in a group)
-            await self._record(
-                turn,
-                "user",
-                taken.line_text,
-                model_input=seen_as if seen_as != env.text else None,
-                unaddressed=None if env.addressed else True,  # kept, not to be answered (even after a crash)
-                message_id=env.platform_message_id,
-                **taken.marks,
-            )
+            await self.turn_log.message(taken)  # accepted: nothing after this may lose it
         if refusal is not None:  # said plainly, answered in code: no model turn on what it could not take in
             reply = Reply(refusal, env.scope.id, "command", decision)
-            await self._record(turn, "assistant", refusal, reply="command", answers=env.id)
+            await self.turn_log.close(turn, reply)
             self._after(turn, reply)
             return reply
         if not env.addressed:  # kept, not answered: the line is in the scope's history all the same
@@ -207,20 +196,7 @@ class Gateway:
         if safety is not None:
             await safety.settle(turn)
 
-        # `answers`: the message this line closes; a message without one was cut off by a crash
-        level = reply.route.marks() if reply.route is not None else {}  # the level, on the line and in the log
-        if reply.route is not None:
-            self.audit.write("route", scope_id=env.scope.id, reply=reply.kind, **level)
-        if reply.kind == "provider_error":
-            await self._record(
-                turn, "event", "model unavailable: the message was kept, no reply was made", answers=env.id, **level
-            )
-        elif reply.kind == "silent" or _budget_spent(reply):  # no answer needed (L0), or no model left
-            what = "no reply needed" if reply.kind == "silent" else "the model budget is spent: the message was kept"
-            await self._record(turn, "event", what, answers=env.id, **level)
-        else:  # the reply line is what the model's history keeps of this turn (unless it is a command's)
-            await self._record(turn, "assistant", reply.text or "", reply=reply.kind, answers=env.id, **level)
-        await self.sessions.settle(env.scope.id)
+        await self.turn_log.close(turn, reply)
         self._after(turn, reply)
         return reply
 
@@ -277,25 +253,6 @@ class Gateway:
             if text is not None:
                 return text
         return None
-
-    async def _record(
-        self, turn: Turn, role: Literal["user", "assistant", "event"], text: str, **fields: str | bool | None
-    ) -> int:
-        """Append a transcript line; `fields` (`model_input`, `reply`) are what the session reads."""
-        env = turn.envelope
-        target = env.target_member
-        line = TranscriptLine(
-            id=env.id if role == "user" else uuid.uuid4().hex,
-            ts=env.ts if role == "user" else datetime.now(UTC),
-            scope_id=env.scope.id,
-            role=role,
-            text=text,
-            speaker=env.speaker.label if role == "user" else "halo",
-            target=target.id if target else None,
-            platform=env.platform,
-            extra={k: v for k, v in fields.items() if v is not None},
-        )
-        return await self.transcripts.append(line)
 
     async def _run_agent(self, turn: Turn, on_delta: DeltaCallback | None, decision: Decision, route: Route) -> Reply:
         env = turn.envelope
@@ -397,11 +354,6 @@ class Gateway:
             await asyncio.gather(*list(self._background), return_exceptions=True)
         await self.memory.flush_log()
         await self.delivery.drain()
-
-
-def _budget_spent(reply: Reply) -> bool:
-    """No model answered because the budget left none (the message stays in the model's history)."""
-    return reply.kind == "no_model" and reply.route is not None and reply.route.capped
 
 
 def _describe_error(exc: BaseException) -> str:

@@ -50,6 +50,7 @@ from halo.pipeline.intake import Intake
 from halo.pipeline.missed import MissedMessages
 from halo.pipeline.resends import Resends
 from halo.pipeline.turn_agents import TurnAgents
+from halo.pipeline.turn_log import TurnLog
 from halo.port import Adapter, PresenceCheck
 from halo.reminders.commands import reminder_commands
 from halo.reminders.firing import ReminderScheduler
@@ -250,7 +251,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         admission=Admission(policy, groups, pairing, commands, tool_budget=settings.llm.max_tool_calls),
         safety=safety,
         commands=commands,
-        transcripts=transcripts,
+        turn_log=TurnLog(transcripts, sessions, audit),
         sessions=sessions,
         memory=memory,
         delivery=delivery,
