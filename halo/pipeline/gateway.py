@@ -32,8 +32,9 @@ from halo.core.scope_locks import ScopeLocks
 from halo.core.turn import Turn
 from halo.media.images import MODEL_CANNOT_SEE
 from halo.pipeline.admission import Admission
+from halo.pipeline.after_turn import AfterTurn
 from halo.pipeline.intake import Intake, model_input
-from halo.pipeline.reply import AfterTurnHook, Answerer, DeltaCallback, ModelStartCallback, Reply
+from halo.pipeline.reply import Answerer, DeltaCallback, ModelStartCallback, Reply
 from halo.pipeline.resends import Resends
 from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn_agents import TurnAgents
@@ -49,7 +50,6 @@ from transcripts.text import clean_text
 if TYPE_CHECKING:
     from config.settings import LLMSettings
     from halo.commands.builtin import CommandRegistry
-    from halo.outbound.delivery import Delivery
     from halo.routing.router import Router
     from halo.safety.gate import SafetyGate
     from memory.service import MemoryService
@@ -81,13 +81,12 @@ class Gateway:
         turn_log: TurnLog,
         sessions: TranscriptSessions,
         memory: MemoryService,
-        delivery: Delivery,
         audit: AuditLog,
         llm: LLMSettings,
         agents: TurnAgents,
         intake: Intake,
         answerers: Sequence[Answerer] = (),
-        after_turn: Sequence[AfterTurnHook] = (),
+        after_turn: AfterTurn,
         resends: Resends,
         locks: ScopeLocks | None = None,
         router: Router | None = None,
@@ -98,23 +97,21 @@ class Gateway:
         self.turn_log = turn_log  # the message's transcript line, and the line that closes it
         self.sessions = sessions
         self.memory = memory
-        self.delivery = delivery
         self.audit = audit
         self.llm = llm
-        self.after_turn = list(after_turn)  # after each turn, in the background (memory, the index)
+        self.after_turn = after_turn  # distillation, the index, usage: in the background
         self.agents = agents
         self.intake = intake  # voice notes heard, photos shown, documents read (halo/media)
         self.answerers = list(answerers)  # asked in order before the model; the first answer wins
         self.resends = resends  # a message the chat app sent again after a crash
         self.locks = locks or ScopeLocks()  # shared with the catch-up and the admin API's scope work
         self.router = router  # which model level answers; None: always llm.model
-        self._background: set[asyncio.Task[None]] = set()
         self.run_config = RunConfig(tracing_disabled=not llm.tracing)  # built once: it reads the environment
 
     @property
     def background_tasks(self) -> int:
         """After-turn work not finished yet (a queue depth for /status)."""
-        return len(self._background)
+        return self.after_turn.pending
 
     async def handle(
         self,
@@ -175,12 +172,12 @@ class Gateway:
         if refusal is not None:  # said plainly, answered in code: no model turn on what it could not take in
             reply = Reply(refusal, env.scope.id, "command", decision)
             await self.turn_log.close(turn, reply)
-            self._after(turn, reply)
+            self.after_turn.start(turn, reply)
             return reply
         if not env.addressed:  # kept, not answered: the line is in the scope's history all the same
             await self.safety.watch(turn)  # a child's cry for help still reaches the parents
             reply = Reply(None, env.scope.id, "kept", decision)
-            self._after(turn, reply)
+            self.after_turn.start(turn, reply)
             return reply
 
         # the child guardrails: only a child's turn, or the family group with children, pays for them
@@ -197,7 +194,7 @@ class Gateway:
             await safety.settle(turn)
 
         await self.turn_log.close(turn, reply)
-        self._after(turn, reply)
+        self.after_turn.start(turn, reply)
         return reply
 
     async def _answer(
@@ -335,25 +332,9 @@ class Gateway:
                 await on_delta(clean_text(event.data.delta))
         return result
 
-    def _after(self, turn: Turn, reply: Reply) -> None:
-        """After-reply work (distillation, indexing, compaction) never delays the reply."""
-        for hook in self.after_turn:
-            task = asyncio.create_task(self._run_hook(hook, turn, reply))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-
-    async def _run_hook(self, hook: AfterTurnHook, turn: Turn, reply: Reply) -> None:
-        try:
-            await hook(turn, reply)
-        except Exception:
-            log.exception("after-turn hook %s failed for %s", getattr(hook, "__name__", hook), turn.scope.id)
-
     async def drain(self) -> None:
         """Wait for after-turn work and deliveries in flight (on shutdown, and in tests)."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
-        await self.memory.flush_log()
-        await self.delivery.drain()
+        await self.after_turn.drain()
 
 
 def _describe_error(exc: BaseException) -> str:

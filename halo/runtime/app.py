@@ -43,6 +43,7 @@ from halo.media.voice import build_transcriber
 from halo.outbound.db import HaloDB
 from halo.outbound.delivery import Delivery
 from halo.pipeline.admission import Admission
+from halo.pipeline.after_turn import AfterTurn
 from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.gateway import Answerer, Gateway, Reply
 from halo.pipeline.inbound import GatewayInbound
@@ -254,7 +255,6 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         turn_log=TurnLog(transcripts, sessions, audit),
         sessions=sessions,
         memory=memory,
-        delivery=delivery,
         audit=audit,
         llm=settings.llm,
         agents=agents,
@@ -263,14 +263,18 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         answerers=answerers,
         resends=Resends(transcripts, sessions),
         locks=scope_locks,
-        after_turn=[
-            partial(
-                _keep_session_in_budget, sessions, levels.metered(levels.main, "distillation"), settings.llm.tracing
-            ),
-            memory_after_turn(memory),
-            usage_after_turn(budget),
-            partial(_index_later, semantic),
-        ],
+        after_turn=AfterTurn(
+            [
+                partial(
+                    _keep_session_in_budget, sessions, levels.metered(levels.main, "distillation"), settings.llm.tracing
+                ),
+                memory_after_turn(memory),
+                usage_after_turn(budget),
+                partial(_index_later, semantic),
+            ],
+            memory,
+            delivery,
+        ),
     )
     admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
     inbound = GatewayInbound(gateway, groups, commands, family.current, delivery, admin_token)
