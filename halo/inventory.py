@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from halo.pipeline.gateway import Gateway
     from halo.pipeline.inbound import GatewayInbound
     from halo.pipeline.missed import CatchUp, MissedMessages
+    from halo.pipeline.turn_agents import TurnAgents
     from halo.port import Adapter
     from halo.reminders.firing import ReminderScheduler
     from halo.reminders.service import Reminders
@@ -90,6 +91,7 @@ class Halo:
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
+    agents: TurnAgents  # the agent a turn runs, and the tools it is offered (GET /policy/status)
     gateway: Gateway
     scope_locks: ScopeLocks  # the gateway's, the catch-up's and the admin API's (clear, purge)
     inbound: GatewayInbound

@@ -44,11 +44,14 @@ from halo.outbound.db import HaloDB
 from halo.outbound.delivery import Delivery
 from halo.pipeline.admission import Admission
 from halo.pipeline.after_turn import AfterTurn
+from halo.pipeline.code_answers import CodeAnswers
 from halo.pipeline.compaction import compact_if_needed
-from halo.pipeline.gateway import Answerer, Gateway, Reply
+from halo.pipeline.gateway import Gateway
 from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.intake import Intake
 from halo.pipeline.missed import MissedMessages
+from halo.pipeline.model_run import ModelRun
+from halo.pipeline.reply import Answerer, Reply
 from halo.pipeline.resends import Resends
 from halo.pipeline.turn_agents import TurnAgents
 from halo.pipeline.turn_log import TurnLog
@@ -249,20 +252,15 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     ]
     scope_locks = ScopeLocks()  # one turn at a time per scope; catch-up and admin scope work wait too
     gateway = Gateway(
-        admission=Admission(policy, groups, pairing, commands, tool_budget=settings.llm.max_tool_calls),
-        safety=safety,
-        commands=commands,
-        turn_log=TurnLog(transcripts, sessions, audit),
-        sessions=sessions,
-        memory=memory,
-        audit=audit,
-        llm=settings.llm,
-        agents=agents,
-        intake=Intake(build_transcriber(settings.llm), build_photo_reader(settings.llm), documents),
-        router=router,
-        answerers=answerers,
-        resends=Resends(transcripts, sessions),
         locks=scope_locks,
+        resends=Resends(transcripts, sessions),
+        admission=Admission(policy, groups, pairing, commands, tool_budget=settings.llm.max_tool_calls),
+        intake=Intake(build_transcriber(settings.llm), build_photo_reader(settings.llm), documents),
+        turn_log=TurnLog(transcripts, sessions, audit),
+        safety=safety,
+        code_answers=CodeAnswers(commands, answerers),
+        router=router,
+        model_run=ModelRun(agents, sessions, safety, memory, audit, settings.llm),
         after_turn=AfterTurn(
             [
                 partial(
@@ -339,6 +337,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         model=main_model,
         model_settings=settings_for_model,
         tools=tools,
+        agents=agents,
         gateway=gateway,
         scope_locks=scope_locks,
         inbound=inbound,
