@@ -133,7 +133,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     services = halo
     paths = settings.paths
     pending = len(await services.pairing.list_pending())
-    model_health = halo.gateway.model_health
+    model_health = halo.model_health
     snapshot: dict[str, Any] = {
         "ok": True,
         "version": VERSION,

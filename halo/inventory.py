@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from halo.pipeline.gateway import Gateway
     from halo.pipeline.inbound import GatewayInbound
     from halo.pipeline.missed import CatchUp, MissedMessages
+    from halo.pipeline.model_health import ModelHealth
+    from halo.pipeline.turn_agents import TurnAgents
     from halo.port import Adapter
     from halo.reminders.firing import ReminderScheduler
     from halo.reminders.service import Reminders
@@ -90,8 +92,10 @@ class Halo:
     model: Model | None
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     tools: list[Tool] = field(default_factory=list)
+    agents: TurnAgents  # the agent a turn runs, and the tools it is offered (GET /policy/status)
     gateway: Gateway
     scope_locks: ScopeLocks  # the gateway's, the catch-up's and the admin API's (clear, purge)
+    model_health: ModelHealth  # the last model failure until a call succeeds (/status)
     inbound: GatewayInbound
     # outbound and what sends through it
     delivery: Delivery

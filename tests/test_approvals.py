@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from halo.inventory import Halo
-from halo.pipeline.gateway import MUDDLED
+from halo.pipeline.model_run import MUDDLED
 from tests.fakes.llm_server import FakeOpenAI, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from halo.pipeline.gateway import PROVIDER_DOWN
+from halo.pipeline.model_run import PROVIDER_DOWN
 from tests.conftest import free_port
 from tests.fakes.llm_server import GARBAGE, HANG_SECONDS, FakeOpenAI, Reply
 from transcripts import TranscriptStore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from halo.pipeline.gateway import PROVIDER_DOWN
+from halo.pipeline.model_run import PROVIDER_DOWN
 from tests.conftest import OWNER_AUTH, free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from transcripts import TranscriptStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.settings import LLMSettings
-from halo.pipeline.gateway import PROVIDER_DOWN
+from halo.pipeline.model_run import PROVIDER_DOWN
 from halo.runtime.providers import ProviderConfigError, build_model
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.llm_server import FakeOpenAI

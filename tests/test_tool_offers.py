@@ -73,7 +73,7 @@ def test_no_tool_reaches_anyone_the_policy_does_not_allow(tmp_path_factory, shap
                 scope = resolve_scope(family, scope_id)
                 envelope = Envelope(scope_id.split(":")[0], scope, Speaker(member.id, member), "?")  # type: ignore[arg-type]
                 turn = Turn(envelope, halo.policy)
-                offered = halo.gateway.agents.offered_tools(turn)
+                offered = halo.agents.offered_tools(turn)
                 classes = {tool_class(tool) for tool in offered}
                 where = (
                     f"{member.id} ({member.role}, {member.age_group}) in {scope_id}: {sorted(t.name for t in offered)}"

@@ -92,7 +92,7 @@ def tools_offered(halo: Halo, scope: Scope) -> dict[str, list[str]]:
         envelope = Envelope(cast(Platform, scope.platform), scope, Speaker(member.id, member), "")
         turn = Turn(envelope, policy)
         if turn.decide("converse", audit=False).allowed:
-            offered[member.id] = [tool.name for tool in halo.gateway.agents.offered_tools(turn)]
+            offered[member.id] = [tool.name for tool in halo.agents.offered_tools(turn)]
     return offered
 
 

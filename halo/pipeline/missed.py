@@ -34,8 +34,9 @@ from config.family import Family, Member
 from halo.core.envelope import Envelope, Speaker
 from halo.core.scopes import UnknownScopeError, resolve_scope
 from halo.outbound.delivery import Delivery
-from halo.pipeline.gateway import OPEN_MESSAGE_TAIL, Gateway, open_message
+from halo.pipeline.gateway import Gateway
 from halo.pipeline.inbound import GatewayInbound
+from halo.pipeline.resends import OPEN_MESSAGE_TAIL, open_message
 from transcripts import AuditLog, TranscriptLine, TranscriptReader, TranscriptStore
 
 log = logging.getLogger(__name__)

@@ -42,11 +42,20 @@ from halo.media.images import build_photo_reader
 from halo.media.voice import build_transcriber
 from halo.outbound.db import HaloDB
 from halo.outbound.delivery import Delivery
+from halo.pipeline.admission import Admission
+from halo.pipeline.after_turn import AfterTurn
+from halo.pipeline.code_answers import CodeAnswers
 from halo.pipeline.compaction import compact_if_needed
-from halo.pipeline.gateway import Answerer, Gateway, Reply
+from halo.pipeline.gateway import Gateway
 from halo.pipeline.inbound import GatewayInbound
+from halo.pipeline.intake import Intake
 from halo.pipeline.missed import MissedMessages
+from halo.pipeline.model_health import ModelHealth
+from halo.pipeline.model_run import ModelRun
+from halo.pipeline.reply import Answerer, Reply
+from halo.pipeline.resends import Resends
 from halo.pipeline.turn_agents import TurnAgents
+from halo.pipeline.turn_log import TurnLog
 from halo.pipeline.unconfigured import UnconfiguredChats
 from halo.port import Adapter, PresenceCheck
 from halo.reminders.commands import reminder_commands
@@ -243,34 +252,30 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         ),
         approvals.answer,  # a parent's yes or no
     ]
+    model_health = ModelHealth()  # the last model failure until a call succeeds (/status)
     scope_locks = ScopeLocks()  # one turn at a time per scope; catch-up and admin scope work wait too
     gateway = Gateway(
-        policy=policy,
-        groups=groups,
-        pairing=pairing,
-        safety=safety,
-        commands=commands,
-        transcripts=transcripts,
-        sessions=sessions,
-        memory=memory,
-        delivery=delivery,
-        audit=audit,
-        llm=settings.llm,
-        agents=agents,
-        transcriber=build_transcriber(settings.llm),
-        photos=build_photo_reader(settings.llm),
-        documents=documents,
-        router=router,
-        answerers=answerers,
         locks=scope_locks,
-        after_turn=[
-            partial(
-                _keep_session_in_budget, sessions, levels.metered(levels.main, "distillation"), settings.llm.tracing
-            ),
-            memory_after_turn(memory),
-            usage_after_turn(budget),
-            partial(_index_later, semantic),
-        ],
+        resends=Resends(transcripts, sessions),
+        admission=Admission(policy, groups, pairing, commands, tool_budget=settings.llm.max_tool_calls),
+        intake=Intake(build_transcriber(settings.llm), build_photo_reader(settings.llm), documents),
+        turn_log=TurnLog(transcripts, sessions, audit),
+        safety=safety,
+        code_answers=CodeAnswers(commands, answerers),
+        router=router,
+        model_run=ModelRun(agents, sessions, safety, memory, audit, settings.llm, model_health),
+        after_turn=AfterTurn(
+            [
+                partial(
+                    _keep_session_in_budget, sessions, levels.metered(levels.main, "distillation"), settings.llm.tracing
+                ),
+                memory_after_turn(memory),
+                usage_after_turn(budget),
+                partial(_index_later, semantic),
+            ],
+            memory,
+            delivery,
+        ),
     )
     admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
     unconfigured = UnconfiguredChats(db, delivery)
@@ -336,8 +341,10 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         model=main_model,
         model_settings=settings_for_model,
         tools=tools,
+        agents=agents,
         gateway=gateway,
         scope_locks=scope_locks,
+        model_health=model_health,
         inbound=inbound,
         delivery=delivery,
         notifier=notifier,

@@ -13,7 +13,7 @@ from agents import Model
 from config.settings import Settings
 from halo.core.scopes import UnknownScopeError, resolve_scope
 from halo.core.turn import Turn
-from halo.pipeline.gateway import AfterTurnHook, Reply
+from halo.pipeline.reply import AfterTurnHook, Reply
 from memory.extraction.extract import ModelChunkExtractor, ModelExtraction
 from memory.scope_files import ScopeFiles, ScopeInfo
 from memory.service import LogEntry, MemoryService

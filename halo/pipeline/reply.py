@@ -1,0 +1,32 @@
+"""What a turn ends in, `Reply`, and the callbacks a turn's steps share."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from halo.core.turn import Turn
+from halo.routing.levels import Route
+from policy import Decision
+
+# "guarded": halo's own reply for a child's turn the guardrails stopped (escalation, deflection)
+ReplyKind = Literal["model", "command", "denied", "silent", "kept", "no_model", "provider_error", "guarded"]
+DeltaCallback = Callable[[str], Awaitable[None]]
+ModelStartCallback = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What the adapter should do: send `text`, or stay silent when it is None."""
+
+    text: str | None
+    scope_id: str
+    kind: ReplyKind
+    decision: Decision | None = None
+    route: Route | None = None  # the level it was answered at, and why (halo/routing)
+
+
+AfterTurnHook = Callable[[Turn, Reply], Awaitable[None]]
+# answers made in code before the model is asked (status questions in work channels); None: not mine
+Answerer = Callable[[Turn, ModelStartCallback | None], Awaitable[str | None]]
