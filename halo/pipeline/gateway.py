@@ -36,7 +36,7 @@ from halo.media.images import MODEL_CANNOT_SEE, NO_VISION, CannotSee, PhotoReade
 from halo.media.voice import NOT_SET_UP, CannotHear, Transcriber
 from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn_agents import TurnAgents
-from halo.routing.levels import Level, Route
+from halo.routing.levels import Level, Route, route_of_answer
 from halo.routing.router import small_reply
 from halo.usage.budget import SPENT_REPLY
 from halo.usage.meter import attributed
@@ -342,9 +342,7 @@ class Gateway:
         if stopped is not None:
             reply = Reply(stopped, env.scope.id, "guarded", decision)
         elif command_reply is not None:
-            reply = Reply(
-                command_reply, env.scope.id, "command", decision, Route(Level.L0, "a command or code answers")
-            )
+            reply = Reply(command_reply, env.scope.id, "command", decision, route_of_answer(command_reply))
         elif self.agents.model is None:
             noted = (
                 "Noted — I'll keep that in this chat's memory (/memory shows it). "

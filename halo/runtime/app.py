@@ -235,7 +235,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         StatusAnswers(
             tasks,
             paths,
-            model=levels.metered(levels.main, "status"),
+            model=levels.metered(levels.main, "status", Level.L2),
             model_settings=settings_for_model,
             tracing=settings.llm.tracing,
             deadline_seconds=settings.llm.timeout_seconds,
