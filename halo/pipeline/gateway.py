@@ -138,7 +138,7 @@ class Gateway:
         self.locks = locks or ScopeLocks()  # shared with the catch-up and the admin API's scope work
         self.router = router  # which model level answers; None: always llm.model
         self._background: set[asyncio.Task[None]] = set()
-        self.run_config = RunConfig(tracing_disabled=not llm.tracing)  # built once: it reads the environment
+        self.run_config = RunConfig(tracing_disabled=not llm.tracing, call_model_input_filter=agents.model_input)
         self._seen_since_start: set[str] = set()  # scopes whose transcript end was checked for an open message
 
     @property
