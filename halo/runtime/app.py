@@ -122,7 +122,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     memory = build_memory(settings, policy, transcripts, extraction_model)
     semantic = build_semantic(settings)
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
-    graph = build_graph(settings, memory, semantic, levels.meter)  # ingests scopes when they go quiet
+    graph = build_graph(settings, memory, semantic, levels.sink("graph"))  # ingests scopes when they go quiet
     recall = Recall(semantic, audit)
     graph_recall = GraphRecall(graph, audit)
     memory_actions = MemoryActions(memory, audit)
@@ -256,7 +256,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         audit=audit,
         llm=settings.llm,
         agents=agents,
-        transcriber=build_transcriber(settings.llm),
+        transcriber=build_transcriber(settings.llm, levels.sink("transcription")),
         photos=build_photo_reader(settings.llm),
         documents=documents,
         router=router,

@@ -198,7 +198,9 @@ class GraphStore:
             username=parsed.username,
             password=parsed.password,
         )
-        self._http = httpx.AsyncClient(timeout=endpoint.timeout_seconds, event_hooks={"response": [_usage_counter(endpoint.model, on_usage)]})
+        self._http = httpx.AsyncClient(
+            timeout=endpoint.timeout_seconds, event_hooks={"response": [_usage_counter(endpoint.model, on_usage)]}
+        )
         openai = AsyncOpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or "unused",

@@ -362,6 +362,8 @@ class FakeOpenAI(ScriptedModelServer):
         self.embedding_dim = embedding_dim
         self.transcripts: list[str] = []  # what /v1/audio/transcriptions answers, in order
         self.audio: list[tuple[str, str, bytes]] = []  # (model, file name, bytes) of each transcription asked
+        # what a transcription reports as `usage`: None as whisper-1's duration, tokens as gpt-4o-transcribe's
+        self.transcription_usage: JSON | None = None
         self.sees_images = True  # False: a text-only model, which refuses image input with a 400
 
     @staticmethod
@@ -556,7 +558,10 @@ class FakeOpenAI(ScriptedModelServer):
         self.requests.append(RecordedRequest("POST", request.path, dict(request.headers), {"model": form["model"]}))
         if not self.transcripts:
             return web.json_response(self._error_body(500, "no transcript scripted"), status=500)
-        return web.json_response({"text": self.transcripts.pop(0)})
+        answer: JSON = {"text": self.transcripts.pop(0)}
+        if self.transcription_usage is not None:
+            answer["usage"] = self.transcription_usage
+        return web.json_response(answer)
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         body = await self._record(request)
