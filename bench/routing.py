@@ -3,7 +3,8 @@
 The corpus (tests/data/routing_corpus.jsonl, 200+ messages: acknowledgements, greetings,
 commands, small talk, logistics, homework, planning, documents, work status, memory) runs
 twice through `build_halo` against the stand-in model server (tests/fakes/llm_server.py,
-which reports usage: one token a word): once with routing on (L0 no model, L1
+which reports usage: one token a word, tool schemas included, with a simulated prefix cache
+per model): once with routing on (L0 no model, L1
 llm.cheap_model, L2 llm.model, L3 llm.strong_model), once with routing off, everything to
 llm.model — the baseline, measured in the same run. Each message's level is the model its
 reply went to. Costs use halo's default prices for the models named (gpt-4.1-nano, -mini,
@@ -12,6 +13,10 @@ classifier, status answers, memory extraction).
 
 The stand-in answers the triage "L2" (what halo does when it cannot tell): the savings here
 are the rules' own; a real cheap model placing the messages the rules leave would add to them.
+
+The ceiling line says what the rules could save at most: what the routed run (L3 on llm.model)
+spends on the L2/L3-labelled messages, set against the baseline. On this corpus that share is
+near half, so ">= 60 %" cannot hold for it whatever L0/L1 save; a pricier L3 model lowers it.
 
 Goals (issue 25): >= 60 % of the all-llm.model cost saved; no message labelled L2/L3
 answered at L0/L1; every acknowledgement answered at L0.
@@ -54,6 +59,7 @@ def triage_says_l2(body: dict[str, Any]) -> str | None:
 @dataclass
 class Run:
     levels: list[Level] = field(default_factory=list)  # per corpus message: the model its reply went to
+    costs: list[float] = field(default_factory=list)  # per corpus message: what it cost, every purpose
     usd: float = 0.0
     input_tokens: int = 0
     cached_tokens: int = 0
@@ -87,8 +93,15 @@ memory:
         halo = build_halo(load_settings(home))
         level_of = {models["cheap"]: Level.L1, models["model"]: Level.L2, models["strong"]: Level.L3}
         run = Run()
+        prices = Prices(halo.settings.llm.prices)
+
+        async def spent() -> float:
+            report = await usage_report(UsageStore(halo.db), prices, "2000-01-01", "2999-12-31", "purpose")
+            return float(sum(row["usd"] for row in report["rows"]))
+
         try:
             for message in corpus:
+                usd_before = await spent()
                 before = len(fake.requests)
                 await halo.gateway.handle(corpus_envelope(halo.family, message))
                 await halo.gateway.drain()
@@ -96,6 +109,7 @@ memory:
                     r for r in fake.requests[before:] if r.path in fake.MODEL_PATHS and not r.intercepted
                 ]  # the triage and the child classifier are intercepted; status answers are not
                 run.levels.append(max((level_of[r.json["model"]] for r in replies), default=Level.L0))
+                run.costs.append(await spent() - usd_before)
             report = await usage_report(
                 UsageStore(halo.db), Prices(halo.settings.llm.prices), "2000-01-01", "2999-12-31", "purpose"
             )
@@ -131,6 +145,7 @@ async def main() -> int:
     async with FakeOpenAI(default_reply=REPLY) as fake:
         fake.interceptors += [low_risk_classifier, triage_says_l2]
         fake.prefix_cache = True  # each model's prefix cache, simulated (tests/fakes/llm_server.py)
+        fake.bill_tool_schemas = True  # a provider bills the tool schemas it is sent, as input
         baseline = await run_corpus(corpus, fake, models, routed=False)
         fake._seen_prompts.clear()  # each run starts with a cold cache
         routed = await run_corpus(corpus, fake, models, routed=True)
@@ -153,6 +168,14 @@ async def main() -> int:
         f"routed {routed.cached_tokens / routed.input_tokens:.1%} (a cache is per model: switching levels loses it)"
     )
     print(f"  saved with L3 on llm.model: {1 - no_strong.usd / baseline.usd:.1%}")
+    # the most these rules could save: what the routed run (L3 on llm.model) spent on the messages
+    # labelled L2/L3 stays; everything spent on L0/L1-labelled messages goes
+    needs_model = sum(c for m, c in zip(corpus, no_strong.costs, strict=True) if m.level >= Level.L2)
+    print(
+        f"  ceiling: routed with L3 on llm.model, the {sum(m.level >= Level.L2 for m in corpus)} L2/L3-labelled "
+        f"messages of {total} cost ${needs_model:.4f} = {needs_model / baseline.usd:.1%} of the baseline; with every "
+        f"other message free, at most {1 - needs_model / baseline.usd:.1%} is saved (a pricier L3 only lowers that)"
+    )
     saved = 1 - routed.usd / baseline.usd if baseline.usd else 0.0
     too_low = [
         (m.text, m.level.name, got.name) for m, got in zip(corpus, routed.levels, strict=True) if m.level >= 2 > got

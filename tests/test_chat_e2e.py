@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from halo.pipeline.turn_agents import NOTE_HEADER
 from tests.conftest import llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from transcripts import TranscriptStore
@@ -132,6 +133,8 @@ async def test_the_model_sees_the_conversation_once_and_no_commands(fake_llm, se
     await running.chat("Where is the car?", token="mom-token")
     sent = fake_llm.model_requests[-1].json["messages"]
     said = [(m["role"], m["content"]) for m in sent if m["role"] in ("user", "assistant")]
+    note = said.pop(-2)  # halo's note for this turn (the time), just before the message: never history
+    assert note[0] == "user" and note[1].startswith(NOTE_HEADER)
     assert said == [
         ("user", "I parked the blue car outside."),
         ("assistant", "Hello from the fake model"),

@@ -1,6 +1,7 @@
-"""Prompt caching: the start of every request in a scope stays byte-identical from turn to turn
-(persona, memory, tool schemas), and what changes (the time, recall) comes after it, so a
-provider's prefix cache reuses it. The stand-in simulates that cache and halo records it."""
+"""Prompt caching: every request in a scope starts with the same bytes, turn after turn —
+instructions (persona, memory), tool schemas, then the history — and what changes (the time,
+recall) comes in a note just before the member's message. A provider's prefix cache then
+reuses the whole conversation so far; the stand-in simulates that cache and halo records it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from halo.core.envelope import Envelope, Speaker
 from halo.core.scopes import resolve_scope
 from halo.usage.store import UsageStore
-from tests.fakes.llm_server import FakeOpenAI
+from tests.fakes.llm_server import FakeOpenAI, count_tokens
 
 
 def mom_says(halo: Any, text: str, ts: datetime) -> Envelope:
@@ -25,18 +26,31 @@ async def test_two_turns_share_the_request_up_to_what_changes(halo: Any, fake_ll
     first = datetime(2025, 3, 3, 8, 15, tzinfo=UTC)
     await halo.gateway.handle(mom_says(halo, "When is soccer practice?", first))
     await halo.gateway.handle(mom_says(halo, "And swimming?", first + timedelta(minutes=47)))
+    await halo.gateway.handle(mom_says(halo, "And chess club?", first + timedelta(minutes=63)))
     await halo.gateway.drain()
 
-    one, two = (r.json for r in fake_llm.scripted_requests[-2:])
-    system_one, system_two = one["messages"][0]["content"], two["messages"][0]["content"]
-    assert system_one != system_two  # the time moved on ...
-    stable_one, _, now_one = system_one.partition("## Now\n")
-    stable_two, _, now_two = system_two.partition("## Now\n")
-    assert stable_one == stable_two and "## Persona" in stable_one  # ... only after the stable part
-    assert now_one.startswith("Monday 2025-03-03") and now_one != now_two
+    one, two, three = (r.json for r in fake_llm.scripted_requests[-3:])
+    assert one["messages"][0] == two["messages"][0] and "## Persona" in one["messages"][0]["content"]
+    assert "## Now" not in one["messages"][0]["content"]  # the time is not in the instructions ...
+    *_, note_one, asked_one = one["messages"]
+    *_, note_two, asked_two = two["messages"]
+    assert (note_one["role"], note_two["role"]) == ("user", "user")
+    assert "## Now\nMonday 2025-03-03 08:15" in note_one["content"]  # ... but in a note before the message
+    assert "## Now\nMonday 2025-03-03 09:02" in note_two["content"]
+    assert asked_one["content"].endswith("When is soccer practice?") and asked_two["content"].endswith("And swimming?")
+    # the second request repeats the first one's start up to the note: the note is never history
+    assert two["messages"][: len(one["messages"]) - 2] == one["messages"][:-2]
+    assert two["messages"][len(one["messages"]) - 2] == asked_one
     assert json.dumps(one["tools"]) == json.dumps(two["tools"])  # the tool schemas, byte for byte
 
-    # the stand-in's prefix cache saw the shared start; halo recorded it as cached input
+    # each request repeats the one before it up to that one's note (the whole conversation so
+    # far): the stand-in's prefix cache reused it, and halo recorded it as cached input
     rows = await UsageStore(halo.db).totals("2000-01-01", "2999-12-31", "purpose")
-    replies = [row for row in rows if row.key == "reply"]
-    assert replies and sum(row.cached_tokens for row in replies) > 0
+    [reply] = [row for row in rows if row.key == "reply"]
+    before_note = [
+        count_tokens(fake_llm.prompt_text(request).split(note["content"])[0])
+        for request, note in zip(fake_llm.scripted_requests[-3:-1], (note_one, note_two), strict=True)
+    ]
+    assert three["messages"][: len(two["messages"]) - 2] == two["messages"][:-2]
+    assert before_note[1] > before_note[0] + count_tokens("When is soccer practice?")  # the history is cached too
+    assert reply.cached_tokens == sum(before_note)

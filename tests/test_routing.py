@@ -302,3 +302,25 @@ async def test_usage_command_answers_parents_only(halo: Halo, fake_llm: FakeOpen
     assert mine.text is not None and "Today: $0.0" in mine.text and "mom $0.0" in mine.text
     child = await halo.gateway.handle(envelope(halo, "aarav", "/usage"))
     assert child.text == "/usage is for parents."
+
+
+async def test_a_status_answer_worded_by_the_model_is_labelled_l2_not_l0(halo: Halo, fake_llm: FakeOpenAI) -> None:
+    """A work status question is answered before the router, but llm.model words it: the
+    transcript, the audit and the usage say so (level L2, purpose "status")."""
+    family = halo.family
+    priya = family.member("priya")
+    channel = resolve_scope(family, "discord:3001")
+    fake_llm.reply("Nothing is blocked right now.")
+    reply = await halo.gateway.handle(
+        Envelope("discord", channel, Speaker("2001", member=priya), "what's blocked?", addressed=True)
+    )
+    await halo.gateway.drain()
+    assert reply.text == "Nothing is blocked right now."
+    assert [r.json["model"] for r in fake_llm.scripted_requests] == ["main-model"]
+    assert transcript_marks(halo, channel.id) == [("assistant", "L2", "status: the task list, worded by llm.model")]
+    events = [json.loads(line) for line in halo.paths.events_log.read_text().splitlines()]
+    assert [e["level"] for e in events if e.get("kind") == "route"] == ["L2"]
+    day = halo.gateway.router.budget.meter.today()  # type: ignore[union-attr]
+    rows = await UsageStore(halo.db).totals(day, day, "purpose")
+    assert [(t.key, t.model, t.calls) for t in rows] == [("status", "main-model", 1)]
+    assert {t.key for t in await UsageStore(halo.db).totals(day, day, "level")} == {"L2"}

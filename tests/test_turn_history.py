@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from halo.pipeline.turn_agents import NOTE_HEADER
 from tests.conftest import OWNER_TOKEN, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from transcripts import TranscriptStore
@@ -17,8 +18,10 @@ def lines(halo: Any, scope_id: str) -> list[Any]:
 
 
 def sent(fake: FakeOpenAI) -> list[dict[str, Any]]:
-    """The messages of the newest model request, as the model got them."""
-    return fake.model_requests[-1].json["messages"]
+    """The messages of the newest model request, as the model got them, without halo's note for
+    the turn (the time, recall: tests/test_prompt_cache.py), which is never history."""
+    messages = fake.model_requests[-1].json["messages"]
+    return [m for m in messages if not str(m.get("content") or "").startswith(NOTE_HEADER)]
 
 
 def tool_steps(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:

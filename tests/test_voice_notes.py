@@ -14,6 +14,7 @@ import pytest
 from config.loader import load_settings
 from halo.inventory import Halo
 from halo.media.voice import NOT_SET_UP
+from halo.usage.store import UsageStore
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -110,3 +111,27 @@ async def test_a_discord_voice_message_in_a_dm_is_heard_and_answered(
         assert await dc.wait_sent(dc.dm_channel(2101)) == ["Yes, Friday."]
         assert [data for _, _, data in fake_llm.audio] == [AUDIO] and len(dc.downloads) == 1
         assert "(voice note) is the release still on for Friday" in fake_llm.prompt_text(fake_llm.model_requests[-1])
+
+
+async def test_each_transcription_is_in_the_usage_table_with_the_tokens_reported(
+    start, tg: FakeTelegram, fake_llm: FakeOpenAI
+) -> None:
+    """A model billed in tokens (gpt-4o-transcribe) reports them; one billed by the second
+    (whisper-1: `{"type": "duration"}`) is a call with zero tokens: its cost is not known."""
+    halo = await start()
+    fake_llm.transcripts += ["What time is swimming?", "And football?"]
+    fake_llm.transcription_usage = {
+        "type": "tokens", "input_tokens": 41, "output_tokens": 7, "total_tokens": 48,
+        "input_token_details": {"audio_tokens": 38, "text_tokens": 3},
+    }  # fmt: skip
+    tg.voice(MOM, MOM, AUDIO, duration=4)
+    await tg.wait_sent(MOM)
+    fake_llm.transcription_usage = {"type": "duration", "seconds": 3}
+    tg.voice(MOM, MOM, AUDIO, duration=3)
+    await tg.wait_sent(MOM, count=2)
+
+    rows = await UsageStore(halo.db).totals("2000-01-01", "2999-12-31", "purpose")
+    heard = [
+        (r.model, r.calls, r.input_tokens, r.cached_tokens, r.output_tokens) for r in rows if r.key == "transcription"
+    ]
+    assert heard == [("whisper-1", 2, 41, 0, 7)]

@@ -32,9 +32,19 @@ class ContextSection:
     title: str
     text: str
     priority: int  # lower is more important: kept first when the budget is tight
-    # changes from turn to turn (the time, recall): placed after every stable section, so the
-    # start of the request stays byte-identical and a provider's prompt cache can reuse it
+    # changes from turn to turn (the time, recall): not in the instructions but in a note just
+    # before the member's message, so instructions, tool schemas and history stay a byte-stable
+    # prefix that a provider's prompt cache reuses turn after turn
     volatile: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Assembled:
+    """A turn's context in two parts: `instructions`, the stable sections (the system prompt),
+    and `note`, the volatile ones (the time, recall), sent as a message before the member's."""
+
+    instructions: str
+    note: str
 
 
 class ContextSource(Protocol):
@@ -123,8 +133,8 @@ class ContextBuilder:
             found.extend(await source.sections(turn))
         return sorted(found, key=lambda s: s.priority)
 
-    async def instructions(self, turn: Turn) -> str:
-        """The sections that fit, by priority; stable ones first, then the volatile ones."""
+    async def assemble(self, turn: Turn) -> Assembled:
+        """The sections that fit, by priority, split into the stable and the volatile ones."""
         left = self.budget
         stable: list[str] = []
         volatile: list[str] = []
@@ -140,4 +150,4 @@ class ContextBuilder:
             body = cut_oldest(section.text.strip(), room)
             parts.append(header + body)
             left -= estimate_tokens(header + body)
-        return "\n\n".join([*stable, *volatile])
+        return Assembled("\n\n".join(stable), "\n\n".join(volatile))

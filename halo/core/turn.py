@@ -30,6 +30,7 @@ class Turn:
     cut_short: str | None = None  # why tool work stopped early, said in the reply
     images: list[dict[str, str]] = field(default_factory=list)  # photos shown to the model (halo/media/images.py)
     tool_steps: list[dict[str, Any]] = field(default_factory=list)  # finished calls and outputs (run_items.py)
+    context_note: str = ""  # the volatile context (the time, recall) for the next model call (turn_agents.py)
 
     @property
     def scope(self) -> Scope:

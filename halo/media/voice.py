@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from openai import AsyncOpenAI, OpenAIError
 
@@ -24,13 +25,27 @@ TOO_LONG = "That voice note is too long for me ({what}). Could you send a shorte
 NOT_HEARD = "I couldn't make out that voice note just now. Could you try again, or type it? Your message is kept."
 
 
+# each transcription's reported usage, for halo's usage table: model, input, cached, output tokens
+UsageSink = Callable[[str, int, int, int], Awaitable[None]]
+
+
 class CannotHear(Exception):
     """The voice note was not transcribed; the message says why, for the person."""
 
 
 class Transcriber:
-    def __init__(self, client: AsyncOpenAI, model: str, *, max_bytes: int, max_seconds: int, timeout: float) -> None:
+    def __init__(
+        self,
+        client: AsyncOpenAI,
+        model: str,
+        *,
+        max_bytes: int,
+        max_seconds: int,
+        timeout: float,
+        on_usage: UsageSink | None = None,
+    ) -> None:
         self.client = client
+        self.on_usage = on_usage
         self.model = model
         self.max_bytes = max_bytes
         self.max_seconds = max_seconds
@@ -58,13 +73,26 @@ class Transcriber:
         except Exception as exc:  # the platform's download can fail in its own ways
             log.warning("fetching a voice note failed: %s: %s", type(exc).__name__, exc)
             raise CannotHear(NOT_HEARD) from None
+        await self._record(result)
         heard = " ".join(str(getattr(result, "text", "") or "").split())
         if not heard:
             raise CannotHear(NOT_HEARD)
         return heard
 
+    async def _record(self, result: object) -> None:
+        """The call's usage when the provider reports it in tokens (gpt-4o-transcribe); a model
+        billed by the second (whisper-1 reports `{"type": "duration"}`, or nothing) is recorded
+        as a call with zero tokens: the usage table counts tokens, so its cost is not known."""
+        if self.on_usage is None:
+            return
+        usage = getattr(result, "usage", None)
+        if getattr(usage, "type", None) == "tokens":
+            await self.on_usage(self.model, int(usage.input_tokens), 0, int(usage.output_tokens))  # type: ignore[union-attr]
+        else:
+            await self.on_usage(self.model, 0, 0, 0)
 
-def build_transcriber(llm: LLMSettings) -> Transcriber | None:
+
+def build_transcriber(llm: LLMSettings, on_usage: UsageSink | None = None) -> Transcriber | None:
     """A transcriber when the provider speaks OpenAI's API and a transcription model is named."""
     if llm.provider not in ("openai", "openai-compatible") or not llm.transcription_model:
         return None
@@ -75,4 +103,5 @@ def build_transcriber(llm: LLMSettings) -> Transcriber | None:
         max_bytes=llm.max_voice_mb * 1_000_000,
         max_seconds=llm.max_voice_seconds,
         timeout=llm.timeout_seconds,
+        on_usage=on_usage,
     )

@@ -18,7 +18,7 @@ from halo.core.envelope import Envelope
 from halo.core.scope_locks import ScopeLocks
 from halo.core.turn import Turn
 from halo.pipeline.reply import DeltaCallback, ModelStartCallback, Reply
-from halo.routing.levels import Level, Route
+from halo.routing.levels import Level, Route, route_of_answer
 from halo.routing.router import small_reply
 from halo.usage.budget import SPENT_REPLY
 from halo.usage.meter import attributed
@@ -160,7 +160,7 @@ class Gateway:
             return Reply(stopped, scope_id, "guarded", decision)
         in_code = await self.code_answers.answer(turn, on_model_start)
         if in_code is not None:
-            return Reply(in_code, scope_id, "command", decision, Route(Level.L0, "a command or code answers"))
+            return Reply(in_code, scope_id, "command", decision, route_of_answer(in_code))
         if not self.model_run.configured:
             return self.model_run.no_model(turn, decision)
 

@@ -25,8 +25,8 @@ from openai.types.responses import ResponseTextDeltaEvent
 
 from halo.core.turn import Turn
 from halo.media.images import MODEL_CANNOT_SEE
-from halo.pipeline.model_health import ModelHealth
 from halo.pipeline.intake import model_input
+from halo.pipeline.model_health import ModelHealth
 from halo.pipeline.reply import DeltaCallback, Reply
 from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn_agents import TurnAgents
@@ -72,7 +72,8 @@ class ModelRun:
         self.audit = audit
         self.llm = llm
         self.health = health  # the last model failure until a call succeeds (/status)
-        self.run_config = RunConfig(tracing_disabled=not llm.tracing)  # built once: it reads the environment
+        # built once (it reads the environment); the changing note goes after the stable prefix
+        self.run_config = RunConfig(tracing_disabled=not llm.tracing, call_model_input_filter=agents.model_input)
 
     @property
     def configured(self) -> bool:

@@ -5,15 +5,21 @@ one `Agent` serves every turn that offers the same tools through the same model.
 tools a turn is offered is a policy question; its answer is kept per policy generation,
 speaker and scope, and asked again when the family (and so the policy) changes. Each
 tool still asks the policy itself when it is called.
+
+What changes from turn to turn (the time, recall) is not in the instructions: `model_input`
+(the run's `call_model_input_filter`) sends it as a note just before the member's message,
+so the instructions, the tool schemas and the history before it are the same bytes every
+turn, and a provider's prefix cache reuses them in a long chat.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from agents import Agent, Model, ModelSettings, RunContextWrapper, Tool
+from agents import Agent, Model, ModelSettings, RunContextWrapper, Tool, TResponseInputItem
+from agents.run_config import CallModelData, ModelInputData
 
 from halo.core.turn import Turn
 from halo.pipeline.sdk_identity import sign_once
@@ -26,6 +32,8 @@ if TYPE_CHECKING:
     from policy import PolicyEngine
 
 CACHE_SIZE = 1024
+# the note is context halo adds, not words of the member's: said so, to the model
+NOTE_HEADER = "(halo's context for the message below; not written by the member)"
 
 
 class TurnAgents:
@@ -73,7 +81,22 @@ class TurnAgents:
         return agent
 
     async def _instructions(self, ctx: RunContextWrapper[Turn], agent: Agent[Turn]) -> str:
-        return await self.context.instructions(ctx.context)
+        assembled = await self.context.assemble(ctx.context)
+        ctx.context.context_note = assembled.note  # `model_input` places it, right after this
+        return assembled.instructions
+
+    def model_input(self, call: CallModelData[Any]) -> ModelInputData:
+        """The SDK's last step before each model call: the turn's note goes just before the
+        member's message (the last user item; tool steps come after it), never into history."""
+        data = call.model_data
+        turn = call.context
+        if not isinstance(turn, Turn) or not turn.context_note:
+            return data
+        items = list(data.input)
+        last_user = next((i for i in range(len(items) - 1, -1, -1) if _role(items[i]) == "user"), len(items))
+        note = cast(TResponseInputItem, {"role": "user", "content": f"{NOTE_HEADER}\n\n{turn.context_note}"})
+        items.insert(last_user, note)
+        return ModelInputData(input=items, instructions=data.instructions)
 
     def offered_tools(self, turn: Turn) -> tuple[Tool, ...]:
         """Only the tools the policy would let this turn use: a refused tool is not even shown
@@ -98,6 +121,10 @@ class TurnAgents:
         )
         _put(self._offered, key, offered)
         return offered
+
+
+def _role(item: Any) -> str | None:
+    return item.get("role") if isinstance(item, dict) else getattr(item, "role", None)
 
 
 def _get(cache: OrderedDict[tuple[Any, ...], Any], key: tuple[Any, ...]) -> Any:

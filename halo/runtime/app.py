@@ -132,7 +132,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     memory = build_memory(settings, policy, transcripts, extraction_model)
     semantic = build_semantic(settings)
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
-    graph = build_graph(settings, memory, semantic)  # ingests scopes when they go quiet
+    graph = build_graph(settings, memory, semantic, levels.sink("graph"))  # ingests scopes when they go quiet
     recall = Recall(semantic, audit)
     graph_recall = GraphRecall(graph, audit)
     memory_actions = MemoryActions(memory, audit)
@@ -245,7 +245,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         StatusAnswers(
             tasks,
             paths,
-            model=levels.metered(levels.main, "status"),
+            model=levels.metered(levels.main, "status", Level.L2),
             model_settings=settings_for_model,
             tracing=settings.llm.tracing,
             deadline_seconds=settings.llm.timeout_seconds,
@@ -258,7 +258,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         locks=scope_locks,
         resends=Resends(transcripts, sessions),
         admission=Admission(policy, groups, pairing, commands, tool_budget=settings.llm.max_tool_calls),
-        intake=Intake(build_transcriber(settings.llm), build_photo_reader(settings.llm), documents),
+        intake=Intake(
+            build_transcriber(settings.llm, levels.sink("transcription")), build_photo_reader(settings.llm), documents
+        ),
         turn_log=TurnLog(transcripts, sessions, audit),
         safety=safety,
         code_answers=CodeAnswers(commands, answerers),

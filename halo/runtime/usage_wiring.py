@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,15 @@ class Levels:
         if model is None:
             return None
         return MeteredModel(model, self.meter, purpose, level=str(level) if level is not None else None)
+
+    def sink(self, purpose: Purpose) -> Callable[[str, int, int, int], Awaitable[None]]:
+        """For a call made outside the Agents SDK (graph ingestion, transcription): records
+        (model, input, cached, output tokens) for `purpose`."""
+
+        async def record(model: str, input_tokens: int, cached_tokens: int, output_tokens: int) -> None:
+            await self.meter.record(model, purpose, input_tokens, cached_tokens, output_tokens)
+
+        return record
 
     def reply_models(self) -> dict[Level, Model]:
         found = {

@@ -28,6 +28,7 @@ from config.paths import HaloPaths
 from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError, resolve_scope
 from halo.core.turn import Turn
+from halo.routing.levels import Answered, Level, Route
 from halo.work.tasks import Task, TaskStore
 from memory import daily
 from memory.markdown import section_body
@@ -228,8 +229,8 @@ class StatusAnswers:
             if on_model_start is not None:
                 await on_model_start()
             worded = await self._word(facts, text)
-            if worded:
-                return worded
+            if worded:  # llm.model worded it: the transcript and the audit say L2, as for any reply
+                return Answered(worded, Route(Level.L2, "status: the task list, worded by llm.model"))
         return rules_answer(facts)
 
     async def facts(self, turn: Turn) -> StatusFacts:

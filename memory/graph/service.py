@@ -24,7 +24,7 @@ from transcripts import TranscriptStore
 if TYPE_CHECKING:
     from memory.graph.ingest import GraphIngestion
     from memory.graph.server import FalkorServer
-    from memory.graph.store import EmbedderSource, GraphEntity, GraphFact, GraphStore
+    from memory.graph.store import EmbedderSource, GraphEntity, GraphFact, GraphStore, UsageSink
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ class GraphMemory:
         names: Callable[[str | None], str],
         may_write: Callable[[str | None, str], bool],
         scope_label: Callable[[str], str] = lambda scope_id: "a chat",
+        on_usage: UsageSink | None = None,  # each ingestion call's reported usage (halo's usage table)
     ) -> None:
         self.settings = settings
         self.llm = llm
@@ -54,6 +55,7 @@ class GraphMemory:
         self.names = names
         self.may_write = may_write
         self.scope_label = scope_label
+        self.on_usage = on_usage
         self.server: FalkorServer | None = None
         self.store: GraphStore | None = None
         self.ingestion: GraphIngestion | None = None
@@ -112,7 +114,7 @@ class GraphMemory:
                 max_tokens=self.settings.max_output_tokens,
                 timeout_seconds=self.llm.timeout_seconds,
             )
-            store = GraphStore(url, endpoint, self.embedder)
+            store = GraphStore(url, endpoint, self.embedder, self.on_usage)
             await store.ping()
         except Exception as exc:
             self.reason = f"FalkorDB unavailable: {type(exc).__name__}: {exc}"

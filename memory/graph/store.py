@@ -57,18 +57,36 @@ class TokenMeter:
 _meter: contextvars.ContextVar[TokenMeter | None] = contextvars.ContextVar("graph_token_meter", default=None)
 
 
-async def _count_usage(response: httpx.Response) -> None:
-    meter = _meter.get()
-    if meter is None or not response.request.url.path.endswith("/chat/completions"):
-        return
-    await response.aread()
-    try:
-        usage = response.json().get("usage") or {}
-    except (ValueError, AttributeError):
-        return
-    meter.calls += 1
-    meter.prompt += int(usage.get("prompt_tokens") or 0)
-    meter.completion += int(usage.get("completion_tokens") or 0)
+# each model call's reported usage, for whoever keeps the accounts (halo's usage table):
+# the model's name, input tokens, of them cached, output tokens
+UsageSink = Callable[[str, int, int, int], Awaitable[None]]
+
+
+def _usage_counter(endpoint_model: str, sink: UsageSink | None) -> Callable[[httpx.Response], Awaitable[None]]:
+    """The HTTP client's response hook: counts each chat completion's usage into the current
+    `TokenMeter` (the ingestion budget) and hands it to `sink`."""
+
+    async def count(response: httpx.Response) -> None:
+        meter = _meter.get()
+        if (meter is None and sink is None) or not response.request.url.path.endswith("/chat/completions"):
+            return
+        await response.aread()
+        try:
+            body = response.json()
+            usage = body.get("usage") or {}
+        except (ValueError, AttributeError):
+            return
+        prompt = int(usage.get("prompt_tokens") or 0)
+        completion = int(usage.get("completion_tokens") or 0)
+        cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+        if meter is not None:
+            meter.calls += 1
+            meter.prompt += prompt
+            meter.completion += completion
+        if sink is not None and usage:
+            await sink(str(body.get("model") or endpoint_model), prompt, cached, completion)
+
+    return count
 
 
 class _CappedClient(OpenAIGenericClient):
@@ -169,7 +187,9 @@ class ModelEndpoint:
 class GraphStore:
     """Graphiti on one FalkorDB: add episodes to a group, search one group, list or drop one."""
 
-    def __init__(self, url: str, endpoint: ModelEndpoint, embedder: EmbedderSource) -> None:
+    def __init__(
+        self, url: str, endpoint: ModelEndpoint, embedder: EmbedderSource, on_usage: UsageSink | None = None
+    ) -> None:
         parsed = urlparse(url)
         self.url = url
         self.driver = FalkorDriver(
@@ -178,7 +198,9 @@ class GraphStore:
             username=parsed.username,
             password=parsed.password,
         )
-        self._http = httpx.AsyncClient(timeout=endpoint.timeout_seconds, event_hooks={"response": [_count_usage]})
+        self._http = httpx.AsyncClient(
+            timeout=endpoint.timeout_seconds, event_hooks={"response": [_usage_counter(endpoint.model, on_usage)]}
+        )
         openai = AsyncOpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or "unused",

@@ -111,6 +111,9 @@ class ScriptedModelServer:
         # a provider's prefix cache, simulated: each model's earlier prompts; a request reports the
         # longest prefix it shares with one of them as cached input tokens (off: always 0)
         self.prefix_cache = False
+        # a provider bills the tool schemas it is sent as input, ahead of the messages (and caches
+        # them with the prefix); off, usage counts only the prompt's text, as the tests script it
+        self.bill_tool_schemas = False
         self._seen_prompts: dict[str, list[str]] = {}
         self._queue: deque[Reply] = deque()
         self._ids = itertools.count(1)
@@ -266,12 +269,17 @@ class ScriptedModelServer:
     def _prompt_of(self, body: JSON) -> str:
         return "\n".join(_strings_in([body.get(field) for field in self.PROMPT_FIELDS]))
 
+    def _billed_of(self, body: JSON) -> str:
+        """What a provider counts as input: the tool schemas first (with `bill_tool_schemas`), then the prompt."""
+        tools = body.get("tools") if self.bill_tool_schemas and isinstance(body, dict) else None
+        return (json.dumps(tools) + "\n" if tools else "") + self._prompt_of(body)
+
     def _cached_tokens(self, body: JSON) -> int:
         """With `prefix_cache` on: the tokens of the longest prompt prefix this model saw before,
         cut back to a whole word (a provider caches whole tokens, from the start of the request)."""
         if not self.prefix_cache or not isinstance(body, dict):
             return 0
-        prompt = self._prompt_of(body)
+        prompt = self._billed_of(body)
         seen = self._seen_prompts.setdefault(str(body.get("model")), [])
         shared = max((_common_prefix(prompt, earlier) for earlier in seen), default=0)
         seen.append(prompt)
@@ -354,6 +362,8 @@ class FakeOpenAI(ScriptedModelServer):
         self.embedding_dim = embedding_dim
         self.transcripts: list[str] = []  # what /v1/audio/transcriptions answers, in order
         self.audio: list[tuple[str, str, bytes]] = []  # (model, file name, bytes) of each transcription asked
+        # what a transcription reports as `usage`: None as whisper-1's duration, tokens as gpt-4o-transcribe's
+        self.transcription_usage: JSON | None = None
         self.sees_images = True  # False: a text-only model, which refuses image input with a 400
 
     @staticmethod
@@ -426,7 +436,7 @@ class FakeOpenAI(ScriptedModelServer):
         return {
             **self._chat_envelope(body, "chat.completion"),
             "choices": [choice],
-            "usage": _chat_usage(self._prompt_of(body), reply, self._cached_tokens(body)),
+            "usage": _chat_usage(self._billed_of(body), reply, self._cached_tokens(body)),
         }
 
     def _chat_events(self, reply: Reply, body: JSON) -> list[SseEvent]:
@@ -447,7 +457,7 @@ class FakeOpenAI(ScriptedModelServer):
             ]
         events.append(chunk({}, _finish_reason(reply)))
         if (body.get("stream_options") or {}).get("include_usage"):
-            usage = _chat_usage(self._prompt_of(body), reply, self._cached_tokens(body))
+            usage = _chat_usage(self._billed_of(body), reply, self._cached_tokens(body))
             events.append((None, json.dumps({**envelope, "choices": [], "usage": usage})))
         events.append((None, "[DONE]"))
         return events
@@ -493,7 +503,7 @@ class FakeOpenAI(ScriptedModelServer):
         return items
 
     def _response_json(self, reply: Reply, body: JSON, items: list[JSON] | None = None) -> JSON:
-        prompt_tokens = count_tokens(self._prompt_of(body))
+        prompt_tokens = count_tokens(self._billed_of(body))
         output_tokens = count_tokens(reply.text) + len(reply.tool_calls)
         return {
             "id": self._new_id("resp"),
@@ -548,7 +558,10 @@ class FakeOpenAI(ScriptedModelServer):
         self.requests.append(RecordedRequest("POST", request.path, dict(request.headers), {"model": form["model"]}))
         if not self.transcripts:
             return web.json_response(self._error_body(500, "no transcript scripted"), status=500)
-        return web.json_response({"text": self.transcripts.pop(0)})
+        answer: JSON = {"text": self.transcripts.pop(0)}
+        if self.transcription_usage is not None:
+            answer["usage"] = self.transcription_usage
+        return web.json_response(answer)
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         body = await self._record(request)
