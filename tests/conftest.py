@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import textwrap
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,9 @@ from aiohttp.test_utils import TestServer
 
 from config.loader import load_settings
 from config.settings import Settings
+from halo.storage import HaloDB
 from tests.fakes.llm_server import FakeOpenAI
+from tests.storage_support import drop_templates, fresh_database
 
 set_tracing_disabled(True)
 
@@ -77,6 +79,34 @@ async def fake_llm() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(default_reply="Hello from the fake model") as fake:
         fake.interceptors.append(low_risk_classifier)
         yield fake
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_templates() -> Iterator[None]:
+    """The migrated template databases tests copied (tests/storage_support.py) go at the end."""
+    yield
+    drop_templates()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def on_both_stores(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str | None]:
+    """Runs the test twice: halo.db on the SQLite file, then on a fresh PostgreSQL database
+    (through HALO_STORAGE__URL, so every Settings the test loads uses it). Yields the URL, or
+    None for SQLite. A module opts in with `pytestmark = pytest.mark.usefixtures("on_both_stores")`."""
+    if request.param == "sqlite":
+        yield None
+        return
+    async with fresh_database(migrated=True) as url:
+        monkeypatch.setenv("HALO_STORAGE__URL", url)
+        yield url
+
+
+@pytest.fixture
+async def halo_db(on_both_stores: str | None, tmp_path: Path) -> AsyncIterator[HaloDB]:
+    """A HaloDB on each backend in turn (the SQLite file in tmp_path, then PostgreSQL)."""
+    db = HaloDB(tmp_path / "halo.db", on_both_stores)
+    yield db
+    await db.close()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from adapters.discord.adapter import point_at
 from adapters.discord.split import open_fence, split_message
 from config.schedule import parse_schedule
 from config.settings import DiscordSettings
-from halo.outbound.db import HaloDB
+from halo.storage import HaloDB
 from halo.work.digest import digest_text
 from halo.work.tasks import TaskError, TaskStore
 from tests.fakes.discord_server import API, BOT_ID, TOKEN, FakeDiscord

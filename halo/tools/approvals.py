@@ -24,8 +24,8 @@ from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text,
 
 from config.family import Family
 from halo.core.turn import Turn
-from halo.outbound.db import HaloDB
 from halo.outbound.delivery import Delivery
+from halo.storage import HaloDB
 from transcripts import AuditLog, TranscriptStore
 
 log = logging.getLogger(__name__)
