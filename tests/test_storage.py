@@ -27,7 +27,7 @@ from halo.core.scopes import resolve_scope
 from halo.core.turn import Turn
 from halo.runtime.app import build_halo
 from halo.storage import HaloDB
-from halo.storage.db import SchemaError
+from halo.storage.db import SchemaError, StorageUnavailable
 from halo.work.tasks import TaskStore, tasks_table
 from halo.work.tasks import metadata as task_tables
 from tests.conftest import OWNER_AUTH, Outbox, llm_yaml
@@ -245,3 +245,19 @@ def _sqlite_tables(path: Path) -> set[str]:
     with sqlite3.connect(path) as db:
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     return names - {"memory_jobs"}  # distillation's watermarks stay beside the transcript files
+
+
+@pytest.mark.postgres
+async def test_a_postgresql_that_refuses_halo_stops_the_start_saying_where_without_the_password(
+    tmp_path: Path,
+) -> None:
+    nobody = HaloDB(tmp_path / "halo.db", "postgresql+asyncpg://halo:s3cret@127.0.0.1:1/halo")
+    with pytest.raises(StorageUnavailable) as refused:
+        await nobody.prepare()
+    assert "127.0.0.1:1/halo" in str(refused.value) and "s3cret" not in str(refused.value)
+    await nobody.close()
+
+    no_such_db = HaloDB(tmp_path / "halo.db", "postgresql+asyncpg://postgres@127.0.0.1:5432/halo_no_such_database")
+    with pytest.raises(StorageUnavailable, match="halo_no_such_database"):
+        await no_such_db.prepare()
+    await no_such_db.close()

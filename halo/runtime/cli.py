@@ -27,6 +27,7 @@ STARTUP_ERRORS = (
     ("config.loader", "ConfigError"),
     ("policy", "PolicyError"),
     ("halo.runtime.providers", "ProviderConfigError"),
+    ("halo.storage.db", "StorageUnavailable"),
 )
 
 

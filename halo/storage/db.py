@@ -24,16 +24,22 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, MetaData, event, inspect, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH, FAMILY_OPTION, carry_family
 from transcripts.sqlite import durable_sqlite_connection, use_wal
 
+CONNECT_TIMEOUT_SECONDS = 10  # PostgreSQL: a server that does not answer stops the start this soon
 DEFAULT_FAMILY = "family"  # what `family.name`'s default ("Family") becomes as a slug
 
 
 class SchemaError(RuntimeError):
     """A store's table that PostgreSQL's migrations do not create."""
+
+
+class StorageUnavailable(RuntimeError):
+    """PostgreSQL could not be reached or refused halo at start: said with the URL, never its password."""
 
 
 def _sqlite_durable_pragmas(dbapi_connection: Any, _: Any) -> None:
@@ -49,7 +55,11 @@ class HaloDB:
             use_wal(path)
             url = f"sqlite+aiosqlite:///{path}"
         self.family_id = family_id
-        self.engine: AsyncEngine = create_async_engine(url, execution_options={FAMILY_OPTION: family_id})
+        self.engine: AsyncEngine = create_async_engine(
+            url,
+            execution_options={FAMILY_OPTION: family_id},
+            connect_args={"timeout": CONNECT_TIMEOUT_SECONDS} if url.startswith("postgresql") else {},
+        )
         self.backend = self.engine.dialect.name  # "sqlite" | "postgresql"
         if self.backend == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_durable_pragmas)
@@ -69,7 +79,12 @@ class HaloDB:
         if self._schema is None:
             from halo.storage.migrate import upgrade  # Alembic loads only where it is used
 
-            self._schema = await upgrade(self.engine)
+            try:
+                self._schema = await upgrade(self.engine)
+            except (OSError, TimeoutError, DBAPIError) as exc:
+                where = self.engine.url.render_as_string(hide_password=True)
+                reason = getattr(exc, "orig", None) or exc
+                raise StorageUnavailable(f"storage.url: PostgreSQL at {where} did not let halo in: {reason}") from exc
         return self._schema
 
     async def _ensure(self, metadata: MetaData) -> None:
