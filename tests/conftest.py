@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import socket
 import textwrap
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -18,7 +20,7 @@ from config.loader import load_settings
 from config.settings import Settings
 from halo.storage import HaloDB
 from tests.fakes.llm_server import FakeOpenAI
-from tests.storage_support import drop_templates, fresh_database
+from tests.storage_support import database_url, drop_database, drop_templates, fresh_database, new_database
 
 set_tracing_disabled(True)
 
@@ -86,6 +88,20 @@ def _postgres_templates() -> Iterator[None]:
     """The migrated template databases tests copied (tests/storage_support.py) go at the end."""
     yield
     drop_templates()
+
+
+@pytest.fixture(autouse=True)
+def _everything_on_postgres(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """`HALO_TEST_STORAGE=postgres uv run pytest …`: every test's halo on its own fresh
+    PostgreSQL database, not only the modules that run on both (a search for what differs; a
+    test that opens halo.db with sqlite3 itself, like test_reminder_restart, fails there)."""
+    if os.environ.get("HALO_TEST_STORAGE") != "postgres" or os.environ.get("HALO_STORAGE__URL"):
+        yield
+        return
+    name = asyncio.run(new_database(migrated=True))
+    monkeypatch.setenv("HALO_STORAGE__URL", database_url(name))
+    yield
+    asyncio.run(drop_database(name))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

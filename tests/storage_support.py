@@ -81,12 +81,26 @@ def drop_templates() -> None:
         asyncio.run(_drop(_templates.pop()))
 
 
-@asynccontextmanager
-async def fresh_database(*, migrated: bool = False) -> AsyncIterator[str]:
-    """A new database `halo_test_<random>`, empty or (`migrated`) already at the newest
-    migration; yields its SQLAlchemy URL and drops the database after."""
+async def new_database(*, migrated: bool = False) -> str:
+    """A new database `halo_test_<random>`, empty or (`migrated`) at the newest migration; its
+    name. `drop_database` it after."""
     name = f"halo_test_{uuid.uuid4().hex[:12]}"
     await _create(name, await _migrated_template() if migrated else None)
+    return name
+
+
+async def drop_database(name: str) -> None:
+    await _drop(name)
+
+
+def database_url(name: str) -> str:
+    return _url(name)
+
+
+@asynccontextmanager
+async def fresh_database(*, migrated: bool = False) -> AsyncIterator[str]:
+    """`new_database` for the block; yields its SQLAlchemy URL and drops the database after."""
+    name = await new_database(migrated=migrated)
     try:
         yield _url(name)
     finally:

@@ -35,6 +35,13 @@ from tests.fakes.llm_server import FakeOpenAI
 from tests.storage_support import every_store_metadata, fresh_database
 from tests.waiting import eventually
 
+
+@pytest.fixture(autouse=True)
+def _storage_as_each_test_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests choose their backend themselves, even under HALO_TEST_STORAGE=postgres."""
+    monkeypatch.delenv("HALO_STORAGE__URL", raising=False)
+
+
 # --- the setting ---------------------------------------------------------------------------
 
 
@@ -232,6 +239,8 @@ async def test_halo_on_postgresql_answers_the_web_chat_and_a_restart_finds_what_
     assert not (settings.paths.halo_db).exists() or _sqlite_tables(settings.paths.halo_db) == set()
 
     again = await serve_halo(settings)  # a new process on the same database
+    async with again.http.get(again.url("/status"), headers=OWNER_AUTH) as r:
+        assert (await r.json())["storage"] == {"backend": "postgresql", "family_id": "sharma"}
     async with again.http.get(again.url("/pairing/requests"), headers=OWNER_AUTH) as r:
         assert [p["displayName"] for p in await r.json()] == ["Kiran Shah"]
     async with again.http.get(again.url("/reminders"), headers=OWNER_AUTH) as r:
