@@ -106,12 +106,18 @@ class Pairing(ApiModel):
     pending: Count
 
 
+class Storage(ApiModel):
+    backend: Literal["sqlite", "postgresql"] = Field(description="where halo.db's tables are: storage.url")
+    family_id: str = Field(description="the id every stored row carries")
+
+
 class Status(ApiModel):
     ok: bool
     version: str
     started_at: Timestamp
     uptime_seconds: float = Field(ge=0)
     halo_home: dict[str, str]
+    storage: Storage
     provider: Provider
     adapters: dict[str, dict[str, Any]] = Field(description="each adapter's own state: connected, last error, counters")
     semantic: Semantic
@@ -150,6 +156,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
             "halo_db": str(paths.halo_db),
             "events_log": str(paths.events_log),
         },
+        "storage": {"backend": halo.db.backend, "family_id": halo.db.family_id},
         "provider": mask_secrets(
             {
                 "name": settings.llm.provider,

@@ -43,8 +43,8 @@ TARGETS = ("wags", "mom", "aarav")
 
 async def make_table(home: Path) -> None:
     from halo.outbound import outbox
-    from halo.outbound.db import HaloDB
     from halo.reminders.store import metadata
+    from halo.storage import HaloDB
 
     db = HaloDB(home / "halo.db")
     async with db.write(metadata, outbox.metadata):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,6 +18,10 @@ from config.paths import HaloPaths, default_home
 log = logging.getLogger(__name__)
 
 _STRICT = ConfigDict(extra="forbid")
+
+# the schemes storage.url accepts; the password never appears in an error
+POSTGRESQL_SCHEMES = ("postgresql", "postgres", "postgresql+asyncpg")
+FAMILY_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?$"
 
 Provider = Literal["openai", "openai-compatible", "anthropic", "none"]
 
@@ -352,6 +357,49 @@ class ReminderSettings(BaseModel):
     )
 
 
+class StorageSettings(BaseModel):
+    """Where halo.db's tables live. Unset `url`: the embedded SQLite file in HALO_HOME."""
+
+    model_config = _STRICT
+    url: SecretStr | None = Field(
+        default=None,
+        description="postgresql://user:password@host:port/database: PostgreSQL keeps halo.db's tables; "
+        "unset: $HALO_HOME/halo.db",
+    )
+    family_id: str | None = Field(
+        default=None,
+        pattern=FAMILY_ID_PATTERN,
+        description="the id every stored row carries (a slug); default: family.name as a slug",
+    )
+    lease_seconds: float = Field(
+        default=10, gt=0, le=600, description="how long a process holds a scope (several processes: not yet used)"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _postgresql_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        return SecretStr(postgresql_url(value.get_secret_value().strip()))
+
+
+def postgresql_url(url: str) -> str:
+    """`postgresql://…` (or `postgres://…`, `postgresql+asyncpg://…`) as SQLAlchemy's asyncpg URL."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in POSTGRESQL_SCHEMES or not rest:
+        raise ValueError(
+            "storage.url must be a PostgreSQL URL like postgresql://halo:secret@127.0.0.1:5432/halo "
+            f"(got a URL starting {scheme[:20]!r})"
+        )
+    return f"postgresql+asyncpg://{rest}"
+
+
+def family_slug(name: str) -> str:
+    """`family.name` as an id: "The Sharmas" → "the-sharmas" (never empty)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:64].strip("-")
+    return slug or "family"
+
+
 class Settings(BaseSettings, Family):
     """The whole halo.yaml. Unknown keys are errors; the environment wins over the file."""
 
@@ -372,6 +420,7 @@ class Settings(BaseSettings, Family):
     reminders: ReminderSettings = Field(default_factory=ReminderSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
 
     @model_validator(mode="after")
     def _home_names_members(self) -> Settings:
@@ -400,6 +449,11 @@ class Settings(BaseSettings, Family):
     @property
     def paths(self) -> HaloPaths:
         return HaloPaths(self.home)
+
+    @property
+    def family_id(self) -> str:
+        """The id halo.db's rows carry: `storage.family_id`, else `family.name` as a slug."""
+        return self.storage.family_id or family_slug(self.family.name)
 
     def family_view(self) -> Family:
         return Family.model_validate(self.model_dump(include=set(Family.model_fields)))

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from halo.home.events import HomeEvents
     from halo.lists.store import ListStore
     from halo.media.documents import Documents
-    from halo.outbound.db import HaloDB
     from halo.outbound.delivery import Delivery
     from halo.pipeline.gateway import Gateway
     from halo.pipeline.inbound import GatewayInbound
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     from halo.reminders.service import Reminders
     from halo.safety.gate import SafetyGate
     from halo.safety.notify import Notifier
+    from halo.storage import HaloDB
     from halo.tools.approvals import Approvals
     from halo.work.digest import WorkDigest
     from halo.work.tasks import TaskStore
@@ -134,6 +134,7 @@ class Halo:
     async def start_background(self) -> None:
         """Work that needs a running loop: extraction left over from before a restart, and
         the semantic index's sync schedule."""
+        await self.db.prepare()  # PostgreSQL: the schema at its newest, or a clear stop
         await self.memory.start()
         await self.semantic.start()
         await self.delivery.start()  # what a previous run left in the outbox goes now

@@ -305,8 +305,10 @@ class AdminRoutes(Protocol):
 
 class Tables(Protocol):
     """An adapter's own tables in halo.db (Telegram's processed updates and its reply queue).
-    The adapter declares its `MetaData`; tables are created on first use. Writes are durable
-    (fsync'd) when the block exits and are serialised across halo."""
+    The adapter declares its `MetaData`; every table gets a `family_id` column it need not
+    write. On SQLite tables are created on first use; on PostgreSQL they must be in a migration
+    (halo/storage/migrations). Writes are durable when the block exits and are serialised
+    across halo."""
 
     def write(self, metadata: MetaData) -> AbstractAsyncContextManager[AsyncConnection]: ...
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import socket
 import textwrap
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,9 @@ from aiohttp.test_utils import TestServer
 from config.loader import load_settings
 from config.settings import Settings
 from halo.routing.router import TRIAGE_INSTRUCTIONS
+from halo.storage import HaloDB
 from tests.fakes.llm_server import FakeOpenAI
+from tests.storage_support import database_url, drop_database, drop_templates, fresh_database, new_database
 
 set_tracing_disabled(True)
 
@@ -88,6 +92,48 @@ async def fake_llm() -> AsyncIterator[FakeOpenAI]:
         fake.interceptors.append(low_risk_classifier)
         fake.interceptors.append(default_level_triage)
         yield fake
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_templates() -> Iterator[None]:
+    """The migrated template databases tests copied (tests/storage_support.py) go at the end."""
+    yield
+    drop_templates()
+
+
+@pytest.fixture(autouse=True)
+def _everything_on_postgres(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """`HALO_TEST_STORAGE=postgres uv run pytest …`: every test's halo on its own fresh
+    PostgreSQL database, not only the modules that run on both (a search for what differs; a
+    test that opens halo.db with sqlite3 itself, like test_reminder_restart, fails there)."""
+    if os.environ.get("HALO_TEST_STORAGE") != "postgres" or os.environ.get("HALO_STORAGE__URL"):
+        yield
+        return
+    name = asyncio.run(new_database(migrated=True))
+    monkeypatch.setenv("HALO_STORAGE__URL", database_url(name))
+    yield
+    asyncio.run(drop_database(name))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def on_both_stores(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str | None]:
+    """Runs the test twice: halo.db on the SQLite file, then on a fresh PostgreSQL database
+    (through HALO_STORAGE__URL, so every Settings the test loads uses it). Yields the URL, or
+    None for SQLite. A module opts in with `pytestmark = pytest.mark.usefixtures("on_both_stores")`."""
+    if request.param == "sqlite":
+        yield None
+        return
+    async with fresh_database(migrated=True) as url:
+        monkeypatch.setenv("HALO_STORAGE__URL", url)
+        yield url
+
+
+@pytest.fixture
+async def halo_db(on_both_stores: str | None, tmp_path: Path) -> AsyncIterator[HaloDB]:
+    """A HaloDB on each backend in turn (the SQLite file in tmp_path, then PostgreSQL)."""
+    db = HaloDB(tmp_path / "halo.db", on_both_stores)
+    yield db
+    await db.close()
 
 
 @pytest.fixture

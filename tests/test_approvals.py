@@ -18,6 +18,8 @@ from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
+
 WAGS, MOM, AARAV, TARA = 1001, 1002, 1003, 1004
 ASKED = "Aarav asks me to send Mom this message: “I'll be home late”"
 

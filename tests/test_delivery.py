@@ -23,6 +23,8 @@ from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import telegram_yaml
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
+
 MOM = "telegram:1002"
 DAD = "telegram:1001"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, time
-from pathlib import Path
 
 import aiohttp
 import discord
@@ -18,7 +17,7 @@ from adapters.discord.adapter import point_at
 from adapters.discord.split import open_fence, split_message
 from config.schedule import parse_schedule
 from config.settings import DiscordSettings
-from halo.outbound.db import HaloDB
+from halo.storage import HaloDB
 from halo.work.digest import digest_text
 from halo.work.tasks import TaskError, TaskStore
 from tests.fakes.discord_server import API, BOT_ID, TOKEN, FakeDiscord
@@ -71,9 +70,9 @@ def test_digest_schedules_are_read_the_way_a_family_writes_them():
             parse_schedule(bad)
 
 
-async def test_the_digest_lists_the_days_changes_per_task(tmp_path: Path):
+async def test_the_digest_lists_the_days_changes_per_task(halo_db: HaloDB):
     clock = [datetime(2026, 11, 23, 9, 0, tzinfo=UTC).timestamp()]
-    store = TaskStore(HaloDB(tmp_path / "halo.db"), clock=lambda: clock[0])
+    store = TaskStore(halo_db, clock=lambda: clock[0])
     await store.add("ContextForge", "Write the guide", scope_id="discord:3001", by="priya")
     await store.add("Halo", "Ship Discord", scope_id="discord:3001", by="wags")
     clock[0] += 3600
@@ -91,14 +90,13 @@ async def test_the_digest_lists_the_days_changes_per_task(tmp_path: Path):
         "- #2 Ship Discord (Halo) — added; blocked: waiting for the token [now blocked]"
     )
     assert digest_text([], since) is None
-    await store.db.close()
 
 
 # --- tasks -------------------------------------------------------------------------------
 
 
-async def test_task_changes_that_make_no_sense_are_refused_with_the_reason(tmp_path: Path):
-    store = TaskStore(HaloDB(tmp_path / "halo.db"))
+async def test_task_changes_that_make_no_sense_are_refused_with_the_reason(halo_db: HaloDB):
+    store = TaskStore(halo_db)
     task = await store.add("  Context   Forge ", " Write\nthe guide ", scope_id="discord:3001", by="priya")
     assert (task.number, task.project, task.title, task.status) == (1, "Context Forge", "Write the guide", "todo")
 
@@ -112,7 +110,6 @@ async def test_task_changes_that_make_no_sense_are_refused_with_the_reason(tmp_p
     with pytest.raises(TaskError, match="done already"):
         await store.done(1, by="priya")
     assert [n.event for n in (await store.get(1)).notes] == ["created", "done"]
-    await store.db.close()
 
 
 # --- the stand-in Discord ------------------------------------------------------------------

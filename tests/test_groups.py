@@ -3,12 +3,16 @@ stops the group; only a parent's /resume, once they have left, restarts it."""
 
 from __future__ import annotations
 
+import pytest
+
 from halo.core.envelope import Envelope, Speaker
 from halo.core.scopes import resolve_scope
 from halo.inventory import Halo
 from halo.runtime.app import build_halo
 from policy import SYSTEM
 from tests.conftest import llm_yaml
+
+pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
 
 GROUP = "telegram:-1001234"
 

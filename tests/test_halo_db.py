@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import Column, Integer, MetaData, Table, insert, select
 
-from halo.outbound.db import HaloDB
+from halo.storage import HaloDB
 from memory.state import JobStateStore
 
 NOTES = MetaData()

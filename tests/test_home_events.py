@@ -36,6 +36,8 @@ from tests.home_support import (
 from tests.waiting import eventually
 from transcripts import TranscriptStore
 
+pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
+
 PARENT_DMS = ("telegram:1001", "telegram:1002")
 GROUP = "telegram:-1001234"
 

@@ -13,6 +13,8 @@ from config.loader import ConfigError, load_settings
 from halo.home.rules import condition_holds, render, topic_matches
 from tests.conftest import write_home
 
+pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
+
 AT = datetime(2026, 11, 23, 12, tzinfo=UTC)
 
 

@@ -18,6 +18,8 @@ from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, ToolCall
 from tests.home_support import FAMILY_LONDON
 
+pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
+
 GROUP = "telegram:-1005555"
 
 

@@ -30,6 +30,8 @@ from tests.test_session_durability import Serve
 from tests.waiting import eventually
 from transcripts import TranscriptLine, TranscriptStore
 
+pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
+
 MOM = 1002
 WAGS = 1001
 

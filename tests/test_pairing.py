@@ -16,6 +16,8 @@ from halo.core.scopes import resolve_scope
 from halo.family.pairing import CODE_ALPHABET, CODE_LENGTH, MAX_PENDING, PairingError, UnknownCode
 from halo.inventory import Halo
 
+pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
+
 CODE = re.compile(rf"\b[{CODE_ALPHABET}]{{{CODE_LENGTH}}}\b")
 
 

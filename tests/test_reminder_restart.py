@@ -34,8 +34,9 @@ def add_marker(home: Path) -> None:
     with sqlite3.connect(home / "halo.db") as db:
         due = float(int(time.time() - 60))
         db.execute(
-            "INSERT INTO reminders (set_by, target, text, scope_id, created_at, due_at, occurrence_at, urgent, held,"
-            " state, fired) VALUES ('wags', 'wags', 'marker', 'web:wags', ?, ?, ?, 0, 0, 'pending', 0)",
+            "INSERT INTO reminders (family_id, set_by, target, text, scope_id, created_at, due_at, occurrence_at,"
+            " urgent, held, state, fired) VALUES ('sharma', 'wags', 'wags', 'marker', 'web:wags', ?, ?, ?, 0, 0,"
+            " 'pending', 0)",
             (due, due, due),
         )
 

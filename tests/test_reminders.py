@@ -24,6 +24,8 @@ from tests.fakes.llm_server import FakeOpenAI, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
+
 MATRIX_FAMILY = Family.model_validate(
     {
         "family": {"name": "Sharma", "timezone": "Europe/London"},

@@ -37,6 +37,8 @@ from halo.runtime.app import build_halo
 from tests.conftest import default_level_triage, llm_yaml, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI
 
+pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
+
 settings.register_profile(
     "work-isolation",
     max_examples=12,

@@ -22,8 +22,8 @@ from sqlalchemy import Column, Float, MetaData, String, Table, delete, select
 
 from config.family import Member
 from halo.core.envelope import Envelope, Scope, Speaker
-from halo.outbound.db import HaloDB
 from halo.outbound.delivery import Delivery
+from halo.storage import HaloDB
 from policy import PolicyEngine
 from transcripts import AuditLog
 

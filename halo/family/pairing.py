@@ -28,8 +28,8 @@ from config.family import AgeGroup, Member, Role
 from config.loader import ConfigError
 from halo.core.envelope import Speaker
 from halo.family.members import FamilyEditor
-from halo.outbound.db import HaloDB
 from halo.outbound.delivery import Delivery
+from halo.storage import HaloDB
 from policy import PolicyEngine
 from transcripts import AuditLog
 

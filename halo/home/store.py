@@ -30,8 +30,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from halo.outbound.db import HaloDB
 from halo.port import Observation
+from halo.storage import HaloDB
 
 metadata = MetaData()
 

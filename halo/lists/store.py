@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Boolean, Column, Float, Index, Integer, MetaData, String, Table, delete, func, insert, select
 
-from halo.outbound.db import HaloDB
+from halo.storage import HaloDB
 
 DEFAULT_LIST = "list"
 MAX_ITEM = 200

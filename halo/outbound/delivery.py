@@ -30,9 +30,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from config.family import Family
 from halo.core.scopes import member_scopes
-from halo.outbound.db import HaloDB
 from halo.outbound.outbox import OutboxStore, Row
 from halo.port import Adapter, Audit, LiveReplies, Outbound, OutboundKind, Scope, SendFailed
+from halo.storage import HaloDB
 from transcripts import TranscriptLine, TranscriptStore
 from transcripts.write_behind import WriteBehind
 

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from halo.outbound.db import HaloDB
 from halo.port import Outbound, OutboundKind
+from halo.storage import HaloDB
 
 metadata = MetaData()
 outbox_table = Table(

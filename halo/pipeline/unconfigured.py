@@ -13,8 +13,8 @@ from sqlalchemy import Column, Float, MetaData, String, Table
 from sqlalchemy.exc import IntegrityError
 
 from halo.core.envelope import Scope
-from halo.outbound.db import HaloDB
 from halo.outbound.delivery import Delivery
+from halo.storage import HaloDB
 
 metadata = MetaData()
 noticed_table = Table(

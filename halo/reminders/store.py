@@ -21,9 +21,9 @@ from sqlalchemy import Boolean, Column, Float, Index, Integer, MetaData, String,
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from halo.outbound import outbox
-from halo.outbound.db import HaloDB
 from halo.outbound.outbox import Row
 from halo.reminders.when import When
+from halo.storage import HaloDB
 
 State = Literal["pending", "done", "cancelled", "missed"]
 PARENTS = "parents"  # a reminder for every parent

@@ -40,7 +40,6 @@ from halo.lists.tools import list_tools
 from halo.media.documents import Documents
 from halo.media.images import build_photo_reader
 from halo.media.voice import build_transcriber
-from halo.outbound.db import HaloDB
 from halo.outbound.delivery import Delivery
 from halo.pipeline.admission import Admission
 from halo.pipeline.after_turn import AfterTurn
@@ -73,6 +72,7 @@ from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
 from halo.safety.notify import Notifier
 from halo.safety.profiles import model_name
+from halo.storage import HaloDB
 from halo.tools.approvals import Approvals
 from halo.tools.guarded import default_tools
 from halo.tools.memory import memory_tools
@@ -100,6 +100,12 @@ from transcripts.session import TranscriptSessions
 log = logging.getLogger(__name__)
 
 
+def halo_db(settings: Settings) -> HaloDB:
+    """halo.db's tables: PostgreSQL when `storage.url` is set, else the file in HALO_HOME."""
+    url = settings.storage.url.get_secret_value() if settings.storage.url else None
+    return HaloDB(settings.paths.halo_db, url, family_id=settings.family_id)
+
+
 def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     """Wire every part from settings, in stages, each using only what the ones above built:
     stores, the family and its policy, memory, the turn, what sends, the adapters. `model`
@@ -112,7 +118,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     write_default_user_files(paths, settings.members)
     audit = AuditLog(paths.events_log)
     transcripts = TranscriptStore(paths.transcripts)
-    db = HaloDB(paths.halo_db)
+    db = halo_db(settings)
     tasks = TaskStore(db)
     sessions = TranscriptSessions(
         transcripts, settings.sessions.history_token_budget, max_items=settings.sessions.history_max_items

@@ -28,6 +28,7 @@ STARTUP_ERRORS = (
     ("config.loader", "ConfigError"),
     ("policy", "PolicyError"),
     ("halo.runtime.providers", "ProviderConfigError"),
+    ("halo.storage.db", "StorageUnavailable"),
 )
 
 

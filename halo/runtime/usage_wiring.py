@@ -13,10 +13,10 @@ from agents import Model
 
 from config.family import Family
 from config.settings import Settings
-from halo.outbound.db import HaloDB
 from halo.routing.levels import Level
 from halo.routing.router import Router, Triage
 from halo.runtime.providers import build_model
+from halo.storage import HaloDB
 from halo.usage.budget import Budget, TellParents
 from halo.usage.meter import MeteredModel, UsageMeter, model_name
 from halo.usage.prices import Prices

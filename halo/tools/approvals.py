@@ -15,7 +15,6 @@ import contextlib
 import json
 import logging
 import re
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -25,8 +24,10 @@ from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text,
 
 from config.family import Family
 from halo.core.turn import Turn
-from halo.outbound.db import HaloDB
+from halo.outbound import outbox
 from halo.outbound.delivery import Delivery
+from halo.outbound.outbox import Row
+from halo.storage import HaloDB
 from transcripts import AuditLog, TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -158,24 +159,26 @@ class Approvals:
 
     async def _ask_parents(self, request_id: int, asker_id: str, question: str) -> list[str]:
         """Ask in each parent's DMs, and keep which message asked what: a bare yes is matched to
-        the request by that record, never by reading the question's text back. The record is
-        written before the message is sent, so it is there before a parent can answer."""
+        the request by that record, never by reading the question's text back. Each question and
+        its record are queued in one transaction: neither is ever there without the other."""
         reached: list[str] = []
-        for parent_id in approvers(self.family(), asker_id):
-            for scope_id in self.delivery.member_dms(parent_id):
-                outbox_id = uuid.uuid4().hex
-                async with self.db.write(metadata) as conn:
+        queued: list[Row] = []
+        async with self.db.write(metadata, outbox.metadata) as conn:
+            for parent_id in approvers(self.family(), asker_id):
+                for scope_id in self.delivery.member_dms(parent_id):
+                    row = await self.delivery.add_in(conn, scope_id, question)
                     await conn.execute(
                         asks_table.insert().values(
-                            outbox_id=outbox_id,
+                            outbox_id=row.message.id,
                             request_id=request_id,
                             parent_id=parent_id,
                             scope_id=scope_id,
                             asked_at=self.clock(),
                         )
                     )
-                await self.delivery.send(scope_id, question, message_id=outbox_id)
-                reached.append(scope_id)
+                    queued.append(row)
+                    reached.append(scope_id)
+        await self.delivery.committed(queued)
         return reached
 
     def _minutes_text(self) -> str:

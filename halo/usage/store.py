@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, func, insert, select
 
 if TYPE_CHECKING:
-    from halo.outbound.db import HaloDB
+    from halo.storage import HaloDB
 
 # what a call was for; "triage" is the routing call that picks a level when the rules cannot
 Purpose = Literal[

@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 from sqlalchemy import Column, Float, ForeignKey, Integer, MetaData, String, Table, Text, insert, select, update
 
-from halo.outbound.db import HaloDB
+from halo.storage import HaloDB
 
 Status = Literal["todo", "doing", "blocked", "done"]
 STATUSES: tuple[Status, ...] = get_args(Status)

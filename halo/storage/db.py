@@ -1,0 +1,141 @@
+"""halo.db: the small durable state of the core and the adapters (the outbox, pairing, group
+state, tasks, approvals, home rules, reminders, lists, the adapters' seen ids), through
+SQLAlchemy's asyncio API on one of two backends:
+
+- SQLite, the file `$HALO_HOME/halo.db` (the default). Each store declares its own `MetaData`;
+  its tables are created on first use (`create_all`), and a file from before `family_id`
+  gets the column added.
+- PostgreSQL (`storage.url`). The schema is Alembic's (halo/storage/migrations), brought to
+  head once before first use under an advisory lock; a table no revision creates is an error
+  that names it, never created on the fly.
+
+Every table carries `family_id` (halo/storage/family.py). Writes take turns in-process: SQLite
+has one writer at a time, and the stores' read-then-write steps rely on it on both backends.
+Commits are durable (SQLite: synchronous=FULL) — an outgoing message or a processed-update
+mark must survive a power cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, MetaData, event, inspect, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH, FAMILY_OPTION, carry_family
+from transcripts.sqlite import durable_sqlite_connection, use_wal
+
+CONNECT_TIMEOUT_SECONDS = 10  # PostgreSQL: a server that does not answer stops the start this soon
+DEFAULT_FAMILY = "family"  # what `family.name`'s default ("Family") becomes as a slug
+
+
+class SchemaError(RuntimeError):
+    """A store's table that PostgreSQL's migrations do not create."""
+
+
+class StorageUnavailable(RuntimeError):
+    """PostgreSQL could not be reached or refused halo at start: said with the URL, never its password."""
+
+
+def _sqlite_durable_pragmas(dbapi_connection: Any, _: Any) -> None:
+    durable_sqlite_connection(dbapi_connection, busy_ms=5000, synchronous="FULL")
+
+
+class HaloDB:
+    """`path` is the SQLite file; `url`, when given, a PostgreSQL URL (postgresql+asyncpg://…)
+    that takes its place. `family_id` is written into every row."""
+
+    def __init__(self, path: Path, url: str | None = None, *, family_id: str = DEFAULT_FAMILY) -> None:
+        if url is None:
+            use_wal(path)
+            url = f"sqlite+aiosqlite:///{path}"
+        self.family_id = family_id
+        self.engine: AsyncEngine = create_async_engine(
+            url,
+            execution_options={FAMILY_OPTION: family_id},
+            connect_args={"timeout": CONNECT_TIMEOUT_SECONDS} if url.startswith("postgresql") else {},
+        )
+        self.backend = self.engine.dialect.name  # "sqlite" | "postgresql"
+        if self.backend == "sqlite":
+            event.listen(self.engine.sync_engine, "connect", _sqlite_durable_pragmas)
+        self._created: set[int] = set()
+        self._schema: frozenset[str] | None = None  # PostgreSQL: the tables the migrations made
+        self._schema_lock = asyncio.Lock()
+        self._write_turns = asyncio.Lock()
+
+    async def prepare(self) -> None:
+        """PostgreSQL: migrate to the newest schema now (at start), so a wrong URL or a refused
+        login stops halo before it takes a message. SQLite: nothing to do ahead of first use."""
+        if self.backend == "postgresql":
+            async with self._schema_lock:
+                await self._migrated()
+
+    async def _migrated(self) -> frozenset[str]:
+        if self._schema is None:
+            from halo.storage.migrate import upgrade  # Alembic loads only where it is used
+
+            try:
+                self._schema = await upgrade(self.engine)
+            except (OSError, TimeoutError, DBAPIError) as exc:
+                where = self.engine.url.render_as_string(hide_password=True)
+                reason = getattr(exc, "orig", None) or exc
+                raise StorageUnavailable(f"storage.url: PostgreSQL at {where} did not let halo in: {reason}") from exc
+        return self._schema
+
+    async def _ensure(self, metadata: MetaData) -> None:
+        if id(metadata) in self._created:
+            return
+        async with self._schema_lock:
+            if id(metadata) in self._created:
+                return
+            carry_family(metadata)
+            if self.backend == "postgresql":
+                missing = sorted(set(metadata.tables) - await self._migrated())
+                if missing:
+                    raise SchemaError(
+                        f"PostgreSQL has no table {', '.join(missing)}: add an Alembic revision "
+                        "for it in halo/storage/migrations/versions"
+                    )
+            else:
+                async with self.engine.begin() as conn:
+                    await conn.run_sync(_create_sqlite_tables, metadata, self.family_id)
+            self._created.add(id(metadata))
+
+    @asynccontextmanager
+    async def write(self, metadata: MetaData, *more: MetaData) -> AsyncIterator[AsyncConnection]:
+        """One transaction, committed on exit (rolled back on an exception). `more`: other
+        stores' tables the same transaction writes (a reminder's fired mark and its outbox row)."""
+        for tables in (metadata, *more):
+            await self._ensure(tables)
+        async with self._write_turns, self.engine.begin() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def read(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
+        await self._ensure(metadata)
+        async with self.engine.connect() as conn:
+            yield conn
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def _create_sqlite_tables(conn: Connection, metadata: MetaData, family_id: str) -> None:
+    """`create_all`, then `family_id` added to a table an older halo made without it."""
+    metadata.create_all(conn)
+    found = inspect(conn)
+    quote = conn.dialect.identifier_preparer.quote
+    literal = family_id.replace("'", "''")
+    for name in metadata.tables:
+        if FAMILY_COLUMN not in {column["name"] for column in found.get_columns(name)}:
+            conn.execute(
+                text(
+                    f"ALTER TABLE {quote(name)} ADD COLUMN {FAMILY_COLUMN} "
+                    f"VARCHAR({FAMILY_ID_LENGTH}) NOT NULL DEFAULT '{literal}'"
+                )
+            )

@@ -1,0 +1,40 @@
+"""PostgreSQL's schema of halo.db's tables, kept by Alembic (the revisions in migrations/).
+
+`upgrade` brings a database to the newest revision inside one transaction that first takes a
+transaction-level advisory lock: processes starting together take turns, and the second finds
+the schema already at head. PostgreSQL's DDL is transactional, so a failed upgrade leaves the
+schema as it was. SQLite does not use this: its file is made by `create_all` (halo/storage/db.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, MetaData, inspect, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+MIGRATION_LOCK = 0x68616C6F6D696772  # "halomigr": the advisory lock every halo process agrees on
+
+
+def alembic_config(connection: Connection, target_metadata: list[MetaData] | None = None) -> Config:
+    """Alembic's configuration without an alembic.ini: the revisions, and the connection they run on."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    config.attributes["target_metadata"] = target_metadata
+    return config
+
+
+async def upgrade(engine: AsyncEngine) -> frozenset[str]:
+    """Migrate to head; returns the tables the schema then has."""
+    async with engine.begin() as conn:
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+        return await conn.run_sync(_upgrade)
+
+
+def _upgrade(connection: Connection) -> frozenset[str]:
+    command.upgrade(alembic_config(connection), "head")
+    return frozenset(inspect(connection).get_table_names())
