@@ -11,6 +11,7 @@ from aiohttp import web
 
 from admin_api.connections import ConnectionLimits, GuardedSite
 from tests.admin.conftest import ADMIN_TOKEN
+from tests.http_attack_support import closed_by_server
 from tests.waiting import eventually
 
 HEADERS_ONLY_HALF = b"POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl"
@@ -19,17 +20,6 @@ HALF_A_BODY = (
     b"Authorization: Bearer " + ADMIN_TOKEN.encode() + b"\r\n"
     b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"role": '
 )
-
-
-async def closed_by_server(reader: asyncio.StreamReader) -> bool:
-    """True once the server has closed the connection (whatever it said before)."""
-    try:
-        await asyncio.wait_for(reader.read(65536), 0.05)
-    except TimeoutError:
-        return False
-    except ConnectionError:
-        return True
-    return reader.at_eof()
 
 
 @pytest.fixture
