@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from halo.safety.notify import Notifier
     from halo.storage import HaloDB
     from halo.tools.approvals import Approvals
+    from halo.usage.meter import UsageMeter
     from halo.work.digest import WorkDigest
     from halo.work.tasks import TaskStore
     from halo.workspace.backups import BackupSchedule
@@ -96,6 +97,7 @@ class Halo:
     gateway: Gateway
     scope_locks: ScopeLocks  # the gateway's, the catch-up's and the admin API's (clear, purge)
     model_health: ModelHealth  # the last model failure until a call succeeds (/status)
+    usage: UsageMeter  # every model call's reported usage, and its store (GET /usage)
     inbound: GatewayInbound
     # outbound and what sends through it
     delivery: Delivery
@@ -190,6 +192,6 @@ class Halo:
         if self.graph is not None:
             await self.graph.close()  # stops the FalkorDB halo started
         self.transcripts.close()  # last: delivery and memory above may still append
-        await self.db.close()
-        for close in self.closers:
+        for close in self.closers:  # the root's own: usage rows written, the models' HTTP clients closed
             await close()
+        await self.db.close()

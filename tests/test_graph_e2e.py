@@ -15,7 +15,6 @@ require_graph_extra()
 
 from halo.core.envelope import Envelope, Speaker  # noqa: E402
 from halo.core.scopes import resolve_scope  # noqa: E402
-from halo.usage.store import UsageStore  # noqa: E402
 from tests.conftest import llm_yaml  # noqa: E402
 from tests.fakes.graphiti_model import GraphitiStandIn  # noqa: E402
 from tests.fakes.llm_server import FakeOpenAI  # noqa: E402
@@ -115,7 +114,7 @@ async def test_a_parent_gets_the_current_answer_with_its_date_and_nothing_from_a
     assert status["enabled"] and status["tokens_today"] > 0
     await running.halo.gateway.drain()
     # every ingestion call is in halo's usage table too, exactly what graph memory counted
-    rows = await UsageStore(running.halo.db).totals("2000-01-01", "2999-12-31", "purpose")
+    rows = await running.halo.usage.store.totals("2000-01-01", "2999-12-31", "purpose")
     graph_rows = [row for row in rows if row.key == "graph"]
     assert graph_rows and {row.model for row in graph_rows} == {"fake-model"}
     assert sum(row.input_tokens + row.output_tokens for row in graph_rows) == status["tokens_today"]

@@ -11,7 +11,6 @@ from typing import Any
 
 from halo.core.envelope import Envelope, Speaker
 from halo.core.scopes import resolve_scope
-from halo.usage.store import UsageStore
 from tests.fakes.llm_server import FakeOpenAI, count_tokens
 
 
@@ -45,7 +44,7 @@ async def test_two_turns_share_the_request_up_to_what_changes(halo: Any, fake_ll
 
     # each request repeats the one before it up to that one's note (the whole conversation so
     # far): the stand-in's prefix cache reused it, and halo recorded it as cached input
-    rows = await UsageStore(halo.db).totals("2000-01-01", "2999-12-31", "purpose")
+    rows = await halo.usage.store.totals("2000-01-01", "2999-12-31", "purpose")
     [reply] = [row for row in rows if row.key == "reply"]
     before_note = [
         count_tokens(fake_llm.prompt_text(request).split(note["content"])[0])

@@ -22,7 +22,6 @@ from halo.inventory import Halo
 from halo.routing.levels import Level
 from halo.runtime.app import build_halo
 from halo.usage.prices import Prices
-from halo.usage.store import UsageStore
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, Outbox, default_level_triage, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI, count_tokens
 
@@ -185,7 +184,7 @@ async def test_usage_is_what_the_provider_reported_summed_exactly(halo: Halo, fa
     reported = [
         (count_tokens(fake_llm.prompt_text(r)), count_tokens(text)) for r, text in zip(requests, answers, strict=True)
     ]
-    store = UsageStore(halo.db)
+    store = halo.usage.store
     day = halo.gateway.router.budget.meter.today()  # type: ignore[union-attr]
     by_purpose = {(t.key, t.model): t for t in await store.totals(day, day, "purpose")}
     assert by_purpose[("triage", "cheap-model")].input_tokens == reported[0][0]
@@ -321,6 +320,6 @@ async def test_a_status_answer_worded_by_the_model_is_labelled_l2_not_l0(halo: H
     events = [json.loads(line) for line in halo.paths.events_log.read_text().splitlines()]
     assert [e["level"] for e in events if e.get("kind") == "route"] == ["L2"]
     day = halo.gateway.router.budget.meter.today()  # type: ignore[union-attr]
-    rows = await UsageStore(halo.db).totals(day, day, "purpose")
+    rows = await halo.usage.store.totals(day, day, "purpose")
     assert [(t.key, t.model, t.calls) for t in rows] == [("status", "main-model", 1)]
-    assert {t.key for t in await UsageStore(halo.db).totals(day, day, "level")} == {"L2"}
+    assert {t.key for t in await halo.usage.store.totals(day, day, "level")} == {"L2"}

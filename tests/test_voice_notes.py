@@ -14,7 +14,6 @@ import pytest
 from config.loader import load_settings
 from halo.inventory import Halo
 from halo.media.voice import NOT_SET_UP
-from halo.usage.store import UsageStore
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -130,7 +129,7 @@ async def test_each_transcription_is_in_the_usage_table_with_the_tokens_reported
     tg.voice(MOM, MOM, AUDIO, duration=3)
     await tg.wait_sent(MOM, count=2)
 
-    rows = await UsageStore(halo.db).totals("2000-01-01", "2999-12-31", "purpose")
+    rows = await halo.usage.store.totals("2000-01-01", "2999-12-31", "purpose")
     heard = [
         (r.model, r.calls, r.input_tokens, r.cached_tokens, r.output_tokens) for r in rows if r.key == "transcription"
     ]

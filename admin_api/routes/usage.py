@@ -8,10 +8,9 @@ from aiohttp import web
 
 from admin_api.base import ApiError, halo_of
 from admin_api.routes import Reply, Route, param
-from halo.usage.meter import UsageMeter
 from halo.usage.prices import Prices
 from halo.usage.report import usage_report
-from halo.usage.store import GROUPINGS, UsageStore
+from halo.usage.store import GROUPINGS
 
 MAX_DAYS = 366
 
@@ -33,15 +32,14 @@ async def get_usage(request: web.Request) -> web.Response:
     """Tokens and USD per day, grouped `by` member, scope, model, purpose or level (default: member)."""
     halo = halo_of(request)
     settings = halo.settings
-    store = UsageStore(halo.db)
-    today = date.fromisoformat(UsageMeter(store, lambda: settings.family.timezone).today())
+    today = date.fromisoformat(halo.usage.today())
     last = _day(request.query.get("to"), today, "to")
     first = _day(request.query.get("from"), _days_before(last, 13), "from")
     by = request.query.get("by", "member")
     if by not in GROUPINGS:
         raise ApiError(400, f"by is one of {', '.join(GROUPINGS)}")
     first = max(first, _days_before(last, MAX_DAYS - 1))  # a longer range reads its last MAX_DAYS days
-    report = await usage_report(store, Prices(settings.llm.prices), first.isoformat(), last.isoformat(), by)  # type: ignore[arg-type]
+    report = await usage_report(halo.usage.store, Prices(settings.llm.prices), first.isoformat(), last.isoformat(), by)  # type: ignore[arg-type]
     budget = settings.budget
     report["budget"] = {"dailyUsd": budget.daily_usd, "memberDailyUsd": budget.member_daily_usd}
     return web.json_response(report)

@@ -353,6 +353,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         gateway=gateway,
         scope_locks=scope_locks,
         model_health=model_health,
+        usage=levels.meter,
         inbound=inbound,
         delivery=delivery,
         notifier=notifier,
@@ -367,7 +368,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         backups=backups,
         missed=missed,
         adapters=adapters,
-        closers=[partial(close_model, m) for m in owned],
+        closers=[levels.meter.store.close, *(partial(close_model, m) for m in owned)],
     )
 
 

@@ -85,10 +85,7 @@ class UsageMeter:
             scope_id=who.scope_id,
             level=level,
         )
-        try:
-            await self.store.add(record)
-        except Exception:  # a full disk must not cost the family its reply; the log says what was lost
-            log.exception("could not record usage of %s (%s): %s", model, purpose, record)
+        self.store.add(record)  # written behind: a failed write is logged there, the reply goes on
 
     async def record_usage(self, model: str, purpose: Purpose, usage: Usage, *, level: str | None = None) -> None:
         details = usage.input_tokens_details

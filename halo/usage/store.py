@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, func, insert, select
 
+from transcripts.write_behind import WriteBehind
+
 if TYPE_CHECKING:
     from halo.storage import HaloDB
 
@@ -80,15 +82,26 @@ class UsageTotal:
     output_tokens: int
 
 
+WRITE_EVERY = 1.0  # seconds a usage row may wait to be written with others
+
+
 class UsageStore:
-    """Appends usage rows and sums them; a small port, so PostgreSQL can stand behind it later."""
+    """Appends usage rows and sums them; a small port, so PostgreSQL can stand behind it later.
 
-    def __init__(self, db: HaloDB) -> None:
+    A row is written behind, with the others of the same second (`WriteBehind`): a model call
+    never waits for halo.db's fsync, and the outbox's writes don't queue behind usage rows.
+    Every sum writes what waits first, so budgets and `GET /usage` count every call."""
+
+    def __init__(self, db: HaloDB, *, every: float = WRITE_EVERY) -> None:
         self.db = db
+        self._pending: WriteBehind[UsageRecord] = WriteBehind(self.add_many, every, "usage rows")
 
-    async def add(self, record: UsageRecord) -> None:
-        async with self.db.write(metadata) as conn:
-            await conn.execute(insert(usage_table).values(**_row(record)))
+    def add(self, record: UsageRecord) -> None:
+        self._pending.add(record)
+
+    async def close(self) -> None:
+        """Write what waits (before halo.db closes)."""
+        await self._pending.close()
 
     async def add_many(self, records: Iterable[UsageRecord]) -> None:
         rows = [_row(r) for r in records]
@@ -100,6 +113,7 @@ class UsageStore:
         self, first_day: str, last_day: str, by: GroupBy, *, member_id: str | None = None
     ) -> list[UsageTotal]:
         """Sums per day, model and `by` over [first_day, last_day] (inclusive)."""
+        await self._pending.flush()
         t = usage_table.c
         columns = {"member": t.member_id, "scope": t.scope_id, "model": t.model, "purpose": t.purpose}
         key = columns.get(by, t.level if by == "level" else t.day)
