@@ -323,3 +323,22 @@ async def test_a_status_answer_worded_by_the_model_is_labelled_l2_not_l0(halo: H
     rows = await halo.usage.store.totals(day, day, "purpose")
     assert [(t.key, t.model, t.calls) for t in rows] == [("status", "main-model", 1)]
     assert {t.key for t in await halo.usage.store.totals(day, day, "level")} == {"L2"}
+
+
+async def test_with_one_model_at_every_level_no_triage_call_is_made(home: Path, fake_llm: FakeOpenAI) -> None:
+    """Without cheap_model and strong_model every level is llm.model: a triage could not change
+    which model answers, so a message the rules can't place costs one model call, not two."""
+    yaml = (
+        routed_yaml(fake_llm).replace("  cheap_model: cheap-model\n", "").replace("  strong_model: strong-model\n", "")
+    )
+    write_home(home, yaml, family=ROUTED_FAMILY.replace("family: {name: Sharma}\n", ""))
+    halo = build_halo(load_settings(home))
+    try:
+        fake_llm.interceptors.remove(default_level_triage)  # a triage call would be sent and seen here
+        fake_llm.reply("Pluto is a dwarf planet.")
+        reply = await halo.gateway.handle(envelope(halo, "mom", "Pluto"))
+        assert reply.text == "Pluto is a dwarf planet."
+        assert [r.json["model"] for r in fake_llm.model_requests] == ["main-model"]
+        assert transcript_marks(halo, reply.scope_id)[-1][1:] == ("L2", "the default")
+    finally:
+        await halo.close()

@@ -97,7 +97,10 @@ def build_routing(
             name = model_name(model)  # type: ignore[arg-type]
             if prices.of(name) is None:
                 log.warning("budget: %s has no known price (set llm.prices): its calls do not count", name)
-    cheap = levels.metered(levels.cheap, "triage")
+    # a triage call only earns its cost when its answer can change the model: with one model at
+    # every level (no cheap_model or strong_model), each message would pay a second run for nothing
+    distinct = {model_name(m) for m in (levels.cheap, levels.main, levels.strong) if m is not None}
+    cheap = levels.metered(levels.cheap, "triage") if len(distinct) > 1 else None
     triage = Triage(cheap, tracing=settings.llm.tracing) if cheap is not None else None
 
     async def last_reply(scope_id: str) -> str | None:
