@@ -26,7 +26,7 @@ from tests.fakes.llm_server import FakeOpenAI
 from tests.storage_support import fresh_database
 from tests.waiting import eventually
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
-from transcripts.records import RecordedLine
+from transcripts.records import RecordedLine, SeqTaken
 from transcripts.session import TranscriptSessions
 
 SCOPE = "telegram:1001"
@@ -178,6 +178,11 @@ async def test_the_rows_api_for_moving_a_family_reads_and_writes_whole_scopes(db
     assert await rows_api.scope_ids() == [OTHER, SCOPE]
     assert await rows_api.count() == 4501 and await rows_api.count(OTHER) == 4500
     assert [r.json for r in await rows_api.read_from(OTHER)] == [r.json for r in lines]
+    clash = [RecordedLine(n, datetime.now(UTC), line(f"late {n}", SCOPE).to_json()) for n in range(1, 4501)]
+    clash[-1] = RecordedLine(0, clash[-1].ts, clash[-1].json)  # its last line's number is taken
+    with pytest.raises(SeqTaken):
+        await rows_api.append(SCOPE, clash)
+    assert await rows_api.count(SCOPE) == 1  # none of the bulk: one transaction
     assert await rows_api.purge(OTHER) == 4500
     assert await rows_api.scope_ids() == [SCOPE]
 
@@ -207,6 +212,14 @@ async def test_a_conversation_is_recorded_and_a_purge_deletes_it_everywhere(
     assert file_texts(transcripts, "web:wags") == []
     if on_both_stores:
         assert await rows(on_both_stores, "SELECT seq FROM transcript_lines WHERE scope_id = 'web:wags'") == []
+    async with running.http.get(
+        running.url("/events/tail?lines=5"), headers={"Authorization": f"Bearer {OWNER_TOKEN}"}
+    ) as r:
+        assert r.status == 200
+        assert [e["kind"] for e in await r.json()][-1] == "admin_purge"
+    if on_both_stores:
+        kinds = await rows(on_both_stores, "SELECT kind FROM audit_events WHERE kind = 'admin_purge'")
+        assert kinds == [{"kind": "admin_purge"}]  # the route read it back through PostgreSQL
 
 
 # --- two homes on one PostgreSQL ---------------------------------------------------------------

@@ -63,7 +63,11 @@ class AuditRows:
                     self._early.append(event)
                     return
                 loop = self._loop
-            loop.call_soon_threadsafe(self._behind.add, event)
+            try:
+                loop.call_soon_threadsafe(self._behind.add, event)
+            except RuntimeError:  # the loop closed meanwhile: kept for a flush that may still come
+                with self._mutex:
+                    self._early.append(event)
             return
         with self._mutex:
             self._loop = loop

@@ -51,13 +51,13 @@ class TranscriptRows:
             return
         rows = [{"scope_id": scope_id, "seq": line.seq, "ts": line.ts, "line": line.json} for line in lines]
         try:
-            async with self.db.autocommit(metadata) as conn:
-                if len(rows) <= INSERT_CHUNK:  # a turn: one statement, its own transaction
+            if len(rows) <= INSERT_CHUNK:  # a turn: one statement, its own transaction
+                async with self.db.autocommit(metadata) as conn:
                     await conn.execute(insert(transcript_lines).values(rows))
-                else:  # a migration's bulk: all or nothing
-                    async with conn.begin():
-                        for start in range(0, len(rows), INSERT_CHUNK):
-                            await conn.execute(insert(transcript_lines).values(rows[start : start + INSERT_CHUNK]))
+            else:  # a migration's bulk: all or nothing
+                async with self.db.write(metadata) as conn:
+                    for start in range(0, len(rows), INSERT_CHUNK):
+                        await conn.execute(insert(transcript_lines).values(rows[start : start + INSERT_CHUNK]))
         except IntegrityError as exc:
             if getattr(exc.orig, "sqlstate", None) != UNIQUE_VIOLATION:
                 raise
