@@ -291,3 +291,25 @@ async def test_closing_writes_the_audit_events_still_waiting(db: HaloDB, postgre
     audit.write("admin_clear", scope_id=SCOPE, actor="mom")
     await audit.close()
     assert [r["kind"] for r in await rows(postgres, "SELECT kind FROM audit_events")] == ["admin_clear"]
+
+
+@pytest.mark.postgres
+async def test_a_turn_on_postgresql_records_its_lines_in_two_inserts_and_prints_its_statements(
+    postgres: str, fake_llm: FakeOpenAI, settings_for: Callable[..., Settings], serve_halo: Any
+) -> None:
+    """The message's line (acknowledged before the model runs) and the reply's: one INSERT each."""
+    running = await serve_halo(settings_for(llm_yaml(fake_llm), storage={"url": postgres}))
+    fake_llm.reply("Hello!")
+    assert (await running.chat("Hi"))[1]["reply"] == "Hello!"  # the scope taken, the tables known
+    statements: list[str] = []
+    event.listen(running.halo.db.engine.sync_engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+
+    fake_llm.reply("Soccer practice is at 5pm.")
+    assert (await running.chat("When is soccer practice?"))[1]["reply"] == "Soccer practice is at 5pm."
+
+    transcript_inserts = [s for s in statements if s.startswith("INSERT INTO transcript_lines")]
+    print(
+        f"one web chat turn on PostgreSQL: {len(statements)} statements, "
+        f"{len(transcript_inserts)} of them transcript INSERTs: {[s.split()[0:3] for s in statements]}"
+    )
+    assert len(transcript_inserts) == 2
