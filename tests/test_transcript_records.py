@@ -8,7 +8,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from tests.fakes.llm_server import FakeOpenAI
 from tests.storage_support import fresh_database
 from tests.waiting import eventually
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
+from transcripts.audit import AuditEvent
 from transcripts.records import RecordedLine, SeqTaken
 from transcripts.session import TranscriptSessions
 
@@ -313,3 +314,15 @@ async def test_a_turn_on_postgresql_records_its_lines_in_two_inserts_and_prints_
         f"{len(transcript_inserts)} of them transcript INSERTs: {[s.split()[0:3] for s in statements]}"
     )
     assert len(transcript_inserts) == 2
+
+
+@pytest.mark.postgres
+async def test_the_audit_rows_api_for_moving_a_family_writes_and_reads_every_event(db: HaloDB) -> None:
+    rows_api = AuditRows(db)
+    events = [
+        AuditEvent(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=n // 60), "policy", SCOPE, json.dumps({"n": n}))
+        for n in range(5200)
+    ]
+    await rows_api.insert(events)
+    assert await rows_api.read_all() == events
+    assert [e["n"] for e in await rows_api.tail(2, kind="policy")] == [5198, 5199]

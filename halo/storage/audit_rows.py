@@ -5,8 +5,8 @@ is only queued here; the queue is written about once a second (`WriteBehind`, on
 batch) and on close. The local `logs/events.jsonl` keeps every event as before: a batch that
 cannot be written is logged and lost here, never there.
 
-For `halo storage migrate`: `AuditRows.insert(events)` writes any number of events in one
-transaction; `read_all()` reads the family's events, oldest first.
+For `halo storage migrate`: `AuditRows.insert(events)` writes any number of events, all or
+none; `read_all()` reads the family's events, oldest first.
 """
 
 from __future__ import annotations
@@ -92,7 +92,11 @@ class AuditRows:
         rows = [{"ts": e.ts, "kind": e.kind[:64], "scope_id": e.scope_id, "event": e.json} for e in events]
         if not rows:
             return
-        async with self.db.autocommit(metadata) as conn:  # a statement a batch: no write turn, no BEGIN
+        if len(rows) <= INSERT_CHUNK:  # a second's batch: one statement, no write turn, no BEGIN
+            async with self.db.autocommit(metadata) as conn:
+                await conn.execute(insert(audit_events).values(rows))
+            return
+        async with self.db.write(metadata) as conn:  # a migration's bulk: all or nothing
             for start in range(0, len(rows), INSERT_CHUNK):
                 await conn.execute(insert(audit_events).values(rows[start : start + INSERT_CHUNK]))
 
