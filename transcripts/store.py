@@ -289,6 +289,9 @@ class TranscriptStore:
                     del self._next_seq[scope_id]
                     if attempt:
                         raise
+                except BaseException:  # committed or not is unknown (a dropped connection, a cancel):
+                    self._next_seq.pop(scope_id, None)  # the next use asks the record
+                    raise
             self._next_seq[scope_id] = first + len(lines)
             try:
                 return await self._write(scope_id, lines, [(text + "\n").encode("utf-8") for text in texts])
