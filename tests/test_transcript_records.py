@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import asyncpg
 import pytest
 from sqlalchemy import event
@@ -22,7 +23,7 @@ from halo.storage import HaloDB
 from halo.storage.audit_rows import AuditRows
 from halo.storage.transcript_rows import TranscriptRows
 from tests.conftest import OWNER_TOKEN, llm_yaml, write_home
-from tests.fakes.llm_server import FakeOpenAI
+from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.storage_support import fresh_database
 from tests.waiting import eventually
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
@@ -326,3 +327,42 @@ async def test_the_audit_rows_api_for_moving_a_family_writes_and_reads_every_eve
     await rows_api.insert(events)
     assert await rows_api.read_all() == events
     assert [e["n"] for e in await rows_api.tail(2, kind="policy")] == [5198, 5199]
+
+
+# --- two `halo serve` processes, one killed ----------------------------------------------------
+
+
+@pytest.mark.postgres
+async def test_after_a_kill_9_a_process_with_an_empty_home_answers_with_every_acknowledged_message(
+    postgres: str, tmp_path: Path
+) -> None:
+    from tests.test_session_durability import Serve, chat, family_yaml
+
+    fake = FakeOpenAI(responder=lambda body: Reply(text="noted")).start_in_thread()
+    try:
+        homes = [tmp_path / "home-a", tmp_path / "home-b"]
+        for home in homes:
+            home.mkdir()
+            (home / "halo.yaml").write_text(family_yaml(fake))
+        first, second = (Serve(home, {"HALO_STORAGE__URL": postgres}) for home in homes)
+        said = [f"message {n} to remember" for n in range(3)]
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+            await first.start(http)
+            for text in said:
+                assert await chat(http, first.url, 0, text)
+            await first.kill()  # SIGKILL: its home is gone with it, for all the other process knows
+
+            await second.start(http)
+            assert await chat(http, second.url, 0, "what did I tell you?")
+            await second.kill()
+    finally:
+        fake.stop()
+
+    asked = next(  # the reply's request: the last to carry it (a routing triage call may come first)
+        r.json["messages"] for r in reversed(fake.model_requests) if "what did I tell you?" in json.dumps(r.json)
+    )
+    members_said = [m["content"] for m in asked if m["role"] == "user" and not m["content"].startswith("(halo's")]
+    assert members_said == [*said, "what did I tell you?"]
+    mirror = TranscriptStore(homes[1] / "transcripts")
+    recorded = await rows(postgres, "SELECT line FROM transcript_lines WHERE scope_id = 'web:m0' ORDER BY seq")
+    assert [r["line"] for r in recorded] == mirror.path("web:m0").read_text(encoding="utf-8").splitlines()
