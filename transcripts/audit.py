@@ -99,9 +99,8 @@ class AuditLog:
         record: dict[str, Any] = {"ts": now.isoformat(), "kind": kind}
         for key, value in drop_secrets(fields).items():
             record.setdefault(key, value)
-        text = clean_text(
-            json.dumps(record, ensure_ascii=False, default=_json_default)
-        )  # a lone surrogate must not cost the event
+        # a lone surrogate must not cost the event
+        text = clean_text(json.dumps(record, ensure_ascii=False, default=_json_default))
         try:
             with self._lock:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
