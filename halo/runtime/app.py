@@ -73,6 +73,8 @@ from halo.safety.gate import SafetyGate
 from halo.safety.notify import Notifier
 from halo.safety.profiles import model_name
 from halo.storage import HaloDB
+from halo.storage.audit_rows import AuditRows
+from halo.storage.transcript_rows import TranscriptRows
 from halo.tools.approvals import Approvals
 from halo.tools.guarded import default_tools
 from halo.tools.memory import memory_tools
@@ -116,9 +118,10 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     paths.ensure()
     write_default_soul(paths.soul)
     write_default_user_files(paths, settings.members)
-    audit = AuditLog(paths.events_log)
-    transcripts = TranscriptStore(paths.transcripts)
     db = halo_db(settings)
+    on_postgresql = db.backend == "postgresql"  # the store of record; HALO_HOME's files mirror it
+    audit = AuditLog(paths.events_log, AuditRows(db) if on_postgresql else None)
+    transcripts = TranscriptStore(paths.transcripts, records=TranscriptRows(db) if on_postgresql else None)
     tasks = TaskStore(db)
     sessions = TranscriptSessions(
         transcripts, settings.sessions.history_token_budget, max_items=settings.sessions.history_max_items
@@ -368,7 +371,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         backups=backups,
         missed=missed,
         adapters=adapters,
-        closers=[levels.meter.store.close, *(partial(close_model, m) for m in owned)],
+        closers=[levels.meter.store.close, audit.close, *(partial(close_model, m) for m in owned)],
     )
 
 
