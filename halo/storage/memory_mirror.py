@@ -1,0 +1,177 @@
+"""HALO_HOME's markdown memory as a mirror of PostgreSQL's `memory_files` (storage.url set).
+
+Two directions:
+
+- `RecordedFiles`, the `FileRecord` every memory writer is handed: a write or delete of a
+  file marks its path, from any thread; an async task writes the marked paths together, as
+  the files are then (one transaction), at least once a second. `flush()` is the way to know
+  a change is in the store of record: the admin API awaits it before it answers.
+- `MemoryMirror.take(scope_id)`: the scope's rows written into the local mirror where they
+  differ (by sha256), local files the rows no longer have removed, then the scope's semantic
+  index (derived data, local to the process) brought up to date from them. A process takes
+  a scope before it first uses it; `take_family` does the family's own files (SOUL.md,
+  USER.md) at start, and uploads a local one the database has not got yet (a default SOUL.md
+  written on a first start, or a USER.md for a new member).
+
+Hand edits of a mirror's files are not carried to PostgreSQL: the mirror is a cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+
+from config.paths import scope_hash
+from halo.storage.memory_rows import MemoryRows
+from memory.mirror import (
+    SOUL,
+    MemoryFile,
+    family_wide,
+    local_files,
+    read_local,
+    recorded,
+    refresh,
+    scope_prefix,
+)
+from memory.scope_files import ScopeFiles
+from memory.semantic import SemanticMemory
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY_SECONDS = 1.0
+
+
+class RecordedFiles:
+    """Memory files' changes, written to `memory_files` behind the writers' backs."""
+
+    def __init__(self, rows: MemoryRows, home: Path, *, every: float = FLUSH_EVERY_SECONDS) -> None:
+        self.rows = rows
+        self.home = home
+        self.every = every
+        self._guard = threading.Lock()  # writers call from worker threads
+        self._paths: set[str] = set()
+        self._folders: set[str] = set()
+        self._flushing = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # --- FileRecord ------------------------------------------------------------------
+
+    def changed(self, path: Path) -> None:
+        relative = self._relative(path)
+        if relative is None or not recorded(relative):
+            return
+        with self._guard:
+            self._paths.add(relative)
+        self._poke()
+
+    def removed_folder(self, folder: Path) -> None:
+        relative = self._relative(folder)
+        if relative is None:
+            return
+        with self._guard:
+            self._folders.add(relative.rstrip("/") + "/")
+        self._poke()
+
+    async def flush(self) -> None:
+        async with self._flushing:
+            with self._guard:
+                paths, self._paths = self._paths, set()
+                folders, self._folders = self._folders, set()
+            if not paths and not folders:
+                return
+            try:
+                texts = await asyncio.to_thread(lambda: {p: read_local(self.home, p) for p in sorted(paths)})
+                files = [MemoryFile.of(p, text) for p, text in texts.items() if text is not None]
+                gone = [p for p, text in texts.items() if text is None]
+                await self.rows.apply(files, gone, sorted(folders))
+            except BaseException:
+                with self._guard:  # nothing is lost: tried again on the next flush
+                    self._paths |= paths
+                    self._folders |= folders
+                raise
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._run())
+        with self._guard:
+            if self._paths or self._folders:
+                self._wake.set()
+
+    async def close(self) -> None:
+        """Stop the timer and write what waits."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await self.flush()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await asyncio.sleep(self.every)  # gather the rest of this second's writes
+            try:
+                await self.flush()
+            except Exception:
+                log.exception("could not write memory files to PostgreSQL; trying again")
+                self._wake.set()
+
+    def _poke(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake.set)
+
+    def _relative(self, path: Path) -> str | None:
+        try:
+            return path.relative_to(self.home).as_posix()
+        except ValueError:
+            return None
+
+
+class MemoryMirror:
+    """Makes this process's HALO_HOME hold what PostgreSQL holds, a scope at a time."""
+
+    def __init__(self, rows: MemoryRows, files: ScopeFiles, semantic: SemanticMemory | None) -> None:
+        self.rows = rows
+        self.files = files
+        self.home = files.paths.home
+        self.semantic = semantic
+
+    async def take(self, scope_id: str) -> None:
+        """The scope's files from PostgreSQL, then its semantic index from them."""
+        prefix = scope_prefix(scope_hash(scope_id))
+        wanted = await self.rows.files_under(prefix)
+
+        def mirror() -> list[str]:
+            with self.files.lock(scope_id):
+                changed = refresh(self.home, wanted, prefix)
+                if changed:
+                    self.files.refreshed(scope_id)
+                return changed
+
+        changed = await asyncio.to_thread(mirror)
+        if changed:
+            log.info("memory of %s: %d file(s) refreshed from PostgreSQL", scope_id, len(changed))
+        if self.semantic is not None and self.semantic.enabled:
+            await self.semantic.sync_scope(scope_id)
+
+    async def take_family(self) -> None:
+        """SOUL.md and every USER.md: PostgreSQL's where it has them; a local one it lacks is uploaded."""
+        stored = [f for f in await self.rows.all_files() if family_wide(f.path)]
+        have = {f.path for f in stored}
+
+        def mirror() -> list[MemoryFile]:
+            refresh(self.home, stored, "", remove_others=False)
+            soul = read_local(self.home, SOUL)
+            mine = [*local_files(self.home, "members/"), *([MemoryFile.of(SOUL, soul)] if soul is not None else [])]
+            return [f for f in mine if family_wide(f.path) and f.path not in have]
+
+        seeds = await asyncio.to_thread(mirror)
+        if seeds:
+            await self.rows.write_many(seeds)
