@@ -147,7 +147,7 @@ class Halo:
         if self.memory_record is not None:
             await self.memory_record.start()
         if self.memory_mirror is not None:
-            await self.memory_mirror.take_family()  # SOUL.md and USER.md before the first turn reads them
+            await self.memory_mirror.join()  # SOUL.md and USER.md before the first turn reads them
         await self.memory.start()
         await self.semantic.start()
         await self.delivery.start()  # what a previous run left in the outbox goes now

@@ -117,7 +117,7 @@ def scope_takers(
     """What runs before this process first uses a scope: on PostgreSQL, the memory mirror's take."""
     if record is None:
         return None, ScopeTakers()
-    mirror = MemoryMirror(record.rows, files, semantic)
+    mirror = MemoryMirror(record, files, semantic)
     return mirror, ScopeTakers([mirror])
 
 

@@ -9,9 +9,10 @@ Two directions:
 - `MemoryMirror.take(scope_id)`: the scope's rows written into the local mirror where they
   differ (by sha256), local files the rows no longer have removed, then the scope's semantic
   index (derived data, local to the process) brought up to date from them. A process takes
-  a scope before it first uses it; `take_family` does the family's own files (SOUL.md,
-  USER.md) at start, and uploads a local one the database has not got yet (a default SOUL.md
-  written on a first start, or a USER.md for a new member).
+  a scope before it first uses it. `join`, at start, does the family's own files (SOUL.md,
+  USER.md); on a home's first start against the database it also uploads
+  the home's memory files the database has not got (an embedded home switched to PostgreSQL,
+  the default SOUL.md of the very first start), so nothing is lost.
 
 Hand edits of a mirror's files are not carried to PostgreSQL: the mirror is a cache.
 """
@@ -26,6 +27,7 @@ from pathlib import Path
 from config.paths import scope_hash
 from halo.storage.memory_rows import MemoryRows
 from memory.mirror import (
+    SCOPES,
     SOUL,
     MemoryFile,
     family_wide,
@@ -34,6 +36,7 @@ from memory.mirror import (
     recorded,
     refresh,
     scope_prefix,
+    write_local,
 )
 from memory.scope_files import ScopeFiles
 from memory.semantic import SemanticMemory
@@ -41,6 +44,7 @@ from memory.semantic import SemanticMemory
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY_SECONDS = 1.0
+JOINED = "memory/.mirror-of"  # the family and database this home mirrors (no password)
 
 
 class RecordedFiles:
@@ -97,6 +101,9 @@ class RecordedFiles:
     # --- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
+        """The timer that flushes; idempotent."""
+        if self._task is not None:
+            return
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(self._run())
         with self._guard:
@@ -137,14 +144,53 @@ class RecordedFiles:
 class MemoryMirror:
     """Makes this process's HALO_HOME hold what PostgreSQL holds, a scope at a time."""
 
-    def __init__(self, rows: MemoryRows, files: ScopeFiles, semantic: SemanticMemory | None) -> None:
-        self.rows = rows
+    def __init__(self, record: RecordedFiles, files: ScopeFiles, semantic: SemanticMemory | None) -> None:
+        self.record = record
+        self.rows = record.rows
         self.files = files
         self.home = files.paths.home
         self.semantic = semantic
+        self._joined = False
+        self._joining = asyncio.Lock()
+
+    async def join(self) -> None:
+        """Once per process, before anything is taken (at start): the family's own files from
+        PostgreSQL, and on a home's first start against this database, its memory files that
+        PostgreSQL lacks uploaded, so turning `storage.url` on loses nothing. From then on the
+        home is a mirror: what PostgreSQL no longer has is removed from it."""
+        async with self._joining:
+            if self._joined:
+                return
+            await self.record.start()
+            known = await self.rows.hashes()
+            family = [f for p in (SOUL, "members/") for f in await self.rows.files_under(p) if family_wide(f.path)]
+            identity = f"{self.rows.db.family_id} {self.rows.db.engine.url.render_as_string(hide_password=True)}\n"
+            first = read_local(self.home, JOINED) != identity
+
+            def mirror() -> list[MemoryFile]:
+                seeds = [f for f in self._local_memory() if f.path not in known] if first else []
+                refresh(self.home, family, "", remove_others=False)
+                return seeds
+
+            seeds = await asyncio.to_thread(mirror)
+            if seeds:
+                await self.rows.write_many(seeds)
+                log.info("%d memory file(s) of this HALO_HOME added to PostgreSQL", len(seeds))
+            if first:
+                await asyncio.to_thread(write_local, self.home, MemoryFile.of(JOINED, identity))
+            self._joined = True
+
+    def _local_memory(self) -> list[MemoryFile]:
+        soul = read_local(self.home, SOUL)
+        return [
+            *([MemoryFile.of(SOUL, soul)] if soul is not None else []),
+            *local_files(self.home, "members/"),
+            *local_files(self.home, f"{SCOPES}/"),
+        ]
 
     async def take(self, scope_id: str) -> None:
         """The scope's files from PostgreSQL, then its semantic index from them."""
+        await self.join()
         prefix = scope_prefix(scope_hash(scope_id))
         wanted = await self.rows.files_under(prefix)
 
@@ -160,18 +206,3 @@ class MemoryMirror:
             log.info("memory of %s: %d file(s) refreshed from PostgreSQL", scope_id, len(changed))
         if self.semantic is not None and self.semantic.enabled:
             await self.semantic.sync_scope(scope_id)
-
-    async def take_family(self) -> None:
-        """SOUL.md and every USER.md: PostgreSQL's where it has them; a local one it lacks is uploaded."""
-        stored = [f for f in await self.rows.all_files() if family_wide(f.path)]
-        have = {f.path for f in stored}
-
-        def mirror() -> list[MemoryFile]:
-            refresh(self.home, stored, "", remove_others=False)
-            soul = read_local(self.home, SOUL)
-            mine = [*local_files(self.home, "members/"), *([MemoryFile.of(SOUL, soul)] if soul is not None else [])]
-            return [f for f in mine if family_wide(f.path) and f.path not in have]
-
-        seeds = await asyncio.to_thread(mirror)
-        if seeds:
-            await self.rows.write_many(seeds)

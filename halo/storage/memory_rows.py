@@ -57,6 +57,12 @@ class MemoryRows:
             rows = (await conn.execute(query.order_by(memory_files.c.path))).all()
         return [MemoryFile(row.path, row.content, row.sha256) for row in rows]
 
+    async def hashes(self) -> dict[str, str]:
+        """Every recorded path of the family and its text's sha256 (no texts)."""
+        query = select(memory_files.c.path, memory_files.c.sha256).where(memory_files.c.family_id == self.db.family_id)
+        async with self.db.read(metadata) as conn:
+            return {row.path: row.sha256 for row in (await conn.execute(query)).all()}
+
     async def write_many(self, files: Iterable[MemoryFile]) -> int:
         """Insert or replace these files (one transaction; a migration writes with this)."""
         return await self.apply(files, removed=(), removed_prefixes=())
