@@ -143,6 +143,30 @@ async def test_an_admin_distillation_is_in_postgresql_when_it_is_acknowledged_an
 
 
 @pytest.mark.postgres
+async def test_changes_a_crash_kept_from_postgresql_are_written_on_the_next_start_in_that_home(
+    shared_postgres: str, home_settings: Callable[..., Settings], serve_halo: Any
+) -> None:
+    url = shared_postgres
+    settings = home_settings("home-a", url)
+    crashed = await serve_halo(settings)
+    await crashed.halo.start_background()
+    assert crashed.halo.memory_record is not None
+    crashed.halo.memory_record.every = 3600  # its flush never comes: as if killed before it
+    await crashed.chat("remember the bins go out on Tuesday", token=MOM)
+    await crashed.halo.gateway.drain()
+    await crashed.halo.memory.flush_log()
+    assert await rows(url, under(DM)) == {}
+    assert (settings.paths.home / "memory" / ".unrecorded").exists()
+
+    again = await serve_halo(home_settings("home-a", url))  # the next start in that home
+    await again.halo.start_background()
+    stored = await rows(url, under(DM))
+    assert "bins go out on Tuesday" in stored[f"memory/scopes/{scope_hash(DM)}/MEMORY.md"]
+    assert any("/daily/" in path for path in stored), "the daily note too"
+    assert not (settings.paths.home / "memory" / ".unrecorded").exists(), "written: the journal is done"
+
+
+@pytest.mark.postgres
 async def test_a_home_with_memory_from_before_storage_url_keeps_it_and_shares_it(
     shared_postgres: str, fake_llm: FakeOpenAI, home_settings: Callable[..., Settings], serve_halo: Any
 ) -> None:

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_EVERY_SECONDS = 1.0
 JOINED = "memory/.mirror-of"  # the family and database this home mirrors (no password)
+JOURNAL = "memory/.unrecorded"  # memory paths changed here and not yet in PostgreSQL
 
 
 class RecordedFiles:
@@ -54,6 +55,7 @@ class RecordedFiles:
         self.rows = rows
         self.home = home
         self.every = every
+        self.journal = home / JOURNAL
         self._guard = threading.Lock()  # writers call from worker threads
         self._paths: set[str] = set()
         self._folders: set[str] = set()
@@ -68,17 +70,60 @@ class RecordedFiles:
         relative = self._relative(path)
         if relative is None or not recorded(relative):
             return
-        with self._guard:
-            self._paths.add(relative)
-        self._poke()
+        self._mark(self._paths, relative)
 
     def removed_folder(self, folder: Path) -> None:
         relative = self._relative(folder)
-        if relative is None:
-            return
+        if relative is not None:
+            self._mark(self._folders, relative.rstrip("/") + "/")
+
+    def _mark(self, pending: set[str], relative: str) -> None:
         with self._guard:
-            self._folders.add(relative.rstrip("/") + "/")
+            if relative not in pending:
+                pending.add(relative)
+                self._journal_line(relative)
         self._poke()
+
+    def _journal_line(self, relative: str) -> None:
+        """The journal: what is not in PostgreSQL yet, so a crash before the flush loses nothing
+        (read back by `recover` on the next start in this home). An append, no fsync: it
+        outlives the process, as the memory files beside it do."""
+        try:
+            self.journal.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with self.journal.open("a", encoding="utf-8") as fh:
+                fh.write(relative + "\n")
+        except OSError:
+            log.exception("could not note %s in %s", relative, self.journal)
+
+    async def recover(self) -> int:
+        """At start, before anything is taken: changes a previous run journaled but did not
+        flush (it crashed) are written now, unless PostgreSQL has a newer version (another
+        process changed the file since). Returns how many paths were written or deleted."""
+        try:
+            noted = await asyncio.to_thread(self.journal.read_text, encoding="utf-8")
+        except FileNotFoundError:
+            return 0
+        lines = sorted({line for line in noted.splitlines() if line})
+        folders = [line for line in lines if line.endswith("/")]
+        paths = [line for line in lines if not line.endswith("/") and recorded(line)]
+        stored = await self.rows.updated(paths)
+        noted_at = (await asyncio.to_thread(self.journal.stat)).st_mtime
+
+        def newer_here(relative: str) -> bool:
+            try:
+                here = (self.home / relative).stat().st_mtime
+            except FileNotFoundError:
+                here = noted_at  # deleted: no later than the journal's last line
+            return relative not in stored or stored[relative].timestamp() < here
+
+        keep = [p for p in paths if await asyncio.to_thread(newer_here, p)]
+        with self._guard:
+            self._paths.update(keep)
+            self._folders.update(folders)
+        await self.flush()
+        if keep or folders:
+            log.info("memory: %d change(s) a previous run had not written to PostgreSQL, written now", len(keep))
+        return len(keep) + len(folders)
 
     async def flush(self) -> None:
         async with self._flushing:
@@ -97,6 +142,9 @@ class RecordedFiles:
                     self._paths |= paths
                     self._folders |= folders
                 raise
+            with self._guard:
+                if not self._paths and not self._folders:
+                    self.journal.unlink(missing_ok=True)
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -162,6 +210,7 @@ class MemoryMirror:
             if self._joined:
                 return
             await self.record.start()
+            await self.record.recover()  # a crash's unwritten changes first: they are the newest
             known = await self.rows.hashes()
             family = [f for p in (SOUL, "members/") for f in await self.rows.files_under(p) if family_wide(f.path)]
             identity = f"{self.rows.db.family_id} {self.rows.db.engine.url.render_as_string(hide_password=True)}\n"

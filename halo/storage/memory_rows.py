@@ -63,6 +63,17 @@ class MemoryRows:
         async with self.db.read(metadata) as conn:
             return {row.path: row.sha256 for row in (await conn.execute(query)).all()}
 
+    async def updated(self, paths: Iterable[str]) -> dict[str, datetime]:
+        """When each of these paths' rows was last written (paths without a row left out)."""
+        wanted = list(paths)
+        if not wanted:
+            return {}
+        query = select(memory_files.c.path, memory_files.c.updated_at).where(
+            memory_files.c.family_id == self.db.family_id, memory_files.c.path.in_(wanted)
+        )
+        async with self.db.read(metadata) as conn:
+            return {row.path: row.updated_at for row in (await conn.execute(query)).all()}
+
     async def write_many(self, files: Iterable[MemoryFile]) -> int:
         """Insert or replace these files (one transaction; a migration writes with this)."""
         return await self.apply(files, removed=(), removed_prefixes=())
