@@ -5,6 +5,7 @@ acknowledged; a purge removes the rows; the embedded default writes none."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -129,12 +130,31 @@ async def test_an_admin_distillation_is_in_postgresql_when_it_is_acknowledged_an
     await running.chat("remember the bins go out on Tuesday", token=MOM)
     await running.halo.gateway.drain()
     await running.halo.memory.share(PARENTS, "Grandma visits in December", by="Wags", when=datetime.now(UTC))
+    documents = running.halo.documents
+    assert documents is not None
+    await asyncio.to_thread(
+        documents.store.add,
+        DM,
+        name="trip.txt",
+        text="Flights on the 3rd.",
+        by="Mom",
+        when=datetime.now(UTC),
+        pages=None,
+        size=19,
+        mime="text/plain",
+    )
     assert await rows(url, under(DM)) == {}, "nothing flushed yet"
 
     async with running.http.post(running.url(f"/sessions/{DM}/distill"), headers=OWNER_AUTH) as r:
         assert r.status == 200
     stored = await rows(url, under(DM))  # no waiting: acknowledged means stored
     assert "bins go out on Tuesday" in stored[f"memory/scopes/{scope_hash(DM)}/MEMORY.md"]
+    document = f"memory/scopes/{scope_hash(DM)}/files/001-trip.txt.md"
+    assert "Flights on the 3rd." in stored[document]
+
+    async with running.http.delete(running.url(f"/scopes/{DM}/files/1"), headers=OWNER_AUTH) as r:
+        assert r.status == 200
+    assert document not in await rows(url, under(DM)), "a deleted document's row is gone when it answers"
 
     async with running.http.post(running.url(f"/sessions/{DM}/purge"), params={"confirm": DM}, headers=OWNER_AUTH) as r:
         assert r.status == 200
