@@ -6,12 +6,15 @@ acknowledged; a purge removes the rows; the embedded default writes none."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import asyncpg
 import pytest
 
@@ -19,7 +22,7 @@ from config.loader import load_settings
 from config.paths import scope_hash
 from config.settings import Settings
 from memory.mirror import MemoryFile, recorded, refresh
-from tests.conftest import OWNER_AUTH, llm_yaml, write_home
+from tests.conftest import OWNER_AUTH, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
 from tests.storage_support import fresh_database
@@ -244,3 +247,56 @@ def test_a_mirror_refresh_writes_what_differs_removes_what_is_gone_and_nothing_o
     )
     assert refresh(tmp_path, wanted, prefix) == [], "the same rows again change nothing"
     assert not recorded("members/../SOUL.md") and recorded("members/mom/USER.md") and recorded("SOUL.md")
+
+
+@pytest.mark.postgres
+async def test_two_halo_serve_processes_share_memory_and_a_kill_9_loses_none_of_it(tmp_path: Path) -> None:
+    """Real processes: `halo serve` on home A learns a fact and is killed with SIGKILL; A again,
+    then `halo serve` on home B, and B's model is told the fact."""
+    from tests.storage_support import database_url, drop_database, new_database
+    from tests.test_serve_cli import OWNER, halo_cmd, post_json, wait_healthy
+
+    name = await new_database(migrated=True)
+    url = database_url(name)
+    fake = FakeOpenAI(default_reply="Noted.").start_in_thread()
+    procs: list[subprocess.Popen[str]] = []
+
+    async def serve(home: Path) -> str:
+        write_home(home, llm_yaml(fake))
+        port = free_port()
+        env = {**os.environ, "HALO_STORAGE__URL": url}
+        proc = halo_cmd("serve", home=home, port=port, env=env)
+        procs.append(proc)
+        await asyncio.to_thread(wait_healthy, port, proc)
+        return f"http://127.0.0.1:{port}"
+
+    try:
+        home_a = tmp_path / "home-a"
+        a = await serve(home_a)
+        said = await asyncio.to_thread(post_json, f"{a}/api/chat", {"text": "remember the bins go out on Tuesday"})
+        assert said["reply"] == "Noted."
+        memory = home_a / "memory" / "scopes" / scope_hash("web:wags") / "MEMORY.md"
+        await eventually(lambda: memory.exists() and "Tuesday" in memory.read_text(), what="A's MEMORY.md")
+        procs[0].kill()  # SIGKILL: no flush on the way out
+        await asyncio.to_thread(procs[0].wait, 30)
+
+        await serve(home_a)  # the next start in home A writes what the kill kept from PostgreSQL
+
+        async def fact_stored() -> bool:
+            return "Tuesday" in str(await rows(url, under("web:wags")))
+
+        await eventually(fact_stored, what="the fact in memory_files once A has started again")
+        b = await serve(tmp_path / "home-b")
+        fake.reply("On Tuesday.")
+        answer = await asyncio.to_thread(post_json, f"{b}/api/chat", {"text": "when do the bins go out?"})
+        assert answer["reply"] == "On Tuesday."
+        assert "bins go out on Tuesday" in fake.last_prompt_text()
+        async with aiohttp.ClientSession() as http, http.get(f"{b}/status", headers=OWNER) as r:
+            assert (await r.json())["storage"]["backend"] == "postgresql"
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+            await asyncio.to_thread(proc.communicate, None, 120)
+        fake.stop()
+        await drop_database(name)
