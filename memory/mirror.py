@@ -56,7 +56,10 @@ class MemoryFile:
 
     @classmethod
     def of(cls, path: str, content: str) -> MemoryFile:
-        return cls(path, content, sha256_of(content))
+        """A NUL (a hand edit, a document's text) becomes U+FFFD: PostgreSQL's text cannot hold
+        one, and one file must never stop every other from being stored."""
+        storable = content.replace("\x00", "\ufffd")
+        return cls(path, storable, sha256_of(storable))
 
 
 def sha256_of(content: str) -> str:

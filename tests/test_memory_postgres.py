@@ -21,6 +21,8 @@ import pytest
 from config.loader import load_settings
 from config.paths import scope_hash
 from config.settings import Settings
+from halo.storage import HaloDB
+from halo.storage.memory_rows import MemoryRows
 from memory.mirror import MemoryFile, recorded, refresh
 from tests.conftest import OWNER_AUTH, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
@@ -300,3 +302,28 @@ async def test_two_halo_serve_processes_share_memory_and_a_kill_9_loses_none_of_
             await asyncio.to_thread(proc.communicate, None, 120)
         fake.stop()
         await drop_database(name)
+
+
+@pytest.mark.postgres
+async def test_the_rows_api_a_migration_uses_writes_many_lists_all_and_keeps_families_apart(
+    shared_postgres: str, tmp_path: Path
+) -> None:
+    ours, theirs = (
+        HaloDB(tmp_path / "a.db", shared_postgres),
+        HaloDB(tmp_path / "b.db", shared_postgres, family_id="other"),
+    )
+    try:
+        files = [
+            MemoryFile.of("SOUL.md", "# SOUL\nwith a NUL \x00 from a hand edit\n"),
+            MemoryFile.of(f"memory/scopes/{scope_hash(DM)}/MEMORY.md", "- a fact\n"),
+        ]
+        assert await MemoryRows(ours).write_many(files) == 2
+        await MemoryRows(theirs).write_many([MemoryFile.of("SOUL.md", "theirs\n")])
+        listed = await MemoryRows(ours).all_files()
+        assert [f.path for f in listed] == sorted(f.path for f in files)
+        assert "\ufffd" in listed[0].content and "\x00" not in listed[0].content  # PostgreSQL's text holds no NUL
+        assert all(f.sha256 == MemoryFile.of(f.path, f.content).sha256 for f in listed)
+        assert [f.content for f in await MemoryRows(theirs).all_files()] == ["theirs\n"]
+    finally:
+        await ours.close()
+        await theirs.close()

@@ -56,6 +56,7 @@ class RecordedFiles:
         self.home = home
         self.every = every
         self.journal = home / JOURNAL
+        self.failing: str | None = None  # the last flush's error while PostgreSQL refuses
         self._guard = threading.Lock()  # writers call from worker threads
         self._paths: set[str] = set()
         self._folders: set[str] = set()
@@ -173,9 +174,15 @@ class RecordedFiles:
             await asyncio.sleep(self.every)  # gather the rest of this second's writes
             try:
                 await self.flush()
-            except Exception:
-                log.exception("could not write memory files to PostgreSQL; trying again")
+            except Exception as exc:
+                if self.failing is None:  # said once per outage, not every second
+                    log.exception("could not write memory files to PostgreSQL; trying again every second")
+                self.failing = f"{type(exc).__name__}: {exc}"
                 self._wake.set()
+            else:
+                if self.failing is not None:
+                    log.info("memory files are written to PostgreSQL again")
+                self.failing = None
 
     def _poke(self) -> None:
         loop = self._loop
