@@ -256,7 +256,7 @@ async def test_two_halo_serve_processes_share_memory_and_a_kill_9_loses_none_of_
     """Real processes: `halo serve` on home A learns a fact and is killed with SIGKILL; A again,
     then `halo serve` on home B, and B's model is told the fact."""
     from tests.storage_support import database_url, drop_database, new_database
-    from tests.test_serve_cli import OWNER, halo_cmd, post_json, wait_healthy
+    from tests.test_serve_cli import OWNER, STARTUP, halo_cmd, post_json, wait_healthy
 
     name = await new_database(migrated=True)
     url = database_url(name)
@@ -278,7 +278,9 @@ async def test_two_halo_serve_processes_share_memory_and_a_kill_9_loses_none_of_
         said = await asyncio.to_thread(post_json, f"{a}/api/chat", {"text": "remember the bins go out on Tuesday"})
         assert said["reply"] == "Noted."
         memory = home_a / "memory" / "scopes" / scope_hash("web:wags") / "MEMORY.md"
-        await eventually(lambda: memory.exists() and "Tuesday" in memory.read_text(), within=90, what="A's MEMORY.md")
+        await eventually(
+            lambda: memory.exists() and "Tuesday" in memory.read_text(), within=STARTUP, what="A's MEMORY.md"
+        )
         procs[0].kill()  # SIGKILL: no flush on the way out
         await asyncio.to_thread(procs[0].wait, 30)
 
@@ -287,8 +289,7 @@ async def test_two_halo_serve_processes_share_memory_and_a_kill_9_loses_none_of_
         async def fact_stored() -> bool:
             return "Tuesday" in str(await rows(url, under("web:wags")))
 
-        # a process's start and its first flush: slow on a busy machine, so a generous bound
-        await eventually(fact_stored, within=90, what="the fact in memory_files once A has started again")
+        await eventually(fact_stored, within=STARTUP, what="the fact in memory_files once A has started again")
         b = await serve(tmp_path / "home-b")
         fake.reply("On Tuesday.")
         answer = await asyncio.to_thread(post_json, f"{b}/api/chat", {"text": "when do the bins go out?"})
