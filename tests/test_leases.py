@@ -1,0 +1,124 @@
+"""Scope leases on a real PostgreSQL database: two `Leases` (two nodes) on one database.
+
+Each node's lease is taken with one statement, renewed by the heartbeat, lost when it expires,
+given back on a clean stop; the takers run once per take, before the scope is served; the
+leader lease moves to the other node when its holder stops beating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from halo.cluster.leases import LEADER, Leases, Node
+from halo.storage import HaloDB
+from tests.storage_support import fresh_database
+from tests.waiting import eventually
+
+LEASE = 1.0  # seconds: short, so expiry is seen within the test
+
+
+class Mirror:
+    """A scope taker that records which scopes it was asked to bring up to date."""
+
+    def __init__(self) -> None:
+        self.taken: list[str] = []
+
+    async def take(self, scope_id: str) -> None:
+        self.taken.append(scope_id)
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[HaloDB]:
+    async with fresh_database(migrated=True) as url:
+        halo_db = HaloDB(tmp_path / "unused.db", url)
+        yield halo_db
+        await halo_db.close()
+
+
+def node(name: str) -> Node:
+    return Node(name, "testhost", f"http://{name}")
+
+
+async def test_a_free_scope_is_taken_once_and_then_served_without_asking_again(db: HaloDB) -> None:
+    mirror = Mirror()
+    a = Leases(db, node("a"), LEASE, [mirror])
+    await a.start()
+    statements: list[str] = []
+    from sqlalchemy import event
+
+    event.listen(db.engine.sync_engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    assert await a.acquire("web:mom") is None
+    assert mirror.taken == ["web:mom"]
+    taking = len(statements)
+    assert await a.acquire("web:mom") is None  # held: no round trip, no second take
+    assert len(statements) == taking and mirror.taken == ["web:mom"]
+    await a.stop()
+
+
+async def test_a_scope_held_by_a_live_node_is_not_taken_and_its_holder_is_named(db: HaloDB) -> None:
+    a, b = Leases(db, node("a"), LEASE), Leases(db, node("b"), LEASE)
+    await a.start()
+    await b.start()
+    assert await a.acquire("web:mom") is None
+    assert await b.acquire("web:mom") == "a"
+    assert await b.acquire("web:dad") is None
+    assert await a.acquire("web:dad") == "b"
+    await a.stop()
+    await b.stop()
+
+
+async def test_the_heartbeat_keeps_the_lease_and_a_stopped_beat_lets_it_expire(db: HaloDB) -> None:
+    a, b = Leases(db, node("a"), LEASE), Leases(db, node("b"), LEASE, [mirror := Mirror()])
+    await a.start()
+    await b.start()
+    assert await a.acquire("web:mom") is None
+    for _ in range(4):  # renewals carry it well past one lease
+        await a.beat()
+        assert await b.acquire("web:mom") == "a"
+    a._stopped.set()  # a freezes: no more beats (its row stays, as after kill -9)
+    if a._beating is not None:
+        a._beating.cancel()
+    assert await eventually(lambda: _taken(b, "web:mom"), within=LEASE * 5, what="the lease to expire for b")
+    assert mirror.taken == ["web:mom"]
+    await a.beat()  # a wakes up: its renewal finds the lease gone, and it no longer serves the scope
+    assert not a.holds("web:mom")
+    assert await a.acquire("web:mom") == "b"
+    await b.stop()
+
+
+async def _taken(leases: Leases, scope_id: str) -> bool:
+    return await leases.acquire(scope_id) is None
+
+
+async def test_a_clean_stop_gives_every_lease_back_at_once(db: HaloDB) -> None:
+    a, b = Leases(db, node("a"), 60.0), Leases(db, node("b"), 60.0)
+    await a.start()
+    await b.start()
+    assert await a.acquire("web:mom") is None
+    assert [n.id for n in await b.nodes()] == ["a", "b"]
+    await a.stop()
+    assert await b.acquire("web:mom") is None  # no waiting a minute for the lease to lapse
+    assert [n.id for n in await b.nodes()] == ["b"]
+    async with db.engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM scope_leases WHERE node_id = 'a'"))).scalar() == 0
+    await b.stop()
+
+
+async def test_the_leader_lease_moves_when_its_holder_stops_beating(db: HaloDB) -> None:
+    a, b = Leases(db, node("a"), LEASE), Leases(db, node("b"), LEASE)
+    await a.start()
+    await b.start()
+    assert await a.take_leader()
+    assert not await b.take_leader()
+    views = {n.id: n for n in await b.nodes()}
+    assert views["a"].leader and not views["b"].leader
+    a._stopped.set()
+    if a._beating is not None:
+        a._beating.cancel()
+    assert await eventually(b.take_leader, within=LEASE * 5, what="b to become the leader")
+    assert b.holds(LEADER)
+    await b.stop()
