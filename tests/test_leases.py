@@ -7,6 +7,8 @@ leader lease moves to the other node when its holder stops beating.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -73,15 +75,14 @@ async def test_a_scope_held_by_a_live_node_is_not_taken_and_its_holder_is_named(
 
 async def test_the_heartbeat_keeps_the_lease_and_a_stopped_beat_lets_it_expire(db: HaloDB) -> None:
     a, b = Leases(db, node("a"), LEASE), Leases(db, node("b"), LEASE, [mirror := Mirror()])
-    await a.start()
+    await a.join()  # a beats only when told: then stops, as a frozen or killed process does
     await b.start()
     assert await a.acquire("web:mom") is None
-    for _ in range(4):  # renewals carry it well past one lease
+    renewed_until = time.monotonic() + 2 * LEASE
+    while time.monotonic() < renewed_until:  # a beats at the heartbeat's pace, past two whole leases
         await a.beat()
         assert await b.acquire("web:mom") == "a"
-    a._stopped.set()  # a freezes: no more beats (its row stays, as after kill -9)
-    if a._beating is not None:
-        a._beating.cancel()
+        await asyncio.sleep(a.every)  # the heartbeat's own pace, not a synchronisation
     assert await eventually(lambda: _taken(b, "web:mom"), within=LEASE * 5, what="the lease to expire for b")
     assert mirror.taken == ["web:mom"]
     await a.beat()  # a wakes up: its renewal finds the lease gone, and it no longer serves the scope
@@ -110,15 +111,12 @@ async def test_a_clean_stop_gives_every_lease_back_at_once(db: HaloDB) -> None:
 
 async def test_the_leader_lease_moves_when_its_holder_stops_beating(db: HaloDB) -> None:
     a, b = Leases(db, node("a"), LEASE), Leases(db, node("b"), LEASE)
-    await a.start()
+    await a.join()  # a never beats: its leader lease lapses as a killed leader's does
     await b.start()
     assert await a.take_leader()
     assert not await b.take_leader()
     views = {n.id: n for n in await b.nodes()}
     assert views["a"].leader and not views["b"].leader
-    a._stopped.set()
-    if a._beating is not None:
-        a._beating.cancel()
     assert await eventually(b.take_leader, within=LEASE * 5, what="b to become the leader")
     assert b.holds(LEADER)
     await b.stop()

@@ -175,7 +175,12 @@ class Leases:
         return str(holder) if holder is not None else await self._take(scope_id)
 
     async def start(self) -> None:
-        """Join (the node's row) and beat from now on."""
+        """Join and beat from now on."""
+        await self.join()
+        self._beating = asyncio.create_task(self._beat_forever(), name="lease heartbeat")
+
+    async def join(self) -> None:
+        """The node's row: the others see it running (its beats keep it fresh)."""
         node = self.node
         async with self.db.atomic(metadata) as conn:
             await conn.execute(
@@ -188,7 +193,6 @@ class Leases:
                     "family": self.db.family_id,
                 },
             )
-        self._beating = asyncio.create_task(self._beat_forever(), name="lease heartbeat")
 
     async def beat(self) -> None:
         """Renew the node's row and all its leases in one statement; a lease missing from the
@@ -198,10 +202,11 @@ class Leases:
             renewed = {
                 str(s) for s in (await conn.execute(BEAT, {"node": self.node.id, "secs": self.lease_seconds})).scalars()
             }
-        for scope_id in list(self._held):
+        deadline = asked + self.lease_seconds
+        for scope_id, held_until in list(self._held.items()):
             if scope_id in renewed:
-                self._held[scope_id] = asked + self.lease_seconds
-            else:
+                self._held[scope_id] = max(held_until, deadline)
+            elif held_until <= deadline:  # taken before this beat asked, and not renewed by it
                 log.warning("the lease on %s was lost: another process serves it now", scope_id)
                 del self._held[scope_id]
 
