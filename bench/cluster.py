@@ -88,6 +88,12 @@ class Process:
         )
         await wait_healthy(http, self.url, self.proc)
 
+    def cpu_seconds(self) -> float:
+        """CPU time the process has used so far (user + system)."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     async def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.send_signal(sig)
@@ -131,7 +137,9 @@ async def throughput(
             return processes[i % count].url
 
         await drive(http, sticky, 4 * MEMBERS, args.clients)  # warm-up: imports, first-scope files, leases
+        cpu = sum(p.cpu_seconds() for p in processes)
         found = {"sticky": await drive(http, sticky, args.requests, args.clients)}
+        found["cpu_ms"] = (sum(p.cpu_seconds() for p in processes) - cpu) * 1000 / args.requests
         if count > 1:
             found["alternating"] = await drive(http, alternating, args.requests, args.clients)
         return found
@@ -236,9 +244,12 @@ async def main() -> None:
                 embedded = await throughput(http, tmp, model_url, "embedded", 1, None, args)
                 one = await throughput(http, tmp, model_url, "pg1", 1, await database(), args)
                 two = await throughput(http, tmp, model_url, "pg2", 2, await database(), args)
-                print(f"one process, embedded store      {embedded['sticky']:7.1f} turns/s")
-                print(f"one process, PostgreSQL          {one['sticky']:7.1f} turns/s")
-                print(f"two processes, PostgreSQL        {two['sticky']:7.1f} turns/s (each member on one process)")
+                for name, found in (("one process, embedded store", embedded), ("one process, PostgreSQL", one)):
+                    print(f"{name:<32} {found['sticky']:7.1f} turns/s  {found['cpu_ms']:5.1f} CPU ms/turn")
+                print(
+                    f"two processes, PostgreSQL        {two['sticky']:7.1f} turns/s  {two['cpu_ms']:5.1f} CPU ms/turn"
+                    " (each member on one process)"
+                )
                 print(f"two processes, alternating       {two['alternating']:7.1f} turns/s (half handed over)")
                 scale, cost = two["sticky"] / one["sticky"], one["sticky"] / embedded["sticky"]
                 print(f"  {verdict(scale >= 1.5)} two / one process on PostgreSQL: {scale:.2f}× (goal ≥ 1.5×)")
@@ -248,6 +259,9 @@ async def main() -> None:
                     f"  {verdict(took <= args.lease + 5)} failover: kill -9 to the first answer in its scope "
                     f"{took:.2f}s (lease {args.lease:g}s, goal ≤ lease + 5 s)"
                 )
+            print(
+                f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other work shares them)"
+            )
             per_turn = await round_trips(tmp, model_url, await database(), 50)
             print(f"round trips to PostgreSQL per turn (a scope this process holds): {per_turn:.2f}")
     finally:

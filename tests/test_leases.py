@@ -120,3 +120,25 @@ async def test_the_leader_lease_moves_when_its_holder_stops_beating(db: HaloDB) 
     assert await eventually(b.take_leader, within=LEASE * 5, what="b to become the leader")
     assert b.holds(LEADER)
     await b.stop()
+
+
+class FailingOnce(Mirror):
+    """PostgreSQL answers slowly once: the first take fails."""
+
+    async def take(self, scope_id: str) -> None:
+        if not self.taken:
+            self.taken.append("failed")
+            raise TimeoutError("the mirror could not be brought up to date")
+        self.taken.append(scope_id)
+
+
+async def test_a_taker_that_fails_leaves_the_scope_to_be_taken_again_not_served_stale(db: HaloDB) -> None:
+    mirror = FailingOnce()
+    a = Leases(db, node("a"), LEASE, [mirror])
+    await a.start()
+    with pytest.raises(TimeoutError):
+        await a.acquire("web:mom")
+    assert not a.holds("web:mom")
+    assert await a.acquire("web:mom") is None
+    assert mirror.taken == ["failed", "web:mom"]
+    await a.stop()

@@ -96,6 +96,15 @@ JOIN = text(
     VALUES (:node, :host, :address, :started, now(), :family)
     """
 )
+GONE_FOR = 86400  # seconds: a node silent this long (killed, never restarted) is forgotten at the next join
+FORGET = text(
+    """
+    WITH forgotten AS (
+        DELETE FROM nodes WHERE heartbeat_at < now() - make_interval(secs => :gone) RETURNING node_id
+    )
+    DELETE FROM handoffs WHERE state = 'answered' AND created < now() - make_interval(secs => :gone)
+    """
+)
 NODES = text(
     """
     SELECT n.node_id, n.host, n.address, n.started_at,
@@ -156,8 +165,12 @@ class Leases:
             holder = await self._take(scope_id)
             if holder is not None:
                 return holder
-            for taker in self.takers:
-                await taker.take(scope_id)
+            try:
+                for taker in self.takers:
+                    await taker.take(scope_id)
+            except BaseException:  # not served from a stale mirror: the next message tries again
+                self._held.pop(scope_id, None)
+                raise
             return None
 
     async def _take(self, scope_id: str) -> str | None:
@@ -193,6 +206,7 @@ class Leases:
                     "family": self.db.family_id,
                 },
             )
+            await conn.execute(FORGET, {"gone": GONE_FOR})  # and outcomes whose origin died before reading them
 
     async def beat(self) -> None:
         """Renew the node's row and all its leases in one statement; a lease missing from the
