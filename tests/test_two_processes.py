@@ -5,7 +5,9 @@ Each has its own HALO_HOME and port, the same halo.yaml and `storage.url`, and a
 took its lease, and a message that arrives at the other is handed over and answered all the
 same. Then the leader is killed with SIGKILL while every scope is talking: within `lease_seconds` +
 5 s the survivor serves every scope and leads (the singletons moved), no acknowledged message
-is answered twice, and every message sent to the survivor after the kill is answered.
+is answered twice, every message sent to the survivor after the kill is answered, and the
+first model request of each scope on the survivor carries that scope's last acknowledged
+message (its transcript came from PostgreSQL when the survivor took the scope).
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ async def test_two_processes_share_the_scopes_and_one_takes_over_when_the_other_
         killed_at = 0.0
         after_kill: dict[int, list[float]] = {scope: [] for scope in range(SCOPES)}  # answer times after the kill
         lost_after_kill: list[str] = []
+        acked_before_kill: dict[int, list[str]] = {scope: [] for scope in range(SCOPES)}
+        first_after_kill: dict[int, str] = {}  # each scope's first message the survivor answered
 
         async def talk(scope: int) -> None:
             for n in range(1000):  # bounded; each scope stops once it was answered twice after the kill
@@ -135,6 +139,9 @@ async def test_two_processes_share_the_scopes_and_one_takes_over_when_the_other_
                     answered[text] = reply
                     if killed.is_set():
                         after_kill[scope].append(time.monotonic() - killed_at)
+                        first_after_kill.setdefault(scope, text)
+                    else:
+                        acked_before_kill[scope].append(text)
                 elif killed.is_set() and serve is survivor:
                     lost_after_kill.append(text)
                 if len(after_kill[scope]) >= 2:
@@ -151,6 +158,15 @@ async def test_two_processes_share_the_scopes_and_one_takes_over_when_the_other_
         slowest = max(times[0] for times in after_kill.values())
         print(f"\nfailover: every scope answered by the survivor within {slowest:.2f}s of kill -9")
         assert slowest <= FAILOVER_LIMIT
+        # the history moved with each scope: the survivor's first model request there carries
+        # the last message acknowledged before the kill, whichever process had answered it
+        for scope in range(SCOPES):
+            history = next(
+                [m["content"] for m in r.json["messages"] if m["role"] == "user"]
+                for r in model.model_requests
+                if [m for m in r.json["messages"] if m["role"] == "user"][-1]["content"] == first_after_kill[scope]
+            )
+            assert acked_before_kill[scope][-1] in history, f"web:m{scope} forgot {acked_before_kill[scope][-1]}"
         seen = await eventually(lambda: _only_survivor(http, survivor), within=FAILOVER_LIMIT, what="the leader lease")
         assert int(str(seen[0]["scopes_held"])) == SCOPES
         assert survivor.proc is not None

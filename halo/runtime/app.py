@@ -308,7 +308,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     unconfigured = UnconfiguredChats(db, delivery)
     # several processes on PostgreSQL: a scope's lease decides which answers (each taker brings
     # its local mirror of a scope up to date when this process takes it)
-    cluster = build_cluster(settings, db, takers=[])
+    cluster = build_cluster(settings, db, takers=[transcripts])
     inbound = GatewayInbound(gateway, groups, commands, family.current, delivery, unconfigured, admin_token, cluster)
     missed = MissedMessages(
         transcripts,
