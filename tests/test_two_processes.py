@@ -80,8 +80,12 @@ async def chat(http: aiohttp.ClientSession, serve: Serve, scope: int, text: str)
         async with http.post(
             f"{serve.url}/api/chat", json={"text": text}, headers={"Authorization": f"Bearer token-{scope}"}
         ) as r:
-            return str((await r.json())["reply"]) if r.status == 200 else None
-    except (TimeoutError, aiohttp.ClientError):
+            if r.status != 200:
+                print(f"{serve.url} answered {r.status}: {await r.text()}")
+                return None
+            return str((await r.json())["reply"])
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        print(f"{serve.url}: {exc!r}")
         return None
 
 
@@ -90,6 +94,16 @@ async def processes(http: aiohttp.ClientSession, serve: Serve) -> list[dict[str,
         assert r.status == 200, await r.text()
         found: list[dict[str, object]] = (await r.json())["processes"]
         return found
+
+
+async def _up(http: aiohttp.ClientSession, serve: Serve) -> bool:
+    try:
+        async with http.get(
+            f"{serve.url}/status", headers={"Authorization": "Bearer token-0"}, timeout=aiohttp.ClientTimeout(total=5)
+        ) as r:
+            return r.status == 200
+    except (TimeoutError, aiohttp.ClientError):
+        return False
 
 
 async def _only_survivor(http: aiohttp.ClientSession, survivor: Serve) -> list[dict[str, object]] | None:
@@ -106,6 +120,8 @@ async def test_two_processes_share_the_scopes_and_one_takes_over_when_the_other_
 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
         await asyncio.gather(a.start(http), b.start(http))
+        for serve in (a, b):  # /healthz answers while halo loads; /status once it is up
+            await eventually(lambda serve=serve: _up(http, serve), within=180, what=f"halo up at {serve.url}")
 
         # each scope starts on one process, then talks through the other as well: handed over
         for scope in range(SCOPES):

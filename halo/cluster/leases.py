@@ -10,8 +10,9 @@ frozen, cut off) loses its scopes `lease_seconds` after its last beat, and whoev
 message for one of them takes it. Expiry is PostgreSQL's clock (`now()`), so the nodes' own
 clocks never have to agree.
 
-When this node takes a scope it did not hold, every `ScopeTaker` brings its local mirror of
-that scope up to date (transcripts, memory) before the first turn runs there.
+When this node takes a scope it did not hold, every `ScopeTaker` (halo/core/scope_takers.py)
+brings its local mirror of that scope up to date (transcripts, memory) before the first turn
+runs there; when it finds a lease lost, `on_lost` says so (the takers forget they took it).
 """
 
 from __future__ import annotations
@@ -25,25 +26,17 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import text
 
 from halo.cluster.tables import metadata
+from halo.core.scope_takers import ScopeTaker
 from halo.storage import HaloDB
 
 log = logging.getLogger(__name__)
 
 LEADER = "halo:leader"  # the lease the singletons run under (no scope's id starts with `halo:`)
-
-
-class ScopeTaker(Protocol):
-    """A part that keeps a local mirror of a scope's rows (its transcript, its memory files)."""
-
-    async def take(self, scope_id: str) -> None:
-        """This process now serves `scope_id`: bring the local mirror up to date from PostgreSQL.
-        Called once per take, before the first turn runs in the scope here."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +129,7 @@ class Leases:
         self.takers = list(takers)
         self.clock = clock
         self.on_beat: list[Callable[[], Awaitable[None]]] = []  # after each beat: the leader, handoffs' poll
+        self.on_lost: list[Callable[[str], None]] = []  # a scope another node took: its mirror is stale from now on
         self._held: dict[str, float] = {}  # scope → this process's deadline for it (monotonic)
         self._taking: dict[str, asyncio.Lock] = {}
         self._beating: asyncio.Task[None] | None = None
@@ -182,7 +176,9 @@ class Leases:
             if taken is not None:
                 self._held[scope_id] = asked + self.lease_seconds
                 return None
-            self._held.pop(scope_id, None)
+            if self._held.pop(scope_id, None) is not None:
+                for lost in self.on_lost:
+                    lost(scope_id)
             holder = (await conn.execute(HOLDER, {"scope": scope_id})).scalar()
         # expired between the two statements: try again next time (the caller hands over to nobody)
         return str(holder) if holder is not None else await self._take(scope_id)
@@ -223,6 +219,8 @@ class Leases:
             elif held_until <= deadline:  # taken before this beat asked, and not renewed by it
                 log.warning("the lease on %s was lost: another process serves it now", scope_id)
                 del self._held[scope_id]
+                for lost in self.on_lost:
+                    lost(scope_id)
 
     async def _beat_forever(self) -> None:
         while not self._stopped.is_set():

@@ -13,7 +13,7 @@ from agents import Model, Tool
 from config.settings import Settings
 from halo.cluster.cluster import Cluster
 from halo.cluster.handoffs import Handoffs
-from halo.cluster.leases import Leases, Node, ScopeTaker
+from halo.cluster.leases import Leases, Node
 from halo.commands.builtin import CommandRegistry, builtin_commands
 from halo.commands.files import files_commands
 from halo.commands.memory import memory_commands
@@ -26,6 +26,7 @@ from halo.context.recall import Recall, RecallSource, memory_files_in_context
 from halo.context.tone import ProfileSource
 from halo.core.live_family import LiveFamily
 from halo.core.scope_locks import ScopeLocks
+from halo.core.scope_takers import ScopeTakers
 from halo.core.turn import Turn
 from halo.family.direct import DirectMessages
 from halo.family.groups import GroupGuard
@@ -111,13 +112,15 @@ def halo_db(settings: Settings) -> HaloDB:
     return HaloDB(settings.paths.halo_db, url, family_id=settings.family_id)
 
 
-def build_cluster(settings: Settings, db: HaloDB, takers: list[ScopeTaker]) -> Cluster | None:
+def build_cluster(settings: Settings, db: HaloDB, takers: ScopeTakers) -> Cluster | None:
     """On PostgreSQL, this process is one node of several that may serve the family: its scope
-    leases, the handoffs to and from the others. None on the embedded store (one process)."""
+    leases, the handoffs to and from the others. None on the embedded store (one process).
+    Taking a scope runs every taker (transcripts, memory) for it; losing one forgets it was taken."""
     if db.backend != "postgresql":
         return None
     node = Node.here(f"http://{settings.admin.host}:{settings.admin.port}")
-    leases = Leases(db, node, settings.storage.lease_seconds, takers)
+    leases = Leases(db, node, settings.storage.lease_seconds, [takers])
+    leases.on_lost.append(takers.release)
     return Cluster(leases, Handoffs(db, leases))
 
 
@@ -308,7 +311,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     unconfigured = UnconfiguredChats(db, delivery)
     # several processes on PostgreSQL: a scope's lease decides which answers (each taker brings
     # its local mirror of a scope up to date when this process takes it)
-    cluster = build_cluster(settings, db, takers=[transcripts])
+    cluster = build_cluster(settings, db, takers)
     inbound = GatewayInbound(gateway, groups, commands, family.current, delivery, unconfigured, admin_token, cluster)
     missed = MissedMessages(
         transcripts,
