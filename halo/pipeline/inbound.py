@@ -7,6 +7,11 @@ group guard; a group halo is not configured for is told once how to set it up. `
 runs the gateway, queues its reply in the outbox (`Delivery`, which hands it back to the
 adapter's `send`) and turns it into the port's `TurnOutcome`. Adapters see only this
 object, never the gateway or the services behind it.
+
+With several processes on PostgreSQL (`cluster`), the scope's lease is asked once the scope is
+known: this process holds it or takes it, and the message goes on here; another holds it,
+and the message is handed to that process (halo/cluster/handoffs.py), whose outcome is
+returned as if answered here.
 """
 
 from __future__ import annotations
