@@ -111,6 +111,19 @@ class Storage(ApiModel):
     family_id: str = Field(description="the id every stored row carries")
 
 
+class Process(ApiModel):
+    """One `halo serve` of several sharing the family on PostgreSQL."""
+
+    node_id: str
+    host: str
+    address: str = Field(description="its HTTP address (admin.host:admin.port)")
+    started_at: Timestamp
+    scopes_held: Count = Field(description="scope leases it holds")
+    heartbeat_age_seconds: float = Field(ge=0, description="since its last heartbeat, by PostgreSQL's clock")
+    leader: bool = Field(description="it runs the singletons: the chat apps, MQTT, the schedules")
+    this: bool = Field(description="the process that answered this request")
+
+
 class Status(ApiModel):
     ok: bool
     version: str
@@ -118,6 +131,9 @@ class Status(ApiModel):
     uptime_seconds: float = Field(ge=0)
     halo_home: dict[str, str]
     storage: Storage
+    processes: list[Process] = Field(
+        description="the processes serving the family (PostgreSQL); the embedded store: this one alone, empty"
+    )
     provider: Provider
     adapters: dict[str, dict[str, Any]] = Field(description="each adapter's own state: connected, last error, counters")
     semantic: Semantic
@@ -157,6 +173,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
             "events_log": str(paths.events_log),
         },
         "storage": {"backend": halo.db.backend, "family_id": halo.db.family_id},
+        "processes": await _processes(halo),
         "provider": mask_secrets(
             {
                 "name": settings.llm.provider,
@@ -186,6 +203,26 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     }
     snapshot["problems"] = _problems(snapshot)
     return snapshot
+
+
+async def _processes(halo: Halo) -> list[dict[str, Any]]:
+    """Every live node on PostgreSQL (halo/cluster): its leases and how fresh its heartbeat is."""
+    if halo.cluster is None:
+        return []
+    here = halo.cluster.leases.node.id
+    return [
+        {
+            "node_id": node.id,
+            "host": node.host,
+            "address": node.address,
+            "started_at": node.started_at.isoformat(),
+            "scopes_held": node.scopes,
+            "heartbeat_age_seconds": round(max(node.heartbeat_age, 0.0), 2),
+            "leader": node.leader,
+            "this": node.id == here,
+        }
+        for node in await halo.cluster.leases.nodes()
+    ]
 
 
 def _iso(at: float | None) -> str | None:

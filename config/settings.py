@@ -372,7 +372,10 @@ class StorageSettings(BaseModel):
         description="the id every stored row carries (a slug); default: family.name as a slug",
     )
     lease_seconds: float = Field(
-        default=10, gt=0, le=600, description="how long a process holds a scope (several processes: not yet used)"
+        default=10,
+        gt=0,
+        le=600,
+        description="PostgreSQL: how long a process keeps its scopes (and the leader lease) after its last heartbeat",
     )
 
     @field_validator("url")

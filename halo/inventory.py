@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agents import ModelSettings
 
 from halo.core.scope_takers import ScopeTakers
+from halo.port import LiveReplies
 
 if TYPE_CHECKING:
     from agents import Model, Tool
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from config.family import Family
     from config.paths import HaloPaths
     from config.settings import Settings
+    from halo.cluster.cluster import Cluster
     from halo.commands.builtin import CommandRegistry
     from halo.context.builder import ContextBuilder
     from halo.context.graph import GraphRecall
@@ -121,6 +123,8 @@ class Halo:
     missed: MissedMessages | None = None  # messages a crash left unanswered, caught up on start
     # adapters
     adapters: list[Adapter] = field(default_factory=list)
+    # several processes on PostgreSQL: this node's leases and handoffs; None on the embedded store
+    cluster: Cluster | None = None
     # the composition root's own clean-up, run last (the HTTP clients of the models it built)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
@@ -133,6 +137,11 @@ class Halo:
 
     def adapter_status(self) -> dict[str, Any]:
         return {a.platform: a.status() for a in self.adapters}
+
+    def singleton(self, adapter: Adapter) -> bool:
+        """Runs on the leader only (several processes): a chat app's polling or gateway, MQTT.
+        An adapter a person waits on (the web chat) runs on every process."""
+        return self.cluster is not None and not isinstance(adapter, LiveReplies)
 
     async def start(self) -> None:
         await self.start_background()
@@ -148,26 +157,60 @@ class Halo:
             await self.memory_record.start()
         if self.memory_mirror is not None:
             await self.memory_mirror.join()  # SOUL.md and USER.md before the first turn reads them
+        if self.cluster is not None:
+            await self.cluster.start()  # this node's row and heartbeat, its handoffs' channel
         await self.memory.start()
         await self.semantic.start()
         await self.delivery.start()  # what a previous run left in the outbox goes now
         if self.graph is not None:
             await self.graph.start()  # FalkorDB (its own, or memory.graph.url); never raises
+        self.config.start()  # from now on, an edit to halo.yaml is applied without a restart
+        if self.cluster is None:
+            await self.start_singletons(adapters=False)
+
+    async def start_adapters(self) -> None:
+        if self.home is not None:
+            await self.home.start()  # before MQTT: the first observation finds the rules ready
+        for adapter in self.adapters:
+            if not self.singleton(adapter):
+                await adapter.start()
+        if self.cluster is not None:  # the chat apps and schedules on the node that leads
+            await self.cluster.lead(self.start_singletons, self.stop_singletons)
+
+    async def start_singletons(self, *, adapters: bool = True) -> None:
+        """What runs on one process at a time: the schedules, and (several processes) the chat
+        apps' adapters, which then send for their platforms from here."""
         if self.backups is not None:
             self.backups.start()
         if self.digest is not None:
             self.digest.start()
         if self.approvals is not None:
             self.approvals.start()
-        self.config.start()  # from now on, an edit to halo.yaml is applied without a restart
         if self.reminder_clock is not None:
             self.reminder_clock.start()  # after the outbox: what a crash left due goes now, marked late
+        for adapter in self.adapters if adapters else ():
+            if self.singleton(adapter):
+                if adapter.platform != "mqtt":
+                    self.delivery.register(adapter.platform, adapter)
+                await adapter.start()
 
-    async def start_adapters(self) -> None:
-        if self.home is not None:
-            await self.home.start()  # before MQTT: the first observation finds the rules ready
-        for adapter in self.adapters:
-            await adapter.start()
+    async def stop_singletons(self) -> None:
+        """Leading ends (a clean stop, or the leader lease lost): another process takes over."""
+        for adapter in reversed(self.adapters):
+            if self.singleton(adapter):
+                self.delivery.unregister(adapter.platform)
+                try:
+                    await adapter.stop()
+                except Exception:
+                    log.exception("stopping adapter %s failed", adapter.platform)
+        if self.backups is not None:
+            self.backups.close()
+        if self.approvals is not None:
+            await self.approvals.close()
+        if self.digest is not None:
+            self.digest.close()
+        if self.reminder_clock is not None:
+            await self.reminder_clock.close()
 
     async def take_scope(self, scope_id: str) -> None:
         """Before the admin API reads or changes a scope's memory: this process's copy is current."""
@@ -192,22 +235,22 @@ class Halo:
             self.catching_up.cancel()  # what it did not reach is still open, and caught up next start
             await asyncio.gather(self.catching_up, return_exceptions=True)
         await self.config.close()
-        if self.backups is not None:
-            self.backups.close()
+        if self.cluster is not None and self.cluster.leadership is not None:
+            await self.cluster.leadership.stop()  # the singletons stop: another process takes them now
         for adapter in reversed(self.adapters):
+            if self.singleton(adapter):
+                continue
             try:
                 await adapter.stop()
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.platform)
         if self.home is not None:
             await self.home.stop()
-        if self.approvals is not None:
-            await self.approvals.close()
         await self.gateway.drain()
-        if self.digest is not None:
-            self.digest.close()
-        if self.reminder_clock is not None:
-            await self.reminder_clock.close()
+        if self.cluster is None:
+            await self.stop_singletons()
+        else:
+            await self.cluster.stop()  # what was handed here is answered, then the leases go back
         await self.delivery.close()
         await self.memory.close()
         if self.memory_record is not None:

@@ -81,7 +81,7 @@ class Serve:
             try:
                 async with http.get(f"{self.url}/healthz", timeout=aiohttp.ClientTimeout(total=2)) as r:
                     return r.status == 200
-            except aiohttp.ClientError:
+            except (aiohttp.ClientError, TimeoutError):  # a busy machine: ask again
                 return False
 
         await eventually(

@@ -2,8 +2,9 @@
 
 On PostgreSQL the store of record is shared and each process keeps local caches (the markdown
 memory's mirror, the semantic index). Before a process first uses a scope it runs each
-`ScopeTaker` once for it. Until scope leases decide who holds a scope, a scope is taken the
-first time this process uses it (`ensure`: a turn, the admin API's memory routes). On the
+`ScopeTaker` once for it: when its scope lease is taken (halo/cluster/leases.py calls `take`),
+and in any case the first time this process uses it (`ensure`: a turn, the admin API's memory
+routes); a lease lost calls `release`, so the next use takes it again. On the
 embedded store there are no takers and `ensure` returns at once.
 """
 

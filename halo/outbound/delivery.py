@@ -8,6 +8,12 @@ exponential backoff and jitter (honouring the platform's `retry_after`, capped);
 permanent failure is recorded and the next message goes. A message for a platform with no
 running adapter stays pending until one registers; pending rows are resumed at start-up.
 
+On PostgreSQL several processes may share the outbox: each attempt holds its row's lock
+(`FOR UPDATE SKIP LOCKED`, `OutboxStore.claim_oldest`) until its mark is written, so a row is
+sent by one process once; a process sends only for the platforms it runs (`register`; a chat
+app's adapter runs on the leader), and looks for rows other processes queued every
+`poll_every` seconds.
+
 A reply someone waits for on a live request (`halo.port.LiveReplies`: the web chat, the
 terminal) is handed over first and written once, as sent, when nothing older waits in its
 scope: its text is in the transcript already, so the row is the record, not the safeguard:
@@ -20,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -30,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from config.family import Family
 from halo.core.scopes import member_scopes
-from halo.outbound.outbox import OutboxStore, Row
+from halo.outbound.outbox import Marks, OutboxStore, Row
 from halo.port import Adapter, Audit, LiveReplies, Outbound, OutboundKind, Scope, SendFailed
 from halo.storage import HaloDB
 from transcripts import TranscriptLine, TranscriptStore
@@ -41,6 +48,7 @@ log = logging.getLogger(__name__)
 BASE_DELAY = 1.0  # seconds before the first retry; doubled each time
 MAX_DELAY = 300.0  # no retry waits longer, whatever the platform asks
 RECORD_SENT_EVERY = 1.0  # seconds: rows of live replies handed over are written in batches
+POLL_EVERY = 1.0  # seconds, PostgreSQL: rows other processes queued are looked for this often
 
 
 def _now() -> datetime:
@@ -76,7 +84,12 @@ class Delivery:
         self.counts = {"pending": 0, "sent": 0, "failed": 0}  # kept as rows change (read once, at first use)
         self._counted = False
         self._clear: set[str] = set()  # scopes with nothing pending, as far as this run has seen
-        self._adapters: dict[str, Adapter] = {}
+        self._adapters: dict[str, Adapter] = {}  # the platforms this process sends for
+        self._known: set[str] = set()  # platforms halo runs, here or on another process
+        self._claims = db.backend == "postgresql"  # rows are claimed: other processes share the outbox
+        self.poll_every = POLL_EVERY if self._claims else None
+        # scopes whose oldest row another process is sending: looked at again after poll_every
+        self._elsewhere: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._flushing: dict[str, asyncio.Task[None]] = {}
         # rows of live replies handed over: the record, written in batches (the text is in the transcript)
@@ -89,13 +102,24 @@ class Delivery:
     def register(self, platform: str, adapter: Adapter) -> None:
         """The adapter that sends to `<platform>:…` scopes; what waited for it goes now."""
         self._adapters[platform] = adapter
+        self._known.add(platform)
         self._wake.set()
+
+    def know(self, platform: str) -> None:
+        """A platform halo runs on another process (the leader's chat apps): its scopes are
+        reachable, and its rows are sent there."""
+        self._known.add(platform)
 
     def unregister(self, platform: str) -> None:
         self._adapters.pop(platform, None)
 
     def can_send(self, scope_id: str) -> bool:
-        return platform_of(scope_id) in self._adapters
+        return platform_of(scope_id) in self._known
+
+    def awaits_reply(self, scope_id: str, envelope_id: str) -> bool:
+        """A person waits on a request here for the reply to this message (`LiveReplies`)."""
+        adapter = self._adapters.get(platform_of(scope_id))
+        return isinstance(adapter, LiveReplies) and adapter.awaits_reply(envelope_id)
 
     def reaches(self, scope: Scope) -> bool:
         """Whether a member's DM is one halo pushes notices to: a chat app that runs. The web
@@ -149,7 +173,7 @@ class Delivery:
         )
         self.counts["pending"] += 1
         self._ensure_worker()
-        if scope_id in self._clear and adapter is not None and not lock.locked():
+        if scope_id in self._clear and adapter is not None and not lock.locked() and not self._claims:
             # nothing older waits in this scope: try the row in hand, without reading it back
             async with lock:
                 self._clear.discard(scope_id)
@@ -244,6 +268,9 @@ class Delivery:
         lock = self._locks.setdefault(scope_id, asyncio.Lock())
         async with lock:
             self._clear.discard(scope_id)
+            if self._claims:
+                await self._flush_claimed(scope_id)
+                return
             while (row := await self.store.oldest_pending(scope_id)) is not None:
                 adapter = self._adapters.get(platform_of(scope_id))
                 if adapter is None or row.next_attempt_at > self.clock():
@@ -252,22 +279,40 @@ class Delivery:
                     return
             self._clear.add(scope_id)
 
-    async def _attempt(self, adapter: Adapter, row: Row) -> bool:
-        """One try. False when the message has to wait for a retry."""
+    async def _flush_claimed(self, scope_id: str) -> None:
+        """`_flush` on a shared outbox: each row attempted under its claim (the caller holds
+        the scope's lock)."""
+        while (adapter := self._adapters.get(platform_of(scope_id))) is not None:
+            async with self.store.claim_oldest(scope_id) as claimed:
+                if claimed.row is None:
+                    if claimed.busy:
+                        self._elsewhere[scope_id] = time.monotonic() + (self.poll_every or 0.0)
+                    else:
+                        self._clear.add(scope_id)
+                    return
+                if claimed.row.next_attempt_at > self.clock():
+                    return
+                if not await self._attempt(adapter, claimed.row, claimed):
+                    return
+
+    async def _attempt(self, adapter: Adapter, row: Row, marks: Marks | None = None) -> bool:
+        """One try. False when the message has to wait for a retry. `marks`: where its outcome
+        is written (a claimed row's own transaction; else the store)."""
+        marks = marks or self.store
         message = row.message
         try:
             await adapter.send(message)
         except SendFailed as exc:
             if exc.permanent:
-                await self._give_up(row, exc.reason)
+                await self._give_up(row, exc.reason, marks)
                 return True
-            await self._retry_later(row, exc.reason, exc.retry_after)
+            await self._retry_later(row, exc.reason, exc.retry_after, marks)
             return False
         except Exception as exc:  # an adapter bug or an unexpected error: retried like a network error
             log.exception("sending %s to %s failed", message.id, message.scope_id)
-            await self._retry_later(row, f"{type(exc).__name__}: {exc}", None)
+            await self._retry_later(row, f"{type(exc).__name__}: {exc}", None, marks)
             return False
-        await self.store.sent(message.id)
+        await marks.sent(message.id)
         self._counted_move("sent")
         await self._record(row)
         if message.kind == "alert" and self.audit is not None:
@@ -280,18 +325,18 @@ class Delivery:
         backoff = backoff / 2 + random.uniform(0, backoff / 2)
         return min(max(backoff, retry_after or 0.0), self.max_delay)
 
-    async def _retry_later(self, row: Row, error: str, retry_after: float | None) -> None:
+    async def _retry_later(self, row: Row, error: str, retry_after: float | None, marks: Marks) -> None:
         pause = self.delay(row.attempts, retry_after)
         log.warning("sending to %s failed, retrying in %.1fs: %s", row.message.scope_id, pause, error)
-        await self.store.retry_at(row.message.id, self.clock() + timedelta(seconds=pause), error)
+        await marks.retry_at(row.message.id, self.clock() + timedelta(seconds=pause), error)
         self._wake.set()
 
     def _counted_move(self, to: str) -> None:
         self.counts["pending"] = max(self.counts["pending"] - 1, 0)
         self.counts[to] += 1
 
-    async def _give_up(self, row: Row, error: str) -> None:
-        await self.store.failed(row.message.id, error)
+    async def _give_up(self, row: Row, error: str, marks: Marks) -> None:
+        await marks.failed(row.message.id, error)
         self._counted_move("failed")
         log.warning("a message to %s was refused for good, kept as failed: %s", row.message.scope_id, error)
         if self.audit is not None:
@@ -336,7 +381,9 @@ class Delivery:
             now = self.clock()
             later: list[datetime] = []
             for scope_id, due in await self.store.waiting():
-                if not self.can_send(scope_id) or scope_id in self._flushing:
+                if platform_of(scope_id) not in self._adapters or scope_id in self._flushing:
+                    continue
+                if self._elsewhere.get(scope_id, 0.0) > time.monotonic():
                     continue
                 if due <= now:
                     task = asyncio.create_task(self._flush(scope_id), name=f"delivery {scope_id}")
@@ -345,6 +392,8 @@ class Delivery:
                 else:
                     later.append(due)
             timeout = (min(later) - now).total_seconds() if later else None
+            if self.poll_every is not None:  # other processes queue rows too
+                timeout = min(timeout, self.poll_every) if timeout is not None else self.poll_every
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
 

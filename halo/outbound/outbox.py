@@ -8,10 +8,13 @@ one scope are delivered oldest first: a later one waits while an earlier one is 
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
-from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, func, select
+from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from halo.port import Outbound, OutboundKind
@@ -77,6 +80,49 @@ def _row(r: object) -> Row:
         m["batch"],
         m["last_error"],
     )
+
+
+class Marks(Protocol):
+    """What became of one attempt, written to its row."""
+
+    async def sent(self, message_id: str) -> None: ...
+    async def failed(self, message_id: str, error: str) -> None: ...
+    async def retry_at(self, message_id: str, at: datetime, error: str) -> None: ...
+
+
+# PostgreSQL: the scope's oldest pending row, locked for this transaction unless another
+# process's transaction holds it. `first_seq` alone (no row): that process is sending it.
+CLAIM_OLDEST = text(
+    """
+    WITH first AS (SELECT min(seq) AS seq FROM outbox WHERE scope_id = :scope AND state = 'pending')
+    SELECT first.seq AS first_seq, o.* FROM first LEFT JOIN LATERAL (
+        SELECT * FROM outbox WHERE outbox.seq = first.seq AND outbox.state = 'pending' FOR UPDATE SKIP LOCKED
+    ) o ON true
+    """
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """The oldest pending row of a scope, held by this process until the attempt's mark is
+    written (`row`); or why there is none: nothing pending, or another process holds it (`busy`)."""
+
+    row: Row | None
+    busy: bool
+    conn: AsyncConnection | None = None
+
+    async def sent(self, message_id: str) -> None:
+        await self._update(message_id, state="sent", attempts=outbox_table.c.attempts + 1, last_error=None)
+
+    async def failed(self, message_id: str, error: str) -> None:
+        await self._update(message_id, state="failed", attempts=outbox_table.c.attempts + 1, last_error=error[:500])
+
+    async def retry_at(self, message_id: str, at: datetime, error: str) -> None:
+        await self._update(message_id, next_attempt_at=at, attempts=outbox_table.c.attempts + 1, last_error=error[:500])
+
+    async def _update(self, message_id: str, **values: object) -> None:
+        assert self.conn is not None
+        await self.conn.execute(outbox_table.update().where(outbox_table.c.id == message_id).values(**values))
 
 
 class OutboxStore:
@@ -192,6 +238,20 @@ class OutboxStore:
             )
             row = found.first()
         return _row(row) if row is not None else None
+
+    @asynccontextmanager
+    async def claim_oldest(self, scope_id: str) -> AsyncIterator[Claimed]:
+        """PostgreSQL, several processes: the scope's oldest pending row, locked (`FOR UPDATE
+        SKIP LOCKED`) while it is attempted, so no two processes send one row; its mark commits
+        with the release. Never a later row while an earlier one is held elsewhere: order holds."""
+        async with self.db.atomic(metadata) as conn:
+            found = (await conn.execute(CLAIM_OLDEST, {"scope": scope_id})).first()
+            if found is None or found.first_seq is None:
+                yield Claimed(None, busy=False)
+            elif found.seq is None:
+                yield Claimed(None, busy=True)
+            else:
+                yield Claimed(_row(found), busy=False, conn=conn)
 
     async def sent(self, message_id: str) -> None:
         await self._update(message_id, state="sent", attempts=outbox_table.c.attempts + 1, last_error=None)

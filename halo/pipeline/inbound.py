@@ -7,15 +7,22 @@ group guard; a group halo is not configured for is told once how to set it up. `
 runs the gateway, queues its reply in the outbox (`Delivery`, which hands it back to the
 adapter's `send`) and turns it into the port's `TurnOutcome`. Adapters see only this
 object, never the gateway or the services behind it.
+
+With several processes on PostgreSQL (`cluster`), the scope's lease is asked once the scope is
+known: this process holds it or takes it, and the message goes on here; another holds it,
+and the message is handed to that process (halo/cluster/handoffs.py), whose outcome is
+returned as if answered here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from config.family import Family, Member
+from halo.cluster.cluster import Cluster
 from halo.commands.builtin import CommandRegistry
 from halo.core.envelope import Envelope, Platform, Scope, Speaker
 from halo.core.scopes import resolve_scope
@@ -107,8 +114,12 @@ class GatewayInbound(FamilyDirectory):
         delivery: Delivery,
         unconfigured: UnconfiguredChats,
         admin_token: str | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
         super().__init__(family, commands, admin_token)
+        self._cluster = cluster  # several processes on PostgreSQL: the scope's lease decides who answers
+        if cluster is not None:
+            cluster.handoffs.answer_with(self.answer_here)
         self._gateway = gateway
         self._delivery = delivery
         self._groups = groups
@@ -123,6 +134,8 @@ class GatewayInbound(FamilyDirectory):
                 return TurnOutcome(None, "silent")
         if not envelope.text and envelope.voice is None and envelope.attachment is None:
             return TurnOutcome(None, "silent")  # a bare mention: nothing to answer
+        if self._cluster is not None and (holder := await self._cluster.leases.acquire(envelope.scope.id)):
+            return await self._hand_over(message, envelope, holder)
         reply = await self._gateway.handle(
             envelope,
             on_delta=progress.delta if progress is not None else None,
@@ -130,20 +143,43 @@ class GatewayInbound(FamilyDirectory):
         )
         return await self._queue(envelope, reply)
 
+    async def _hand_over(self, message: Incoming, envelope: Envelope, holder: str) -> TurnOutcome:
+        """Another process serves the scope: it answers, and a reply someone waits for here
+        comes back to be handed to them (queued here, so this process's adapter has it)."""
+        assert self._cluster is not None
+        scope_id = envelope.scope.id
+        live = self._delivery.awaits_reply(scope_id, envelope.id)
+        outcome = await self._cluster.handoffs.hand_over(message, scope_id, holder, live=live)
+        if not live or not outcome.text:
+            return outcome
+        return replace(outcome, outbox_id=await self._send_reply(envelope, outcome.text))
+
+    async def answer_here(self, message: Incoming, live: bool) -> TurnOutcome:
+        """A message another process handed to this one, which holds the scope's lease. `live`:
+        its reply goes back to that process unqueued (a person waits there)."""
+        envelope, _ = self.envelope(message)
+        reply = await self._gateway.handle(envelope)
+        if live:
+            return TurnOutcome(reply.text, reply.kind, reason=_refusal(reply))
+        return await self._queue(envelope, reply)
+
     async def answer_again(self, envelope: Envelope) -> TurnOutcome:
-        """A message a crash left unanswered (halo/pipeline/missed.py): answered now, once."""
+        """A message a crash left unanswered (halo/pipeline/missed.py): answered now, once. On
+        PostgreSQL, only by the process that serves its scope."""
+        if self._cluster is not None and await self._cluster.leases.acquire(envelope.scope.id):
+            return TurnOutcome(None, "silent")
         return await self._queue(envelope, await self._gateway.answer_again(envelope))
 
     async def _queue(self, envelope: Envelope, reply: Reply) -> TurnOutcome:
-        reason = reply.decision.reason if reply.decision is not None and not reply.decision.allowed else None
-        outbox_id = None
-        if reply.text:
-            # in a group the reply quotes the message it answers; in a DM it plainly follows it
-            quote = envelope.platform_message_id if envelope.scope.type != "dm" else None
-            outbox_id = await self._delivery.send(
-                envelope.scope.id, reply.text, kind="reply", reply_to=quote, in_reply_to_envelope=envelope.id
-            )
-        return TurnOutcome(reply.text, reply.kind, outbox_id=outbox_id, reason=reason)
+        outbox_id = await self._send_reply(envelope, reply.text) if reply.text else None
+        return TurnOutcome(reply.text, reply.kind, outbox_id=outbox_id, reason=_refusal(reply))
+
+    async def _send_reply(self, envelope: Envelope, text: str) -> str:
+        # in a group the reply quotes the message it answers; in a DM it plainly follows it
+        quote = envelope.platform_message_id if envelope.scope.type != "dm" else None
+        return await self._delivery.send(
+            envelope.scope.id, text, kind="reply", reply_to=quote, in_reply_to_envelope=envelope.id
+        )
 
     async def membership(self, change: ChatMembership) -> None:
         scope = self.scope(change.platform, change.chat_id)
@@ -158,3 +194,8 @@ class GatewayInbound(FamilyDirectory):
 
     async def reconnected(self, platform: Platform) -> None:
         await self._delivery.retry_now(platform)
+
+
+def _refusal(reply: Reply) -> str | None:
+    """Why the message was refused, when it was."""
+    return reply.decision.reason if reply.decision is not None and not reply.decision.allowed else None

@@ -11,6 +11,9 @@ from functools import partial
 from agents import Model, Tool
 
 from config.settings import Settings
+from halo.cluster.cluster import Cluster
+from halo.cluster.handoffs import Handoffs
+from halo.cluster.leases import Leases, Node
 from halo.commands.builtin import CommandRegistry, builtin_commands
 from halo.commands.files import files_commands
 from halo.commands.memory import memory_commands
@@ -23,6 +26,7 @@ from halo.context.recall import Recall, RecallSource, memory_files_in_context
 from halo.context.tone import ProfileSource
 from halo.core.live_family import LiveFamily
 from halo.core.scope_locks import ScopeLocks
+from halo.core.scope_takers import ScopeTakers
 from halo.core.turn import Turn
 from halo.family.direct import DirectMessages
 from halo.family.groups import GroupGuard
@@ -56,7 +60,7 @@ from halo.pipeline.resends import Resends
 from halo.pipeline.turn_agents import TurnAgents
 from halo.pipeline.turn_log import TurnLog
 from halo.pipeline.unconfigured import UnconfiguredChats
-from halo.port import Adapter, PresenceCheck
+from halo.port import Adapter, LiveReplies, PresenceCheck
 from halo.reminders.commands import reminder_commands
 from halo.reminders.firing import ReminderScheduler
 from halo.reminders.service import Reminders
@@ -106,6 +110,18 @@ def halo_db(settings: Settings) -> HaloDB:
     """halo.db's tables: PostgreSQL when `storage.url` is set, else the file in HALO_HOME."""
     url = settings.storage.url.get_secret_value() if settings.storage.url else None
     return HaloDB(settings.paths.halo_db, url, family_id=settings.family_id)
+
+
+def build_cluster(settings: Settings, db: HaloDB, takers: ScopeTakers) -> Cluster | None:
+    """On PostgreSQL, this process is one node of several that may serve the family: its scope
+    leases, the handoffs to and from the others. None on the embedded store (one process).
+    Taking a scope runs every taker (transcripts, memory) for it; losing one forgets it was taken."""
+    if db.backend != "postgresql":
+        return None
+    node = Node.here(f"http://{settings.admin.host}:{settings.admin.port}")
+    leases = Leases(db, node, settings.storage.lease_seconds, [takers])
+    leases.on_lost.append(takers.release)
+    return Cluster(leases, Handoffs(db, leases))
 
 
 def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
@@ -293,7 +309,10 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     )
     admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
     unconfigured = UnconfiguredChats(db, delivery)
-    inbound = GatewayInbound(gateway, groups, commands, family.current, delivery, unconfigured, admin_token)
+    # several processes on PostgreSQL: a scope's lease decides which answers (each taker brings
+    # its local mirror of a scope up to date when this process takes it)
+    cluster = build_cluster(settings, db, takers)
+    inbound = GatewayInbound(gateway, groups, commands, family.current, delivery, unconfigured, admin_token, cluster)
     missed = MissedMessages(
         transcripts,
         gateway,
@@ -308,7 +327,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     # -- the adapters, each registered with the outbox that sends through it
     adapters = build_adapters(settings, inbound, db, audit, home)
     for adapter in adapters:
-        if adapter.platform != "mqtt":  # mqtt: home events in only; it sends nothing
+        if adapter.platform == "mqtt":  # home events in only; it sends nothing
+            pass
+        elif cluster is not None and not isinstance(adapter, LiveReplies):
+            delivery.know(adapter.platform)  # a chat app sends from the leader (halo/inventory.py)
+        else:
             delivery.register(adapter.platform, adapter)
         if isinstance(adapter, PresenceCheck):
             groups.register_presence(adapter.platform, adapter.still_in_chat)
@@ -377,6 +400,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         backups=backups,
         missed=missed,
         adapters=adapters,
+        cluster=cluster,
         closers=[levels.meter.store.close, audit.close, *(partial(close_model, m) for m in owned)],
     )
 

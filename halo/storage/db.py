@@ -118,6 +118,15 @@ class HaloDB:
             yield conn
 
     @asynccontextmanager
+    async def atomic(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
+        """One transaction that does not take turns with this process's other writes: for
+        statements whose own locks make them safe (PostgreSQL's row locks, ON CONFLICT), and for
+        a transaction held open while other writes go on (a claimed outbox row or handoff)."""
+        await self._ensure(metadata)
+        async with self.engine.begin() as conn:
+            yield conn
+
+    @asynccontextmanager
     async def read(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
         await self._ensure(metadata)
         async with self.engine.connect() as conn:
