@@ -29,6 +29,7 @@ STARTUP_ERRORS = (
     ("policy", "PolicyError"),
     ("halo.runtime.providers", "ProviderConfigError"),
     ("halo.storage.db", "StorageUnavailable"),
+    ("halo.runtime.storage_cli", "StorageCommandError"),
 )
 
 
@@ -315,6 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
     restore.set_defaults(fn=cmd_import)
 
     sub.add_parser("reload", help="apply halo.yaml to the running halo now").set_defaults(fn=cmd_reload)
+
+    from halo.runtime.storage_cli import add_storage_commands
+
+    add_storage_commands(sub)
 
     sub.add_parser("dashboard", help="print a fresh one-time login link to the dashboard").set_defaults(
         fn=cmd_dashboard

@@ -13,7 +13,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, MetaData, inspect, text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 MIGRATION_LOCK = 0x68616C6F6D696772  # "halomigr": the advisory lock every halo process agrees on
@@ -31,8 +31,30 @@ def alembic_config(connection: Connection, target_metadata: list[MetaData] | Non
 async def upgrade(engine: AsyncEngine) -> frozenset[str]:
     """Migrate to head; returns the tables the schema then has."""
     async with engine.begin() as conn:
-        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
-        return await conn.run_sync(_upgrade)
+        return await upgrade_in(conn)
+
+
+async def upgrade_in(conn: AsyncConnection) -> frozenset[str]:
+    """Migrate to head inside `conn`'s transaction (under the lock every halo process takes):
+    `halo storage migrate` copies a family in the same transaction, so a failure undoes both."""
+    await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+    return await conn.run_sync(_upgrade)
+
+
+def head_revision() -> str | None:
+    """The newest revision this halo knows."""
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return ScriptDirectory.from_config(config).get_current_head()
+
+
+def current_revision(connection: Connection) -> str | None:
+    """The revision a database is at; None when Alembic never ran there."""
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(connection).get_current_revision()
 
 
 def _upgrade(connection: Connection) -> frozenset[str]:

@@ -1,0 +1,87 @@
+"""`halo storage migrate --to URL | --from URL`: move a family between HALO_HOME and
+PostgreSQL, and the per-part table that says it arrived whole. The work is halo.storage.move's."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: `halo --help` must not load SQLAlchemy and Alembic
+    from halo.storage.move import Moved, Progress
+
+
+class StorageCommandError(Exception):
+    """A reason the command did nothing, said plainly (the CLI prints it, exit 2)."""
+
+
+def add_storage_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`halo storage …`, registered on the `halo` command's subparsers."""
+    storage = sub.add_parser("storage", help="where halo keeps its data: move a family to or from PostgreSQL")
+    storage_sub = storage.add_subparsers(dest="storage_command", required=True)
+    migrate = storage_sub.add_parser(
+        "migrate",
+        help="copy HALO_HOME's data into PostgreSQL (--to) or back (--from), verified; stop halo first",
+    )
+    way = migrate.add_mutually_exclusive_group(required=True)
+    way.add_argument("--to", metavar="URL", help="postgresql://user:password@host:port/database to copy into")
+    way.add_argument("--from", dest="source", metavar="URL", help="postgresql://… to copy from into HALO_HOME")
+    migrate.add_argument("--force", action="store_true", help="replace data the target already holds")
+    migrate.set_defaults(fn=cmd_storage_migrate)
+
+
+def cmd_storage_migrate(args: argparse.Namespace) -> int:
+    from config.loader import load_settings
+    from config.paths import default_home
+    from config.settings import postgresql_url
+    from halo.storage.move import MoveError, from_postgres, shown, to_postgres
+
+    home = default_home()
+    try:
+        url = postgresql_url((args.to or args.source).strip())
+    except ValueError as exc:
+        raise StorageCommandError(str(exc).replace("storage.url", "the URL")) from None
+    progress = _progress() if sys.stderr.isatty() else None
+    try:
+        if args.to:
+            if not (home / "halo.yaml").is_file():
+                raise StorageCommandError(f"{home} is not a halo workspace (no halo.yaml): set HALO_HOME")
+            family_id = load_settings(home).family_id
+            print(f"halo: copying {home} into PostgreSQL at {shown(url)}", file=sys.stderr)
+            moved = asyncio.run(to_postgres(home, url, family_id=family_id, force=args.force, progress=progress))
+        else:
+            print(f"halo: copying PostgreSQL at {shown(url)} into {home}", file=sys.stderr)
+            moved = asyncio.run(from_postgres(home, url, force=args.force, progress=progress))
+    except MoveError as exc:
+        for line in report(getattr(exc, "moved", [])):
+            print(line)
+        raise StorageCommandError(str(exc)) from None
+    for line in report(moved):
+        print(line)
+    where = f"PostgreSQL at {shown(url)}" if args.to else str(home)
+    print(f"copied and verified: {sum(m.target_records for m in moved)} records in {len(moved)} parts into {where}")
+    return 0
+
+
+def report(moved: Sequence[Moved]) -> list[str]:
+    """One line a part: records on each side and whether the checksums agree."""
+    if not moved:
+        return []
+    width = max(len("part"), *(len(m.part) for m in moved))
+    lines = [f"{'part':<{width}}  {'source':>8}  {'copied':>8}  checksum"]
+    for m in moved:
+        lines.append(
+            f"{m.part:<{width}}  {m.source_records:>8}  {m.target_records:>8}  "
+            f"{'match' if m.ok else 'DIFFERS'} {m.target_checksum[:12]}"
+        )
+    return lines
+
+
+def _progress() -> Progress:
+    def show(part: str, done: int, total: int) -> None:
+        end = "\n" if done >= total else ""
+        print(f"\rhalo: {part}: {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return show

@@ -1,0 +1,253 @@
+"""Moving a family (issue 24, part 5): an embedded HALO_HOME with data made through halo itself
+→ `halo storage migrate --to` a fresh PostgreSQL database → `--from` into a new HALO_HOME; the
+round trip equals the original, a non-empty target is refused without --force, and a halo
+built on the PostgreSQL copy goes on where the embedded one stopped."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import make_url, text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from config.loader import load_settings
+from halo.core.envelope import Envelope, Speaker
+from halo.core.scopes import resolve_scope
+from halo.inventory import Halo
+from halo.runtime.app import build_halo
+from halo.storage.move import MoveError, from_postgres, to_postgres
+from halo.storage.move.digest import Digest, canonical
+from tests.conftest import Outbox, llm_yaml, write_home
+from tests.fakes.llm_server import FakeOpenAI
+from tests.storage_support import database_url, drop_database, fresh_database, new_database
+
+pytestmark = pytest.mark.postgres
+
+FAMILY_ID = "sharma"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def embedded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The source family runs on the embedded store, whatever HALO_TEST_STORAGE says."""
+    monkeypatch.delenv("HALO_STORAGE__URL", raising=False)
+
+
+async def say(halo: Halo, member_id: str, scope_id: str, text: str, platform: str = "telegram") -> str | None:
+    family = halo.policy.family
+    member = family.member(member_id)
+    assert member is not None
+    user = member.telegram_user_id if platform == "telegram" else member.discord_user_id
+    envelope = Envelope(platform, resolve_scope(family, scope_id), Speaker(str(user), member=member), text)  # type: ignore[arg-type]
+    return (await halo.gateway.handle(envelope)).text
+
+
+async def stranger(halo: Halo, user_id: int, text: str) -> None:
+    family = halo.policy.family
+    scope = resolve_scope(family, f"telegram:{user_id}")
+    await halo.gateway.handle(Envelope("telegram", scope, Speaker(str(user_id), None, display_name="Kiran"), text))
+
+
+@pytest.fixture
+async def family_home(tmp_path: Path, fake_llm: FakeOpenAI, embedded: None) -> Path:
+    """A HALO_HOME whose halo.db holds rows of many stores, all made through halo."""
+    home = write_home(tmp_path / "home", llm_yaml(fake_llm))
+    halo = build_halo(load_settings(home))
+    sent = Outbox()
+    halo.delivery.register("telegram", sent)
+    halo.delivery.register("discord", sent)
+    try:
+        fake_llm.reply("Noted, the dentist is on Friday.")
+        assert (
+            await say(halo, "mom", "telegram:1002", "The dentist is on Friday.") == "Noted, the dentist is on Friday."
+        )
+        assert "remind Aarav" in str(await say(halo, "mom", "telegram:1002", "/remind aarav in 20m pack your kit"))
+        await say(halo, "priya", "discord:3001", "/task add ContextForge: Write the migration guide", "discord")
+        await say(halo, "priya", "discord:3001", "/task note 1 drafted the first two sections", "discord")
+        await say(halo, "mom", "telegram:-1001234", "/list add milk, eggs")
+        await stranger(halo, 5555, "hi, can I talk to you?")
+        assert await halo.pairing.list_pending()
+    finally:
+        await halo.close()
+    return home
+
+
+def tables(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table of a halo.db that holds rows, with them, sorted: what a round trip must give
+    back (a table no store has used yet is absent, or there and empty)."""
+    conn = sqlite3.connect(db)
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        found = {name: sorted(conn.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr) for name in names}
+        return {name: rows for name, rows in found.items() if rows and name != "memory_jobs"}
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+async def database() -> AsyncIterator[str]:
+    """A fresh, empty PostgreSQL database (no schema: the move migrates it)."""
+    async with fresh_database() as url:
+        yield url
+
+
+async def pg_count(url: str, table: str) -> int | None:
+    """Rows of `table`; None when the database has no such table."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            exists = (await conn.execute(text("SELECT to_regclass(:t)"), {"t": table})).scalar()
+            if exists is None:
+                return None
+            return int((await conn.execute(text(f'SELECT count(*) FROM "{table}"'))).scalar_one())
+    finally:
+        await engine.dispose()
+
+
+async def test_a_family_goes_to_postgresql_and_back_unchanged(family_home: Path, database: str, tmp_path: Path):
+    original = tables(family_home / "halo.db")
+    assert {"outbox", "reminders", "tasks", "task_notes", "pairing_requests", "list_items", "usage"} <= set(original)
+
+    there = await to_postgres(family_home, database, family_id=FAMILY_ID)
+    by_part = {m.part: m for m in there}
+    assert all(m.ok for m in there)
+    assert by_part["outbox"].target_records == len(original["outbox"]) > 0
+    assert await pg_count(database, "task_notes") == len(original["task_notes"]) == 2
+
+    back_home = tmp_path / "back"
+    back = await from_postgres(back_home, database)
+    assert all(m.ok for m in back)
+    assert [(m.part, m.source_checksum) for m in back] == [(m.part, m.target_checksum) for m in there]
+    assert tables(back_home / "halo.db") == original
+    assert not [p for p in back_home.iterdir() if p.name.startswith(".migrate-")]  # the staging folder is gone
+
+
+async def test_a_target_with_data_is_refused_without_force(family_home: Path, database: str, tmp_path: Path):
+    await to_postgres(family_home, database, family_id=FAMILY_ID)
+    tasks_before = await pg_count(database, "tasks")
+
+    with pytest.raises(MoveError, match=r"already holds halo's data: .*outbox \(\d+\).*--force"):
+        await to_postgres(family_home, database, family_id=FAMILY_ID)
+    assert await pg_count(database, "tasks") == tasks_before
+
+    # the embedded side: the original home is not empty either
+    with pytest.raises(MoveError, match=r"already holds halo's data: .*tasks \(1\).*--force"):
+        await from_postgres(family_home, database)
+
+    # --force replaces: PostgreSQL gets what the (now smaller) home holds, no more
+    conn = sqlite3.connect(family_home / "halo.db")
+    with conn:
+        conn.execute("DELETE FROM task_notes")
+    conn.close()
+    moved = await to_postgres(family_home, database, family_id=FAMILY_ID, force=True)
+    assert all(m.ok for m in moved)
+    assert await pg_count(database, "task_notes") == 0 and await pg_count(database, "tasks") == tasks_before
+
+    # and into the home: the replaced halo.db is kept aside, not deleted
+    before = tables(family_home / "halo.db")
+    await from_postgres(family_home, database, force=True)
+    assert tables(family_home / "halo.db") == before
+    [aside] = (family_home / "backups").glob("before-migrate-*/halo.db")
+    assert tables(aside) == before
+
+
+async def test_a_failed_copy_leaves_postgresql_as_it_was(family_home: Path, database: str):
+    """A row PostgreSQL rejects half-way (SQLite never enforced the length): schema and rows
+    are rolled back together, and the error says what PostgreSQL said."""
+    conn = sqlite3.connect(family_home / "halo.db")
+    with conn:
+        conn.execute("UPDATE tasks SET owner = ?", ("x" * 500,))
+    conn.close()
+    with pytest.raises(MoveError, match="nothing was changed"):
+        await to_postgres(family_home, database, family_id=FAMILY_ID)
+    assert await pg_count(database, "alembic_version") is None  # not even the migration stayed
+    assert await pg_count(database, "outbox") is None
+
+
+async def test_halo_on_the_postgresql_copy_goes_on(
+    family_home: Path, database: str, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+):
+    await to_postgres(family_home, database, family_id=FAMILY_ID)
+    monkeypatch.setenv("HALO_STORAGE__URL", database)
+    halo = build_halo(load_settings(family_home))
+    try:
+        await halo.db.prepare()
+        # the moved task is there, and the next one is numbered after it (the sequence moved on)
+        reply = await say(halo, "priya", "discord:3001", "/task add ContextForge: Review the guide", "discord")
+        assert "#2" in str(reply)
+        fake_llm.reply("Friday it is.")
+        assert await say(halo, "mom", "telegram:1002", "When is the dentist?") == "Friday it is."
+        assert [p.platform_user_id for p in await halo.pairing.list_pending()] == ["5555"]
+    finally:
+        await halo.close()
+    assert await pg_count(database, "tasks") == 2
+
+
+def halo_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "HALO_STORAGE__URL"} | {"HALO_HOME": str(home)}
+    return subprocess.run(
+        ["uv", "run", "--no-sync", "halo", "storage", "migrate", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def password_url() -> Iterator[str]:
+    """A fresh database named by a URL with a password (trust auth ignores it): it must never be printed."""
+    import asyncio
+
+    name = asyncio.run(new_database())
+    url = make_url(database_url(name)).set(drivername="postgresql", password="s3cret-pw")
+    yield url.render_as_string(hide_password=False)
+    asyncio.run(drop_database(name))
+
+
+def test_the_cli_moves_a_family_and_never_prints_the_password(family_home: Path, password_url: str, tmp_path: Path):
+    there = halo_cli(family_home, "--to", password_url)
+    assert there.returncode == 0, there.stderr
+    assert "s3cret-pw" not in there.stdout + there.stderr
+    assert "outbox" in there.stdout and "DIFFERS" not in there.stdout
+    assert "copied and verified" in there.stdout
+
+    again = halo_cli(family_home, "--to", password_url)
+    assert again.returncode == 2
+    assert "already holds halo's data" in again.stderr and "--force" in again.stderr
+    assert "s3cret-pw" not in again.stdout + again.stderr
+
+    back_home = tmp_path / "back"
+    back = halo_cli(back_home, "--from", password_url)
+    assert back.returncode == 0, back.stderr
+    assert tables(back_home / "halo.db") == tables(family_home / "halo.db")
+
+    unreachable = halo_cli(back_home, "--from", "postgresql://halo:s3cret-pw@127.0.0.1:1/halo")
+    assert unreachable.returncode == 2
+    assert "did not let halo in" in unreachable.stderr and "s3cret-pw" not in unreachable.stderr
+
+
+def test_a_checksum_tells_rows_apart_but_not_their_order():
+    rows = [canonical([1, "milk", 2.5, None, True]), canonical([2, "eggs", 0.1, "x", False])]
+    unordered = [Digest(ordered=False) for _ in range(3)]
+    for record in rows:
+        unordered[0].add(record)
+    for record in reversed(rows):
+        unordered[1].add(record)
+    unordered[2].add(rows[0])
+    unordered[2].add(canonical([2, "eggs", 0.1, "x", True]))
+    assert unordered[0].hexdigest() == unordered[1].hexdigest() != unordered[2].hexdigest()
+    ordered = [Digest(ordered=True) for _ in range(2)]
+    for record in rows:
+        ordered[0].add(record)
+    for record in reversed(rows):
+        ordered[1].add(record)
+    assert ordered[0].hexdigest() != ordered[1].hexdigest()
