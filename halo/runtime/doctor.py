@@ -224,6 +224,15 @@ def check_private_files(settings: Settings) -> Check:
     )
 
 
+async def check_storage(settings: Settings) -> Check | None:
+    """PostgreSQL, when `storage.url` is set: reachable, and its schema at this halo's head."""
+    if settings.storage.url is None:
+        return None
+    from halo.storage.postgres_health import schema_health
+
+    return Check("postgresql", *await schema_health(settings.storage.url.get_secret_value()))
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     from policy import PolicyEngine, PolicyError
 
@@ -241,6 +250,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         check_mqtt(settings),
         check_admin_port(settings),
         check_semantic(settings),
+        check_storage(settings),
     )
     checks.extend(c for c in found if c is not None)
     return checks

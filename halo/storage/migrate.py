@@ -8,6 +8,8 @@ schema as it was. SQLite does not use this: its file is made by `create_all` (ha
 
 from __future__ import annotations
 
+import io
+import re
 from pathlib import Path
 
 from alembic import command
@@ -21,8 +23,7 @@ MIGRATION_LOCK = 0x68616C6F6D696772  # "halomigr": the advisory lock every halo 
 
 def alembic_config(connection: Connection, target_metadata: list[MetaData] | None = None) -> Config:
     """Alembic's configuration without an alembic.ini: the revisions, and the connection they run on."""
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
+    config = _config()
     config.attributes["connection"] = connection
     config.attributes["target_metadata"] = target_metadata
     return config
@@ -41,13 +42,37 @@ async def upgrade_in(conn: AsyncConnection) -> frozenset[str]:
     return await conn.run_sync(_upgrade)
 
 
+def _config(**kwargs: object) -> Config:
+    config = Config(**kwargs)  # type: ignore[arg-type]
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
 def head_revision() -> str | None:
     """The newest revision this halo knows."""
     from alembic.script import ScriptDirectory
 
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    return ScriptDirectory.from_config(config).get_current_head()
+    return ScriptDirectory.from_config(_config()).get_current_head()
+
+
+def known_revisions() -> frozenset[str]:
+    from alembic.script import ScriptDirectory
+
+    return frozenset(s.revision for s in ScriptDirectory.from_config(_config()).walk_revisions())
+
+
+TABLE_DDL = re.compile(r'^(CREATE|DROP) TABLE "?(\w+)"?', re.MULTILINE)
+
+
+def head_tables() -> frozenset[str]:
+    """The tables a database at head has, read from the revisions' DDL written out offline
+    (no database needed): what `halo doctor` expects to find."""
+    buffer = io.StringIO()
+    command.upgrade(_config(output_buffer=buffer), "head", sql=True)
+    tables: set[str] = set()
+    for verb, name in TABLE_DDL.findall(buffer.getvalue()):
+        (tables.add if verb == "CREATE" else tables.discard)(name)
+    return frozenset(tables)
 
 
 def current_revision(connection: Connection) -> str | None:
