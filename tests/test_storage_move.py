@@ -23,6 +23,7 @@ from halo.inventory import Halo
 from halo.runtime.app import build_halo
 from halo.storage.move import MoveError, from_postgres, to_postgres
 from halo.storage.move.digest import Digest, canonical
+from halo.workspace.backups import import_workspace
 from tests.conftest import Outbox, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.storage_support import database_url, drop_database, fresh_database, new_database
@@ -187,6 +188,36 @@ async def test_halo_on_the_postgresql_copy_goes_on(
     finally:
         await halo.close()
     assert await pg_count(database, "tasks") == 2
+
+
+async def test_halo_export_on_postgresql_holds_what_lives_there(
+    family_home: Path, database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The home's own halo.db stays as it was before the move; the archive holds PostgreSQL's rows."""
+    await to_postgres(family_home, database, family_id=FAMILY_ID)
+    engine = create_async_engine(database)
+    async with engine.begin() as conn:
+        await conn.execute(text("UPDATE tasks SET title = 'Moved and edited on PostgreSQL'"))
+    await engine.dispose()
+
+    archive = tmp_path / "family.tar.gz"
+    env = {"HALO_HOME": str(family_home), "HALO_STORAGE__URL": database}
+    done = subprocess.run(
+        ["uv", "run", "--no-sync", "halo", "export", str(archive)],
+        cwd=ROOT,
+        env=os.environ | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    restored = tmp_path / "restored"
+    import_workspace(archive, restored)
+    [task] = tables(restored / "halo.db")["tasks"]
+    assert "Moved and edited on PostgreSQL" in task
+    assert "Moved and edited on PostgreSQL" not in str(tables(family_home / "halo.db")["tasks"])
+    assert tables(restored / "halo.db")["task_notes"] == tables(family_home / "halo.db")["task_notes"]
 
 
 def halo_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

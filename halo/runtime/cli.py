@@ -249,9 +249,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from config.paths import default_home
+    from halo.runtime.storage_cli import storage_url_of
     from halo.workspace.backups import BackupError, export_workspace
 
     home = default_home()
+    storage_url = storage_url_of(home)  # on PostgreSQL, the archive holds what lives there
     shown = sys.stderr.isatty()
 
     def progress(done: int, total: int, name: str) -> None:
@@ -262,7 +264,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not dest.parent.is_dir():  # a typo in a path makes no folders, least of all as root
         raise StartupError(f"no folder {dest.parent}: create it first, or name a path in a folder that exists")
     try:
-        info = export_workspace(home, dest, progress=progress)
+        info = export_workspace(home, dest, progress=progress, storage_url=storage_url)
     except BackupError as exc:
         raise StartupError(str(exc)) from None
     print(f"exported {home} ({info.files} files, {info.bytes} bytes) to {info.path}")

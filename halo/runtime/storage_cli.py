@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: `halo --help` must not load SQLAlchemy and Alembic
@@ -63,6 +64,17 @@ def cmd_storage_migrate(args: argparse.Namespace) -> int:
     where = f"PostgreSQL at {shown(url)}" if args.to else str(home)
     print(f"copied and verified: {sum(m.target_records for m in moved)} records in {len(moved)} parts into {where}")
     return 0
+
+
+def storage_url_of(home: Path) -> str | None:
+    """`storage.url` of the workspace at `home` (halo.yaml, or the environment); None when
+    there is no halo.yaml or it sets none: the family is all in HALO_HOME."""
+    from config.loader import load_settings
+
+    if not (home / "halo.yaml").is_file():
+        return None
+    url = load_settings(home).storage.url
+    return url.get_secret_value() if url is not None else None
 
 
 def report(moved: Sequence[Moved]) -> list[str]:
