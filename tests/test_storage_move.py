@@ -5,6 +5,7 @@ built on the PostgreSQL copy goes on where the embedded one stopped."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import subprocess
@@ -201,16 +202,7 @@ async def test_halo_export_on_postgresql_holds_what_lives_there(
     await engine.dispose()
 
     archive = tmp_path / "family.tar.gz"
-    env = {"HALO_HOME": str(family_home), "HALO_STORAGE__URL": database}
-    done = subprocess.run(
-        ["uv", "run", "--no-sync", "halo", "export", str(archive)],
-        cwd=ROOT,
-        env=os.environ | env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = await asyncio.to_thread(halo_command, family_home, "export", str(archive), storage_url=database)
     assert done.returncode == 0, done.stderr
     restored = tmp_path / "restored"
     import_workspace(archive, restored)
@@ -220,10 +212,13 @@ async def test_halo_export_on_postgresql_holds_what_lives_there(
     assert tables(restored / "halo.db")["task_notes"] == tables(family_home / "halo.db")["task_notes"]
 
 
-def halo_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def halo_command(home: Path, *args: str, storage_url: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`uv run halo …` on `home`, embedded unless `storage_url` says otherwise."""
     env = {k: v for k, v in os.environ.items() if k != "HALO_STORAGE__URL"} | {"HALO_HOME": str(home)}
+    if storage_url is not None:
+        env["HALO_STORAGE__URL"] = storage_url
     return subprocess.run(
-        ["uv", "run", "--no-sync", "halo", "storage", "migrate", *args],
+        ["uv", "run", "--no-sync", "halo", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -236,8 +231,6 @@ def halo_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def password_url() -> Iterator[str]:
     """A fresh database named by a URL with a password (trust auth ignores it): it must never be printed."""
-    import asyncio
-
     name = asyncio.run(new_database())
     url = make_url(database_url(name)).set(drivername="postgresql", password="s3cret-pw")
     yield url.render_as_string(hide_password=False)
@@ -245,6 +238,9 @@ def password_url() -> Iterator[str]:
 
 
 def test_the_cli_moves_a_family_and_never_prints_the_password(family_home: Path, password_url: str, tmp_path: Path):
+    def halo_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return halo_command(home, "storage", "migrate", *args)
+
     there = halo_cli(family_home, "--to", password_url)
     assert there.returncode == 0, there.stderr
     assert "s3cret-pw" not in there.stdout + there.stderr
