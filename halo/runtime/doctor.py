@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 from dataclasses import dataclass
 
 import aiohttp
@@ -228,6 +229,7 @@ async def check_storage(settings: Settings) -> Check | None:
     """PostgreSQL, when `storage.url` is set: reachable, and its schema at this halo's head."""
     if settings.storage.url is None:
         return None
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # before it loads: its INFO lines are not news
     from halo.storage.postgres_health import schema_health
 
     return Check("postgresql", *await schema_health(settings.storage.url.get_secret_value()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +35,7 @@ def add_storage_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def cmd_storage_migrate(args: argparse.Namespace) -> int:
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its INFO lines are not the user's business
     from config.loader import load_settings
     from config.paths import default_home
     from config.settings import postgresql_url
@@ -78,16 +80,21 @@ def storage_url_of(home: Path) -> str | None:
 
 
 def report(moved: Sequence[Moved]) -> list[str]:
-    """One line a part: records on each side and whether the checksums agree."""
-    if not moved:
+    """One line a part that holds records (or differs): records on each side and whether the
+    checksums agree; the parts empty on both sides in one line after."""
+    shown = [m for m in moved if m.source_records or m.target_records or not m.ok]
+    empty = [m.part for m in moved if m not in shown]
+    if not shown and not empty:
         return []
-    width = max(len("part"), *(len(m.part) for m in moved))
+    width = max(len("part"), *(len(m.part) for m in shown))
     lines = [f"{'part':<{width}}  {'source':>8}  {'copied':>8}  checksum"]
-    for m in moved:
+    for m in shown:
         lines.append(
             f"{m.part:<{width}}  {m.source_records:>8}  {m.target_records:>8}  "
             f"{'match' if m.ok else 'DIFFERS'} {m.target_checksum[:12]}"
         )
+    if empty:
+        lines.append(f"empty on both sides: {', '.join(empty)}")
     return lines
 
 

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from sqlalchemy import Connection, inspect, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -36,7 +34,6 @@ async def schema_health(url: str) -> Health:
         )
     finally:
         await engine.dispose()
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # the offline DDL is not news
     head = head_revision()
     if revision is None:
         if tables:
