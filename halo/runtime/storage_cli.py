@@ -98,8 +98,13 @@ def report(moved: Sequence[Moved]) -> list[str]:
     return lines
 
 
+LONG_COPY = 5000  # records: a part this big shows its progress on a terminal
+
+
 def _progress() -> Progress:
     def show(part: str, done: int, total: int) -> None:
+        if total < LONG_COPY:
+            return
         end = "\n" if done >= total else ""
         print(f"\rhalo: {part}: {done}/{total}", end=end, file=sys.stderr, flush=True)
 
