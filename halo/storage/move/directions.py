@@ -154,7 +154,8 @@ async def from_postgres(home: Path, url: str, *, force: bool = False, progress: 
     staging.mkdir(mode=0o700)
     try:
         moved = await stage_from_postgres(home, url, staging, progress)
-        _place(staging, home, home / "backups" / f"before-migrate-{stamp}")
+        replaced = [path for part in parts for path in part.local_paths(home)]
+        _place(staging, home, replaced, home / "backups" / f"before-migrate-{stamp}")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return moved
@@ -173,17 +174,32 @@ def _sqlite_copy(source: Path, target: Path) -> None:
         src.close()
 
 
-def _place(staging: Path, home: Path, aside: Path) -> None:
-    """Rename every staged file into `home`; what it replaces goes to `aside` first. A
+def _place(staging: Path, home: Path, replaced: list[Path], aside: Path) -> None:
+    """Rename every staged file into `home`, once it is on disk (fsync'd). What it replaces
+    goes to `aside` first, and so does each of `replaced` (the parts' own files the copy has
+    no counterpart for: after `--force` the home holds what PostgreSQL holds, no more). A
     database goes with its WAL and shared-memory files: a new halo.db beside an old WAL
     would be read as damaged."""
-    for staged in sorted(p for p in staging.rglob("*") if p.is_file()):
-        rel = staged.relative_to(staging)
-        dest = home / rel
+    staged = sorted(p for p in staging.rglob("*") if p.is_file())
+    for path in staged:
+        _fsync(path)
+    placed = [home / path.relative_to(staging) for path in staged]
+    for dest in sorted({*placed, *replaced}):
         for old in (dest, *(dest.with_name(dest.name + s) for s in SQLITE_SIDE_FILES)):
             if old.exists():
                 kept = aside / old.relative_to(home)
                 kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 os.replace(old, kept)
+    for path, dest in zip(staged, placed, strict=True):
         dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.replace(staged, dest)
+        os.replace(path, dest)
+    for folder in sorted({dest.parent for dest in placed}):
+        _fsync(folder)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

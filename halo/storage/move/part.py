@@ -57,3 +57,8 @@ class Part(Protocol):
 
     async def finish(self, side: Side) -> None:
         """After the last write: what the target needs to go on from here (a sequence's next value)."""
+
+    def local_paths(self, home: Path) -> list[Path]:
+        """The files this part keeps in a HALO_HOME: what `--force` moves aside before the copy
+        takes their place (halo.db's tables: none, the staged halo.db replaces the file whole)."""
+        ...

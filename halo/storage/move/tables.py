@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -171,6 +172,9 @@ class TablePart:
                 continue
             highest = f'COALESCE((SELECT MAX("{column.name}") FROM "{self.name}"), 0)'
             await side.conn.execute(text(f"SELECT setval(:sequence, {highest} + 1, false)"), {"sequence": sequence})
+
+    def local_paths(self, home: Path) -> list[Path]:
+        return []
 
 
 def utc(value: Any) -> Any:
