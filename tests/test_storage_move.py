@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from sqlalchemy import make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from admin_api.starting import StartingFront
 from config.loader import load_settings
 from halo.core.envelope import Envelope, Speaker
 from halo.core.scopes import resolve_scope
@@ -25,7 +27,7 @@ from halo.runtime.app import build_halo
 from halo.storage.move import MoveError, from_postgres, to_postgres
 from halo.storage.move.digest import Digest, canonical
 from halo.workspace.backups import import_workspace
-from tests.conftest import Outbox, llm_yaml, write_home
+from tests.conftest import Outbox, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.storage_support import database_url, drop_database, fresh_database, new_database
 
@@ -212,9 +214,11 @@ async def test_halo_export_on_postgresql_holds_what_lives_there(
     assert tables(restored / "halo.db")["task_notes"] == tables(family_home / "halo.db")["task_notes"]
 
 
-def halo_command(home: Path, *args: str, storage_url: str | None = None) -> subprocess.CompletedProcess[str]:
+def halo_command(
+    home: Path, *args: str, storage_url: str | None = None, **more_env: str
+) -> subprocess.CompletedProcess[str]:
     """`uv run halo …` on `home`, embedded unless `storage_url` says otherwise."""
-    env = {k: v for k, v in os.environ.items() if k != "HALO_STORAGE__URL"} | {"HALO_HOME": str(home)}
+    env = {k: v for k, v in os.environ.items() if k != "HALO_STORAGE__URL"} | {"HALO_HOME": str(home)} | more_env
     if storage_url is not None:
         env["HALO_STORAGE__URL"] = storage_url
     return subprocess.run(
@@ -278,3 +282,20 @@ def test_a_checksum_tells_rows_apart_but_not_their_order():
     for record in reversed(rows):
         ordered[1].add(record)
     assert ordered[0].hexdigest() != ordered[1].hexdigest()
+
+
+async def test_a_halo_serving_the_home_is_stopped_first(family_home: Path, database: str):
+    """`halo serve` on the same HALO_HOME (its front door, as it answers from the first moment):
+    the move refuses, and PostgreSQL is not touched."""
+    runner = web.AppRunner(StartingFront(family_home).front)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        done = await asyncio.to_thread(
+            halo_command, family_home, "storage", "migrate", "--to", database, HALO_ADMIN__PORT=str(port)
+        )
+    finally:
+        await runner.cleanup()
+    assert done.returncode == 2 and "halo is running on" in done.stderr and "stop it first" in done.stderr
+    assert await pg_count(database, "alembic_version") is None

@@ -150,6 +150,14 @@ async def _healthz(host: str, port: int) -> dict[str, object] | None:
     return body if isinstance(body, dict) else None
 
 
+async def serving_this_home(settings: Settings) -> bool:
+    """Does a halo serving this HALO_HOME answer on the admin port now?"""
+    from admin_api.starting import home_fingerprint
+
+    health = await _healthz(settings.admin.host, settings.admin.port)
+    return health is not None and health.get("home") == home_fingerprint(settings.paths.home)
+
+
 async def check_admin_port(settings: Settings) -> Check:
     from admin_api.starting import home_fingerprint
 

@@ -39,6 +39,7 @@ def cmd_storage_migrate(args: argparse.Namespace) -> int:
     from config.loader import load_settings
     from config.paths import default_home
     from config.settings import postgresql_url
+    from halo.runtime.doctor import serving_this_home
     from halo.storage.move import MoveError, from_postgres, shown, to_postgres
 
     home = default_home()
@@ -47,11 +48,17 @@ def cmd_storage_migrate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise StorageCommandError(str(exc).replace("storage.url", "the URL")) from None
     progress = _progress() if sys.stderr.isatty() else None
+    settings = load_settings(home) if (home / "halo.yaml").is_file() else None
+    if settings is not None and asyncio.run(serving_this_home(settings)):
+        raise StorageCommandError(
+            f"halo is running on {home} (it answers on port {settings.admin.port}): stop it first, "
+            "so nothing changes while the family is copied"
+        )
     try:
         if args.to:
-            if not (home / "halo.yaml").is_file():
+            if settings is None:
                 raise StorageCommandError(f"{home} is not a halo workspace (no halo.yaml): set HALO_HOME")
-            family_id = load_settings(home).family_id
+            family_id = settings.family_id
             print(f"halo: copying {home} into PostgreSQL at {shown(url)}", file=sys.stderr)
             moved = asyncio.run(to_postgres(home, url, family_id=family_id, force=args.force, progress=progress))
         else:
