@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sqlite3
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +28,7 @@ from halo.runtime.app import build_halo
 from halo.storage.move import MoveError, from_postgres, to_postgres
 from halo.storage.move.digest import Digest, canonical
 from halo.workspace.backups import import_workspace
+from memory.mirror import local_files
 from tests.conftest import Outbox, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.storage_support import database_url, drop_database, fresh_database, new_database
@@ -75,6 +77,7 @@ async def family_home(tmp_path: Path, fake_llm: FakeOpenAI, embedded: None) -> P
         await say(halo, "priya", "discord:3001", "/task add ContextForge: Write the migration guide", "discord")
         await say(halo, "priya", "discord:3001", "/task note 1 drafted the first two sections", "discord")
         await say(halo, "mom", "telegram:-1001234", "/list add milk, eggs")
+        await say(halo, "mom", "telegram:1002", "/remember Aarav's football boots are size 5")
         await stranger(halo, 5555, "hi, can I talk to you?")
         assert await halo.pairing.list_pending()
     finally:
@@ -92,6 +95,15 @@ def tables(db: Path) -> dict[str, list[tuple[Any, ...]]]:
         return {name: rows for name, rows in found.items() if rows and name != "memory_jobs"}
     finally:
         conn.close()
+
+
+def files(home: Path) -> dict[str, bytes]:
+    """The transcripts, the audit log and the markdown memory, by path: what a round trip
+    must give back byte for byte."""
+    found = {p: p for p in (home / "transcripts").glob("*.jsonl")}
+    found |= {home / f.path: home / f.path for f in local_files(home)}
+    found[home / "logs" / "events.jsonl"] = home / "logs" / "events.jsonl"
+    return {path.relative_to(home).as_posix(): path.read_bytes() for path in found if path.is_file()}
 
 
 @pytest.fixture
@@ -124,11 +136,20 @@ async def test_a_family_goes_to_postgresql_and_back_unchanged(family_home: Path,
     assert by_part["outbox"].target_records == len(original["outbox"]) > 0
     assert await pg_count(database, "task_notes") == len(original["task_notes"]) == 2
 
+    assert by_part["transcripts"].target_records == sum(
+        len(p.read_text().splitlines()) for p in (family_home / "transcripts").glob("*.jsonl")
+    )
+    assert by_part["memory files"].target_records >= 3  # SOUL.md, the USER.md files, MEMORY.md
+    assert by_part["audit log"].target_records > 0
+
     back_home = tmp_path / "back"
     back = await from_postgres(back_home, database)
     assert all(m.ok for m in back)
     assert [(m.part, m.source_checksum) for m in back] == [(m.part, m.target_checksum) for m in there]
     assert tables(back_home / "halo.db") == original
+    original_files = files(family_home)
+    assert "memory/scopes" in str(list(original_files)) and "transcripts/" in str(list(original_files))
+    assert files(back_home) == original_files
     assert not [p for p in back_home.iterdir() if p.name.startswith(".migrate-")]  # the staging folder is gone
 
 
@@ -141,7 +162,7 @@ async def test_a_target_with_data_is_refused_without_force(family_home: Path, da
     assert await pg_count(database, "tasks") == tasks_before
 
     # the embedded side: the original home is not empty either
-    with pytest.raises(MoveError, match=r"already holds halo's data: .*tasks \(1\).*--force"):
+    with pytest.raises(MoveError, match=r"already holds halo's data: .*tasks \(1\).*transcripts \(\d+\).*--force"):
         await from_postgres(family_home, database)
 
     # --force replaces: PostgreSQL gets what the (now smaller) home holds, no more
@@ -153,12 +174,18 @@ async def test_a_target_with_data_is_refused_without_force(family_home: Path, da
     assert all(m.ok for m in moved)
     assert await pg_count(database, "task_notes") == 0 and await pg_count(database, "tasks") == tasks_before
 
-    # and into the home: the replaced halo.db is kept aside, not deleted
-    before = tables(family_home / "halo.db")
+    # and into the home: the replaced halo.db and files are kept aside, not deleted
+    before, before_files = tables(family_home / "halo.db"), files(family_home)
+    stray = family_home / "memory" / "scopes" / ("0" * 16) / "MEMORY.md"  # a file PostgreSQL has no row for
+    stray.parent.mkdir(parents=True)
+    stray.write_text("- kept only here\n")
     await from_postgres(family_home, database, force=True)
-    assert tables(family_home / "halo.db") == before
-    [aside] = (family_home / "backups").glob("before-migrate-*/halo.db")
-    assert tables(aside) == before
+    assert tables(family_home / "halo.db") == before and files(family_home) == before_files
+    assert not stray.exists()  # the home holds what PostgreSQL holds, no more
+    [aside] = (family_home / "backups").glob("before-migrate-*")
+    assert tables(aside / "halo.db") == before
+    assert (aside / "SOUL.md").read_bytes() == before_files["SOUL.md"]
+    assert (aside / stray.relative_to(family_home)).read_text() == "- kept only here\n"
 
 
 async def test_a_failed_copy_leaves_postgresql_as_it_was(family_home: Path, database: str):
@@ -175,18 +202,26 @@ async def test_a_failed_copy_leaves_postgresql_as_it_was(family_home: Path, data
 
 
 async def test_halo_on_the_postgresql_copy_goes_on(
-    family_home: Path, database: str, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+    family_home: Path, database: str, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ):
+    """A halo on the copy, with a HALO_HOME of its own that holds nothing but halo.yaml: the
+    scope's history, memory and rows all come from PostgreSQL."""
     await to_postgres(family_home, database, family_id=FAMILY_ID)
     monkeypatch.setenv("HALO_STORAGE__URL", database)
-    halo = build_halo(load_settings(family_home))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(family_home / "halo.yaml", elsewhere / "halo.yaml")
+    halo = build_halo(load_settings(elsewhere))
     try:
-        await halo.db.prepare()
+        await halo.start_background()  # as `halo serve` does: the schema checked, the memory mirror joined
         # the moved task is there, and the next one is numbered after it (the sequence moved on)
         reply = await say(halo, "priya", "discord:3001", "/task add ContextForge: Review the guide", "discord")
         assert "#2" in str(reply)
         fake_llm.reply("Friday it is.")
         assert await say(halo, "mom", "telegram:1002", "When is the dentist?") == "Friday it is."
+        prompt = fake_llm.last_prompt_text()
+        assert "The dentist is on Friday." in prompt and "Noted, the dentist is on Friday." in prompt
+        assert "football boots are size 5" in prompt  # MEMORY.md, from PostgreSQL
         assert [p.platform_user_id for p in await halo.pairing.list_pending()] == ["5555"]
     finally:
         await halo.close()
@@ -196,22 +231,26 @@ async def test_halo_on_the_postgresql_copy_goes_on(
 async def test_halo_export_on_postgresql_holds_what_lives_there(
     family_home: Path, database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    """The home's own halo.db stays as it was before the move; the archive holds PostgreSQL's rows."""
+    """Exported from a HALO_HOME that holds nothing but halo.yaml: the archive holds what
+    PostgreSQL keeps (rows as they are there now, transcripts, audit log, memory files)."""
     await to_postgres(family_home, database, family_id=FAMILY_ID)
     engine = create_async_engine(database)
     async with engine.begin() as conn:
         await conn.execute(text("UPDATE tasks SET title = 'Moved and edited on PostgreSQL'"))
     await engine.dispose()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(family_home / "halo.yaml", elsewhere / "halo.yaml")
 
     archive = tmp_path / "family.tar.gz"
-    done = await asyncio.to_thread(halo_command, family_home, "export", str(archive), storage_url=database)
+    done = await asyncio.to_thread(halo_command, elsewhere, "export", str(archive), storage_url=database)
     assert done.returncode == 0, done.stderr
     restored = tmp_path / "restored"
     import_workspace(archive, restored)
     [task] = tables(restored / "halo.db")["tasks"]
     assert "Moved and edited on PostgreSQL" in task
-    assert "Moved and edited on PostgreSQL" not in str(tables(family_home / "halo.db")["tasks"])
     assert tables(restored / "halo.db")["task_notes"] == tables(family_home / "halo.db")["task_notes"]
+    assert files(restored) == files(family_home)
 
 
 def halo_command(
@@ -299,3 +338,29 @@ async def test_a_halo_serving_the_home_is_stopped_first(family_home: Path, datab
         await runner.cleanup()
     assert done.returncode == 2 and "halo is running on" in done.stderr and "stop it first" in done.stderr
     assert await pg_count(database, "alembic_version") is None
+
+
+async def test_a_row_that_would_write_outside_the_memory_leaves_the_home_as_it_was(
+    family_home: Path, database: str, tmp_path: Path
+):
+    """The embedded side's all or nothing: a memory row PostgreSQL should never hold (a path
+    that leaves the memory) is not written, the check sees the copy short, and the home the
+    copy was going into is left exactly as it was, no staging folder behind."""
+    await to_postgres(family_home, database, family_id=FAMILY_ID)
+    engine = create_async_engine(database)
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO memory_files (family_id, path, content, sha256, updated_at) "
+                "VALUES (:f, '../outside.md', 'x', 'x', now())"
+            ),
+            {"f": FAMILY_ID},
+        )
+    await engine.dispose()
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "halo.yaml").write_text((family_home / "halo.yaml").read_text())
+    with pytest.raises(MoveError, match=r"does not match the source \(memory files\): nothing was changed"):
+        await from_postgres(target, database)
+    assert sorted(p.name for p in target.iterdir()) == ["halo.yaml"]
+    assert not (tmp_path / "outside.md").exists()

@@ -23,11 +23,17 @@ from sqlalchemy import MetaData, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from halo.storage.audit_rows import audit_events
 from halo.storage.db import CONNECT_TIMEOUT_SECONDS
+from halo.storage.memory_rows import memory_files
 from halo.storage.migrate import current_revision, head_revision, upgrade_in
+from halo.storage.move.audit_part import AuditPart
 from halo.storage.move.copy import Moved, Progress, copy_parts, occupied
+from halo.storage.move.memory_part import MemoryPart
 from halo.storage.move.part import Embedded, Part, Postgres
 from halo.storage.move.tables import MoveError, table_parts
+from halo.storage.move.transcript_part import TranscriptPart
+from halo.storage.transcript_rows import transcript_lines
 
 HALO_DB = "halo.db"
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -39,8 +45,11 @@ def shown(url: str) -> str:
 
 
 def parts_for(schema: MetaData, family_id: str) -> list[Part]:
-    """Everything a move copies, in order."""
-    return [*table_parts(schema, family_id)]
+    """Everything a move copies, in order: halo.db's tables, then the parts that are files in
+    HALO_HOME (their tables are theirs, not halo.db's)."""
+    files: list[Part] = [TranscriptPart(family_id), AuditPart(family_id), MemoryPart(family_id)]
+    owned = frozenset({transcript_lines.name, audit_events.name, memory_files.name})
+    return [*table_parts(schema, family_id, skip=owned), *files]
 
 
 def _engine(url: str) -> AsyncEngine:
