@@ -126,7 +126,9 @@ async def pg_count(url: str, table: str) -> int | None:
         await engine.dispose()
 
 
-async def test_a_family_goes_to_postgresql_and_back_unchanged(family_home: Path, database: str, tmp_path: Path):
+async def test_a_family_goes_to_postgresql_and_back_unchanged(
+    family_home: Path, database: str, tmp_path: Path, fake_llm: FakeOpenAI
+):
     original = tables(family_home / "halo.db")
     assert {"outbox", "reminders", "tasks", "task_notes", "pairing_requests", "list_items", "usage"} <= set(original)
 
@@ -151,6 +153,18 @@ async def test_a_family_goes_to_postgresql_and_back_unchanged(family_home: Path,
     assert "memory/scopes" in str(list(original_files)) and "transcripts/" in str(list(original_files))
     assert files(back_home) == original_files
     assert not [p for p in back_home.iterdir() if p.name.startswith(".migrate-")]  # the staging folder is gone
+
+    # the embedded halo on the returned home goes on where the family was
+    shutil.copy(family_home / "halo.yaml", back_home / "halo.yaml")
+    halo = build_halo(load_settings(back_home))
+    try:
+        await halo.start_background()
+        assert "#2" in str(await say(halo, "priya", "discord:3001", "/task add ContextForge: Review it", "discord"))
+        fake_llm.reply("Friday it is.")
+        assert await say(halo, "mom", "telegram:1002", "When is the dentist?") == "Friday it is."
+        assert "The dentist is on Friday." in fake_llm.last_prompt_text()
+    finally:
+        await halo.close()
 
 
 async def test_a_target_with_data_is_refused_without_force(family_home: Path, database: str, tmp_path: Path):

@@ -7,8 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from halo.storage.move.digest import Digest
-from halo.storage.move.part import Part, Side
-from halo.storage.move.tables import MoveError
+from halo.storage.move.part import MoveError, Part, Side
 
 Progress = Callable[[str, int, int], None]  # the part, records done, records in all
 

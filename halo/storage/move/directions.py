@@ -30,8 +30,8 @@ from halo.storage.migrate import current_revision, head_revision, upgrade_in
 from halo.storage.move.audit_part import AuditPart
 from halo.storage.move.copy import Moved, Progress, copy_parts, occupied
 from halo.storage.move.memory_part import MemoryPart
-from halo.storage.move.part import Embedded, Part, Postgres
-from halo.storage.move.tables import MoveError, table_parts
+from halo.storage.move.part import Embedded, MoveError, Part, Postgres
+from halo.storage.move.tables import table_parts
 from halo.storage.move.transcript_part import TranscriptPart
 from halo.storage.transcript_rows import transcript_lines
 
@@ -135,6 +135,7 @@ async def _postgres_at_head(url: str) -> AsyncIterator[tuple[Postgres, list[Part
                 "start this halo on it once (it upgrades the schema at start), then copy"
             )
         schema = await _reflect(conn)
+        # the family id only fills a row an old halo.db lacks it in: PostgreSQL's rows carry theirs
         yield Postgres(conn, schema), parts_for(schema, "")
 
 

@@ -14,6 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 BATCH = 1000  # records read and written together, and how often progress is told
 
 
+class MoveError(RuntimeError):
+    """Why a move cannot go on, said plainly; the target is left as it was."""
+
+
 @dataclass(frozen=True, slots=True)
 class Embedded:
     """A HALO_HOME's own files. `root` is the HALO_HOME read from, or the staging folder a move

@@ -29,14 +29,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from halo.storage.family import FAMILY_COLUMN
 from halo.storage.move.digest import canonical
-from halo.storage.move.part import BATCH, Embedded, Postgres, Side
+from halo.storage.move.part import BATCH, Embedded, MoveError, Postgres, Side
 
 ALEMBIC_TABLE = "alembic_version"
 Row = dict[str, Any]
-
-
-class MoveError(RuntimeError):
-    """Why a move cannot go on, said plainly; the target is left as it was."""
 
 
 def generic_table(table: Table, metadata: MetaData) -> Table:
