@@ -30,7 +30,14 @@ async def make_backup(request: web.Request) -> web.Response:
     """An archive of the workspace into HALO_HOME/backups now (the oldest beyond backups.keep go)."""
     halo = halo_of(request)
     paths = halo.paths
-    info = await asyncio.to_thread(backup_now, paths.home, paths.backups, halo.settings.backups.keep)
+    url = halo.settings.storage.url
+    info = await asyncio.to_thread(
+        backup_now,
+        paths.home,
+        paths.backups,
+        halo.settings.backups.keep,
+        storage_url=url.get_secret_value() if url is not None else None,
+    )
     halo.audit.write("backup_made", file=info.path.name, files=info.files, actor=actor(request))
     return reply(BackupMade(file=info.path.name, files=info.files, bytes=info.bytes), status=201)
 

@@ -341,7 +341,10 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     backups = None
     if settings.backups.schedule:
         zone = settings.family.timezone
-        backups = BackupSchedule(paths.home, paths.backups, settings.backups.schedule, settings.backups.keep, zone)
+        storage_url = settings.storage.url.get_secret_value() if settings.storage.url else None
+        backups = BackupSchedule(
+            paths.home, paths.backups, settings.backups.schedule, settings.backups.keep, zone, storage_url=storage_url
+        )
     scope_admin = ScopeAdmin(
         sessions=sessions,
         transcripts=transcripts,

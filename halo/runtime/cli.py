@@ -29,6 +29,7 @@ STARTUP_ERRORS = (
     ("policy", "PolicyError"),
     ("halo.runtime.providers", "ProviderConfigError"),
     ("halo.storage.db", "StorageUnavailable"),
+    ("halo.runtime.storage_cli", "StorageCommandError"),
 )
 
 
@@ -248,9 +249,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from config.paths import default_home
+    from halo.runtime.storage_cli import storage_url_of
     from halo.workspace.backups import BackupError, export_workspace
 
     home = default_home()
+    storage_url = storage_url_of(home)  # on PostgreSQL, the archive holds what lives there
     shown = sys.stderr.isatty()
 
     def progress(done: int, total: int, name: str) -> None:
@@ -261,7 +264,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not dest.parent.is_dir():  # a typo in a path makes no folders, least of all as root
         raise StartupError(f"no folder {dest.parent}: create it first, or name a path in a folder that exists")
     try:
-        info = export_workspace(home, dest, progress=progress)
+        info = export_workspace(home, dest, progress=progress, storage_url=storage_url)
     except BackupError as exc:
         raise StartupError(str(exc)) from None
     print(f"exported {home} ({info.files} files, {info.bytes} bytes) to {info.path}")
@@ -315,6 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
     restore.set_defaults(fn=cmd_import)
 
     sub.add_parser("reload", help="apply halo.yaml to the running halo now").set_defaults(fn=cmd_reload)
+
+    from halo.runtime.storage_cli import add_storage_commands
+
+    add_storage_commands(sub)
 
     sub.add_parser("dashboard", help="print a fresh one-time login link to the dashboard").set_defaults(
         fn=cmd_dashboard

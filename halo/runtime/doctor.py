@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 from dataclasses import dataclass
 
 import aiohttp
@@ -149,6 +150,14 @@ async def _healthz(host: str, port: int) -> dict[str, object] | None:
     return body if isinstance(body, dict) else None
 
 
+async def serving_this_home(settings: Settings) -> bool:
+    """Does a halo serving this HALO_HOME answer on the admin port now?"""
+    from admin_api.starting import home_fingerprint
+
+    health = await _healthz(settings.admin.host, settings.admin.port)
+    return health is not None and health.get("home") == home_fingerprint(settings.paths.home)
+
+
 async def check_admin_port(settings: Settings) -> Check:
     from admin_api.starting import home_fingerprint
 
@@ -224,6 +233,16 @@ def check_private_files(settings: Settings) -> Check:
     )
 
 
+async def check_storage(settings: Settings) -> Check | None:
+    """PostgreSQL, when `storage.url` is set: reachable, and its schema at this halo's head."""
+    if settings.storage.url is None:
+        return None
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # before it loads: its INFO lines are not news
+    from halo.storage.postgres_health import schema_health
+
+    return Check("postgresql", *await schema_health(settings.storage.url.get_secret_value()))
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     from policy import PolicyEngine, PolicyError
 
@@ -241,6 +260,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         check_mqtt(settings),
         check_admin_port(settings),
         check_semantic(settings),
+        check_storage(settings),
     )
     checks.extend(c for c in found if c is not None)
     return checks

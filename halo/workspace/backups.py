@@ -99,18 +99,36 @@ def _sqlite_copy(source: Path, target: Path) -> None:
         src.close()
 
 
-def export_workspace(home: Path, dest: Path, progress: Progress | None = None) -> ArchiveInfo:
-    """Write `home` as one archive at `dest` (atomically, 0600)."""
+def _stored_in_postgres(home: Path, storage_url: str, staging: Path) -> dict[str, Path]:
+    """What PostgreSQL keeps of the family, written into `staging` as HALO_HOME would hold it
+    (halo.db's tables, …): the files that stand in for HALO_HOME's own in the archive."""
+    from halo.storage.move import MoveError, stage_from_postgres
+
+    staging.mkdir(mode=0o700)
+    try:
+        asyncio.run(stage_from_postgres(home, storage_url, staging))
+    except MoveError as exc:
+        raise BackupError(f"cannot read the family's data from PostgreSQL: {exc}") from None
+    return {p.relative_to(staging).as_posix(): p for p in sorted(staging.rglob("*")) if p.is_file()}
+
+
+def export_workspace(
+    home: Path, dest: Path, progress: Progress | None = None, *, storage_url: str | None = None
+) -> ArchiveInfo:
+    """Write `home` as one archive at `dest` (atomically, 0600). With `storage_url`
+    (PostgreSQL keeps the family), the archive holds PostgreSQL's data in HALO_HOME's own
+    form instead of the home's local copies, so it restores as an embedded workspace."""
     if not (home / "halo.yaml").is_file():
         raise BackupError(f"{home} is not a halo workspace (no halo.yaml)")
-    files = list(workspace_files(home))
     dest.parent.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, dict[str, object]] = {}
     with tempfile.TemporaryDirectory(prefix=".halo-export-", dir=dest.parent) as staging_dir:
         staging = Path(staging_dir)
+        files = {path.relative_to(home).as_posix(): path for path in workspace_files(home)}
+        if storage_url is not None:
+            files |= _stored_in_postgres(home, storage_url, staging / "stored")
         copies: list[tuple[str, Path]] = []
-        for done, path in enumerate(files, 1):
-            rel = path.relative_to(home).as_posix()
+        for done, (rel, path) in enumerate(sorted(files.items()), 1):
             source = path
             if _is_sqlite(path):
                 source = staging / f"{done}.sqlite"
@@ -248,9 +266,11 @@ def prune(folder: Path, keep: int) -> list[Path]:
     return doomed
 
 
-def backup_now(home: Path, folder: Path, keep: int, now: datetime | None = None) -> ArchiveInfo:
+def backup_now(
+    home: Path, folder: Path, keep: int, now: datetime | None = None, *, storage_url: str | None = None
+) -> ArchiveInfo:
     """One archive into `folder` (HALO_HOME/backups), then keep only the newest `keep`."""
-    info = export_workspace(home, folder / archive_name(now or datetime.now(UTC)))
+    info = export_workspace(home, folder / archive_name(now or datetime.now(UTC)), storage_url=storage_url)
     prune(folder, keep)
     return info
 
@@ -269,8 +289,11 @@ def schedule_trigger(schedule: str, timezone: str) -> CronTrigger:
 class BackupSchedule:
     """Archives into HALO_HOME/backups on `backups.schedule`, keeping the newest `backups.keep`."""
 
-    def __init__(self, home: Path, folder: Path, schedule: str, keep: int, timezone: str) -> None:
+    def __init__(
+        self, home: Path, folder: Path, schedule: str, keep: int, timezone: str, *, storage_url: str | None = None
+    ) -> None:
         self.home = home
+        self.storage_url = storage_url  # PostgreSQL keeps the family: each archive holds its data
         self.folder = folder
         self.keep = keep
         self.trigger = schedule_trigger(schedule, timezone)
@@ -281,7 +304,7 @@ class BackupSchedule:
     async def run(self) -> ArchiveInfo | None:
         """One scheduled backup; a failure is logged and kept for /backups, never raised."""
         try:
-            info = await asyncio.to_thread(backup_now, self.home, self.folder, self.keep)
+            info = await asyncio.to_thread(backup_now, self.home, self.folder, self.keep, storage_url=self.storage_url)
         except (BackupError, OSError, sqlite3.Error) as exc:
             self.last_error = str(exc)
             log.warning("scheduled backup failed: %s", exc)
