@@ -378,3 +378,29 @@ async def test_a_row_that_would_write_outside_the_memory_leaves_the_home_as_it_w
         await from_postgres(target, database)
     assert sorted(p.name for p in target.iterdir()) == ["halo.yaml"]
     assert not (tmp_path / "outside.md").exists()
+
+
+async def test_what_only_running_processes_hold_is_never_moved(family_home: Path, database: str, tmp_path: Path):
+    """halo/cluster's tables (nodes, scope leases, handoffs) say who runs now: a move skips them,
+    and the names it skips are exactly cluster's tables."""
+    from halo.cluster.tables import metadata as cluster_tables
+    from halo.storage.move.directions import RUNNING_STATE
+
+    assert set(cluster_tables.tables) == RUNNING_STATE
+    there = await to_postgres(family_home, database, family_id=FAMILY_ID)
+    assert not {m.part for m in there} & RUNNING_STATE
+    engine = create_async_engine(database)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO nodes (family_id, node_id, host, address, started_at, heartbeat_at) "
+                    f"VALUES ('{FAMILY_ID}', 'n1', 'h', 'http://x', now(), now())"
+                )
+            )
+    finally:
+        await engine.dispose()
+    back_home = tmp_path / "back"
+    back = await from_postgres(back_home, database)
+    assert all(m.ok for m in back) and not {m.part for m in back} & RUNNING_STATE
+    assert not set(tables(back_home / "halo.db")) & RUNNING_STATE

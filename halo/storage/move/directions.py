@@ -36,6 +36,9 @@ from halo.storage.move.transcript_part import TranscriptPart
 from halo.storage.transcript_rows import transcript_lines
 
 HALO_DB = "halo.db"
+# halo/cluster's tables: who runs and who holds what, true only while processes run; never a
+# family's data, so never moved (tests/test_storage_move.py checks the names against cluster's)
+RUNNING_STATE = frozenset({"nodes", "scope_leases", "handoffs"})
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
@@ -49,7 +52,7 @@ def parts_for(schema: MetaData, family_id: str) -> list[Part]:
     HALO_HOME (their tables are theirs, not halo.db's)."""
     files: list[Part] = [TranscriptPart(family_id), AuditPart(family_id), MemoryPart(family_id)]
     owned = frozenset({transcript_lines.name, audit_events.name, memory_files.name})
-    return [*table_parts(schema, family_id, skip=owned), *files]
+    return [*table_parts(schema, family_id, skip=owned | RUNNING_STATE), *files]
 
 
 def _engine(url: str) -> AsyncEngine:
