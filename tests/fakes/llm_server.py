@@ -267,7 +267,7 @@ class ScriptedModelServer:
         return web.json_response(self._error_body(404, message), status=404)
 
     def _prompt_of(self, body: JSON) -> str:
-        return "\n".join(_strings_in([body.get(field) for field in self.PROMPT_FIELDS]))
+        return "\n".join(strings_in([body.get(field) for field in self.PROMPT_FIELDS]))
 
     def _billed_of(self, body: JSON) -> str:
         """What a provider counts as input: the tool schemas first (with `bill_tool_schemas`), then the prompt."""
@@ -698,14 +698,14 @@ def _images_in(value: Any) -> list[str]:
     return [url for item in value.values() for url in _images_in(item)]
 
 
-def _strings_in(value: Any) -> list[str]:
+def strings_in(value: Any) -> list[str]:
     """Every string in a JSON value except structural ones (roles, types, ids, names)."""
     if isinstance(value, str):
         return [value] if value else []
     if isinstance(value, list):
-        return [s for item in value for s in _strings_in(item)]
+        return [s for item in value for s in strings_in(item)]
     if isinstance(value, dict):
-        return [s for key, item in value.items() if key not in _PROMPT_METADATA_KEYS for s in _strings_in(item)]
+        return [s for key, item in value.items() if key not in _PROMPT_METADATA_KEYS for s in strings_in(item)]
     return []
 
 
