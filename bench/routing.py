@@ -44,7 +44,6 @@ from halo.routing.router import TRIAGE_INSTRUCTIONS
 from halo.runtime.app import build_halo
 from halo.usage.prices import Prices
 from halo.usage.report import usage_report
-from halo.usage.store import UsageStore
 from tests.conftest import low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.routing_support import CORPUS_FAMILY, Labelled, corpus_envelope, load_corpus
@@ -96,7 +95,7 @@ memory:
         prices = Prices(halo.settings.llm.prices)
 
         async def spent() -> float:
-            report = await usage_report(UsageStore(halo.db), prices, "2000-01-01", "2999-12-31", "purpose")
+            report = await usage_report(halo.usage.store, prices, "2000-01-01", "2999-12-31", "purpose")
             return float(sum(row["usd"] for row in report["rows"]))
 
         try:
@@ -111,7 +110,7 @@ memory:
                 run.levels.append(max((level_of[r.json["model"]] for r in replies), default=Level.L0))
                 run.costs.append(await spent() - usd_before)
             report = await usage_report(
-                UsageStore(halo.db), Prices(halo.settings.llm.prices), "2000-01-01", "2999-12-31", "purpose"
+                halo.usage.store, prices, "2000-01-01", "2999-12-31", "purpose"
             )
         finally:
             await halo.close()
