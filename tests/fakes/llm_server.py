@@ -111,6 +111,10 @@ class ScriptedModelServer:
         # a provider's prefix cache, simulated: each model's earlier prompts; a request reports the
         # longest prefix it shares with one of them as cached input tokens (off: always 0)
         self.prefix_cache = False
+        # OpenAI's rules (`openai_cache_rules()`): nothing below 1024 tokens, then 128-token steps;
+        # the defaults cache any shared prefix, to the word, as tests script it
+        self.prefix_cache_min_tokens = 0
+        self.prefix_cache_step = 1
         # a provider bills the tool schemas it is sent as input, ahead of the messages (and caches
         # them with the prefix); off, usage counts only the prompt's text, as the tests script it
         self.bill_tool_schemas = False
@@ -285,7 +289,15 @@ class ScriptedModelServer:
         seen.append(prompt)
         if shared < len(prompt):
             shared = max(0, prompt.rfind(" ", 0, shared + 1), prompt.rfind("\n", 0, shared + 1))
-        return count_tokens(prompt[:shared])
+        tokens = count_tokens(prompt[:shared])
+        if tokens < self.prefix_cache_min_tokens:
+            return 0
+        return tokens - (tokens - self.prefix_cache_min_tokens) % self.prefix_cache_step
+
+    def openai_cache_rules(self) -> None:
+        """Cache as OpenAI does: prompts of 1024 tokens or more, the shared prefix in 128-token steps."""
+        self.prefix_cache = True
+        self.prefix_cache_min_tokens, self.prefix_cache_step = 1024, 128
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):06d}"
