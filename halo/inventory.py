@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from agents import ModelSettings
 
+from halo.core.scope_takers import ScopeTakers
+
 if TYPE_CHECKING:
     from agents import Model, Tool
 
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from halo.safety.gate import SafetyGate
     from halo.safety.notify import Notifier
     from halo.storage import HaloDB
+    from halo.storage.memory_mirror import MemoryMirror, RecordedFiles
     from halo.tools.approvals import Approvals
     from halo.usage.meter import UsageMeter
     from halo.work.digest import WorkDigest
@@ -86,6 +89,10 @@ class Halo:
     recall: Recall | None = None  # what a turn may search in the semantic index
     graph_recall: GraphRecall | None = None  # the same for graph memory
     documents: Documents | None = None  # documents members sent (/files, the admin API)
+    # PostgreSQL (storage.url): the markdown memory's store of record, and this HALO_HOME its mirror
+    memory_record: RecordedFiles | None = None  # every memory write reaches PostgreSQL through it
+    memory_mirror: MemoryMirror | None = None  # a scope's files (and index) from PostgreSQL when taken
+    scope_takers: ScopeTakers = field(default_factory=ScopeTakers)  # run before a scope's first use here
     # the turn
     context: ContextBuilder
     commands: CommandRegistry
@@ -137,6 +144,10 @@ class Halo:
         """Work that needs a running loop: extraction left over from before a restart, and
         the semantic index's sync schedule."""
         await self.db.prepare()  # PostgreSQL: the schema at its newest, or a clear stop
+        if self.memory_record is not None:
+            await self.memory_record.start()
+        if self.memory_mirror is not None:
+            await self.memory_mirror.join()  # SOUL.md and USER.md before the first turn reads them
         await self.memory.start()
         await self.semantic.start()
         await self.delivery.start()  # what a previous run left in the outbox goes now
@@ -157,6 +168,17 @@ class Halo:
             await self.home.start()  # before MQTT: the first observation finds the rules ready
         for adapter in self.adapters:
             await adapter.start()
+
+    async def take_scope(self, scope_id: str) -> None:
+        """Before the admin API reads or changes a scope's memory: this process's copy is current."""
+        await self.scope_takers.ensure(scope_id)
+
+    async def memory_durable(self) -> None:
+        """Every memory change made so far is in the store of record (PostgreSQL) when this returns:
+        the admin API awaits it before it acknowledges a change. On the embedded store the files are."""
+        if self.memory_record is not None:
+            await self.memory.flush_log()
+            await self.memory_record.flush()
 
     def stopping(self) -> None:
         """What would hold up a stop ends now: documents being read are killed (their senders
@@ -188,6 +210,8 @@ class Halo:
             await self.reminder_clock.close()
         await self.delivery.close()
         await self.memory.close()
+        if self.memory_record is not None:
+            await self.memory_record.close()  # after memory's own held-back writes
         await self.semantic.close()
         if self.graph is not None:
             await self.graph.close()  # stops the FalkorDB halo started

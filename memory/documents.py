@@ -189,7 +189,7 @@ class ScopeDocuments:
                 mime=mime,
                 message_id=message_id,
             )
-            atomic_write(folder / file, render(doc, text))
+            atomic_write(folder / file, render(doc, text), record=self.files.record)
         return doc
 
     def remove(self, scope_id: str, number: int) -> StoredDocument | None:
@@ -200,4 +200,6 @@ class ScopeDocuments:
                 return None
             parsed = parse(path, number, f"{FILES_DIR}/{path.name}")
             path.unlink(missing_ok=True)
+            if self.files.record is not None:
+                self.files.record.changed(path)
         return parsed[0] if parsed else None  # None: someone else deleted it meanwhile

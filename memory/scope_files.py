@@ -27,6 +27,7 @@ from memory.files import (
     update_text,
 )
 from memory.markdown import append_to_section
+from memory.mirror import FileRecord
 
 MAX_LOG_ENDS = 4096
 
@@ -56,8 +57,12 @@ Describe = Callable[[str], ScopeInfo]
 
 
 class ScopeFiles:
-    def __init__(self, paths: HaloPaths, describe: Describe | None = None) -> None:
+    """`record`: the store of record every write and delete is announced to, when it is not
+    this disk (PostgreSQL: memory.mirror); scope.json, derived from the config, is not recorded."""
+
+    def __init__(self, paths: HaloPaths, describe: Describe | None = None, record: FileRecord | None = None) -> None:
         self.paths = paths
+        self.record = record
         self.describe = describe or (lambda scope_id: ScopeInfo(scope_id))
         self._locks: dict[str, ScopeLock] = {}
         self._guard = threading.Lock()
@@ -93,6 +98,8 @@ class ScopeFiles:
         """Delete what memory keeps of a scope (MEMORY.md, its sidecar, daily files, scope.json);
         other files in the folder (the semantic index) belong to their owners. True if any existed."""
         folder = self.paths.scope_dir(scope_id)
+        if self.record is not None:  # the record may hold the scope though this disk never did
+            self.record.removed_folder(folder)
         if not folder.exists():
             return False
         with self.lock(scope_id):
@@ -105,6 +112,15 @@ class ScopeFiles:
             folder.rmdir()
         self.forget_scope(scope_id)
         return True
+
+    def refreshed(self, scope_id: str) -> None:
+        """Its files were replaced from the store of record (memory.mirror): what this process
+        remembered of them (scope.json written, the daily logs' ends) no longer holds."""
+        folder = self.paths.scope_dir(scope_id)
+        self._ready.discard(scope_id)
+        for path in list(self._log_ends):  # a copy: other scopes' writers add to it meanwhile
+            if path.parent.parent == folder:
+                self._log_ends.pop(path, None)
 
     def forget_scope(self, scope_id: str) -> None:
         """After a purge, or when the family changed: describe the scope afresh next time."""
@@ -124,7 +140,7 @@ class ScopeFiles:
         return facts.memory_header(scope_id, self.info(scope_id).description)
 
     def update_memory(self, scope_id: str, transform: Transform) -> tuple[str, str]:
-        return update_text(self.memory_path(scope_id), transform)
+        return update_text(self.memory_path(scope_id), transform, record=self.record)
 
     # --- daily notes -----------------------------------------------------------------
 
@@ -148,7 +164,7 @@ class ScopeFiles:
                 return daily.add_lines(text, section, lines, header)
             return append_to_section(text, section, lines, header)
 
-        update_text(self.daily_path(scope_id, day), change, durable=durable)
+        update_text(self.daily_path(scope_id, day), change, durable=durable, record=self.record)
 
     def log_daily(self, scope_id: str, day: date, lines: list[str]) -> None:
         """The `[user]`/`[halo]` lines: a plain append when the file ends in its Transcript section
@@ -158,11 +174,11 @@ class ScopeFiles:
         block = "\n".join(lines) + "\n"
         ends = self._log_ends.pop(path, None)
         if ends is not None and _size(path) == ends:  # nothing but our own appends since: no need to read it
-            self._remember_log_end(path, append_line_block(path, block))
+            self._remember_log_end(path, append_line_block(path, block, record=self.record))
             return
         text = read_text(path)
         if text.endswith("\n") and daily.ends_in_section(text, daily.TRANSCRIPT):
-            self._remember_log_end(path, append_line_block(path, block))
+            self._remember_log_end(path, append_line_block(path, block, record=self.record))
         else:
             self.add_daily(scope_id, day, daily.TRANSCRIPT, lines, dedupe=False, durable=False)
 
@@ -177,6 +193,6 @@ class ScopeFiles:
         paths = sorted(folder.glob("*.md")) if folder.is_dir() else []
         removed = 0
         for path in paths:
-            before, after = update_text(path, lambda text: daily.forget(text, query, only_of)[0])
+            before, after = update_text(path, lambda text: daily.forget(text, query, only_of)[0], record=self.record)
             removed += before.count("\n") - after.count("\n")
         return removed

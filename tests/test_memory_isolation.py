@@ -20,6 +20,7 @@ import itertools
 import re
 import string
 import tempfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,7 +131,9 @@ async def run_case(fake: FakeOpenAI, kids: list[Kid], steps: list[Step], checked
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         write_home(home, llm_yaml(fake) + "memory: {distillation_every_n_items: 1}\n", family=family_yaml(kids))
-        halo = build_halo(load_settings(home))
+        # a family of its own per case: on PostgreSQL (HALO_TEST_STORAGE=postgres) every case shares
+        # the test's database, and a family's memory rows are what each of its homes mirrors
+        halo = build_halo(load_settings(home, storage={"family_id": f"case-{uuid.uuid4().hex[:12]}"}))
         try:
             await converse(halo, fake, kids, steps, checked)
         finally:

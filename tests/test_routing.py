@@ -300,7 +300,8 @@ async def test_usage_command_answers_parents_only(halo: Halo, fake_llm: FakeOpen
     mine = await halo.gateway.handle(envelope(halo, "mom", "/usage"))
     assert mine.text is not None and "Today: $0.0" in mine.text and "mom $0.0" in mine.text
     child = await halo.gateway.handle(envelope(halo, "aarav", "/usage"))
-    assert child.text == "/usage is for parents."
+    assert child.text == "Sorry, only parents can see what halo costs: Only parents administer halo."
+    assert "$" not in child.text
 
 
 async def test_a_status_answer_worded_by_the_model_is_labelled_l2_not_l0(halo: Halo, fake_llm: FakeOpenAI) -> None:

@@ -2,18 +2,23 @@
 
 Parents read it (admin API `/events/tail`), so it must never hold a secret: keys that look
 like credentials are dropped before a line is written, however deep they sit.
+
+With an `AuditRecord` (PostgreSQL, halo/storage/audit_rows.py) each event also goes there,
+written behind, so every process's events can be read in one place (`shared_tail`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from transcripts._lines import complete_lines_reversed
 from transcripts.jsonl import append_line
@@ -49,35 +54,84 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+EventFilter = Callable[[dict[str, Any]], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One event as a store of record keeps it: `json` is the log's line (secrets dropped), no newline."""
+
+    ts: datetime
+    kind: str
+    scope_id: str | None
+    json: str
+
+
+class AuditRecord(Protocol):
+    """Where the events of every process are kept together."""
+
+    def add(self, event: AuditEvent) -> None:
+        """Keep `event`, written behind (soon, with others): cheap, from any thread, never raises."""
+        ...
+
+    async def tail(
+        self, lines: int, scope_id: str | None = None, kind: str | None = None, match: EventFilter | None = None
+    ) -> list[dict[str, Any]]:
+        """The last `lines` events matching the filters, oldest first, this process's waiting ones included."""
+        ...
+
+    async def close(self) -> None:
+        """Write what waits."""
+        ...
+
+
 class AuditLog:
     """Appends one JSON object a line; never raises, because auditing must not break a conversation."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, record: AuditRecord | None = None) -> None:
         self.path = path
+        self.record = record
         self._lock = threading.Lock()
 
     def write(self, kind: str, **fields: Any) -> None:
         """Append `{"ts", "kind", **fields}` (secrets dropped). Safe from threads and the event loop."""
-        record: dict[str, Any] = {"ts": datetime.now(UTC).isoformat(), "kind": kind}
+        now = datetime.now(UTC)
+        record: dict[str, Any] = {"ts": now.isoformat(), "kind": kind}
         for key, value in drop_secrets(fields).items():
             record.setdefault(key, value)
-        text = json.dumps(record, ensure_ascii=False, default=_json_default) + "\n"
-        data = clean_text(text).encode("utf-8")  # a lone surrogate must not cost the event
+        # a lone surrogate must not cost the event
+        text = clean_text(json.dumps(record, ensure_ascii=False, default=_json_default))
         try:
             with self._lock:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                append_line(self.path, data)
+                append_line(self.path, text.encode("utf-8") + b"\n")
         except OSError:
             logger.exception("audit log %s: could not write a %r event", self.path, kind)
+        if self.record is not None:
+            scope_id = record.get("scope_id")
+            self.record.add(AuditEvent(now, kind, scope_id if isinstance(scope_id, str) else None, text))
+
+    async def shared_tail(
+        self, lines: int, scope_id: str | None = None, kind: str | None = None, match: EventFilter | None = None
+    ) -> list[dict[str, Any]]:
+        """`tail` of every process's events: from the store of record when there is one, else this file."""
+        if self.record is not None:
+            return [clean_value(event) for event in await self.record.tail(lines, scope_id, kind, match)]
+        return await asyncio.to_thread(self.tail, lines, scope_id, kind, match)
+
+    async def close(self) -> None:
+        """Write what waits for the store of record."""
+        if self.record is not None:
+            await self.record.close()
 
     def tail(
         self,
         lines: int,
         scope_id: str | None = None,
         kind: str | None = None,
-        match: Callable[[dict[str, Any]], bool] | None = None,
+        match: EventFilter | None = None,
     ) -> list[dict[str, Any]]:
-        """The last `lines` events (oldest first) matching the filters, read from the end of the file.
+        """The last `lines` events (oldest first) matching the filters, read from the end of this process's file.
         `match` is for filters the keyword arguments cannot say (an event *about* a scope)."""
         if lines <= 0 or not self.path.exists():
             return []

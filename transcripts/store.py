@@ -27,6 +27,7 @@ from transcripts._lines import complete_lines_reversed
 from transcripts.appender import FileAppender
 from transcripts.disk_pace import DiskPace
 from transcripts.jsonl import fsync_dir
+from transcripts.records import LineRecord, RecordedLine, SeqTaken
 from transcripts.text import clean_text, clean_value
 
 __all__ = ["TranscriptLine", "TranscriptReader", "TranscriptStore", "fsync_dir"]
@@ -194,10 +195,15 @@ class TranscriptStore:
     on the transcript itself keeps a second process (a CLI import, a restarted gateway
     overlapping the old one) from writing between our reading the size and our write. Each
     scope's file stays open between appends (at most `max_open_files`): `close()` on shutdown.
+
+    With `records` (transcripts/records.py) the lines are committed there first, and the files
+    are this process's mirror of them: see `take`.
     """
 
-    def __init__(self, root: Path, *, max_open_files: int = 128) -> None:
+    def __init__(self, root: Path, *, max_open_files: int = 128, records: LineRecord | None = None) -> None:
         self.root = root
+        self.records = records
+        self._next_seq: dict[str, int] = {}  # with records: each taken scope's next line number
         self._locks: dict[str, asyncio.Lock] = {}
         self._files = FileAppender(max_open_files)
         self.pace = DiskPace()  # whether appends wait for the disk on the loop or in a thread
@@ -230,31 +236,105 @@ class TranscriptStore:
     async def append_many(self, lines: list[TranscriptLine]) -> list[int]:
         """Append lines of one scope with one write and one fsync; their offsets, in order.
 
-        Observers hear of the lines under the scope's lock, so they see appends in file order.
+        With `records`, they are committed there first, in one statement: a failure there raises
+        and the file does not get them. Observers hear of the lines under the scope's lock, so
+        they see appends in file order.
         """
         if not lines:
             return []
         scope_id = lines[0].scope_id
         if any(line.scope_id != scope_id for line in lines):
             raise ValueError("append_many takes the lines of one scope")
+        if self.records is not None:
+            return await self._append_recorded(scope_id, lines)
         encoded = [_encode(line) for line in lines]
-        data, path = b"".join(encoded), self.path(scope_id)
         async with self._lock(scope_id):
-            written = self._append_now(path, data) if self.pace.quick() else None
-            if written is None:  # a slow disk lately, or another append of this file under way
-                written = await asyncio.get_running_loop().run_in_executor(_APPENDERS, self._files.append, path, data)
-            assert written is not None  # one that waits always writes
-            end_before, first = written
-            offsets, at = [], first
-            for record in encoded:
-                offsets.append(at)
-                at += len(record)
-            counted = self._counts.get(scope_id)
-            if counted is not None and counted[1] == end_before:  # nothing unseen in between: keep it cheap
-                self._counts[scope_id] = (counted[0] + len(lines), at)
-            for observer in self.observers:
-                observer.appended(scope_id, list(zip(offsets, lines, strict=True)), end_before, at)
+            return await self._write(scope_id, lines, encoded)
+
+    async def _write(self, scope_id: str, lines: list[TranscriptLine], encoded: list[bytes]) -> list[int]:
+        """Append to the scope's file and tell the observers; the scope's lock is held."""
+        data, path = b"".join(encoded), self.path(scope_id)
+        written = self._append_now(path, data) if self.pace.quick() else None
+        if written is None:  # a slow disk lately, or another append of this file under way
+            written = await asyncio.get_running_loop().run_in_executor(_APPENDERS, self._files.append, path, data)
+        assert written is not None  # one that waits always writes
+        end_before, first = written
+        offsets, at = [], first
+        for record in encoded:
+            offsets.append(at)
+            at += len(record)
+        counted = self._counts.get(scope_id)
+        if counted is not None and counted[1] == end_before:  # nothing unseen in between: keep it cheap
+            self._counts[scope_id] = (counted[0] + len(lines), at)
+        for observer in self.observers:
+            observer.appended(scope_id, list(zip(offsets, lines, strict=True)), end_before, at)
         return offsets
+
+    async def _append_recorded(self, scope_id: str, lines: list[TranscriptLine]) -> list[int]:
+        assert self.records is not None
+        texts = [line.to_json() for line in lines]
+        async with self._lock(scope_id):
+            for attempt in range(2):
+                if scope_id not in self._next_seq:
+                    await self._take(scope_id)
+                first = self._next_seq[scope_id]
+                recorded = [
+                    RecordedLine(first + i, line.ts, text)
+                    for i, (line, text) in enumerate(zip(lines, texts, strict=True))
+                ]
+                try:
+                    await self.records.append(scope_id, recorded)
+                    break
+                except SeqTaken:  # another process wrote to the scope: catch up, and go after its lines
+                    del self._next_seq[scope_id]
+                    if attempt:
+                        raise
+                except BaseException:  # committed or not is unknown (a dropped connection, a cancel):
+                    self._next_seq.pop(scope_id, None)  # the next use asks the record
+                    raise
+            self._next_seq[scope_id] = first + len(lines)
+            try:
+                return await self._write(scope_id, lines, [(text + "\n").encode("utf-8") for text in texts])
+            except BaseException:
+                self._next_seq.pop(scope_id, None)  # recorded, not mirrored: the next use takes the scope again
+                raise
+
+    async def ready(self, scope_id: str) -> None:
+        """With `records`: take the scope once in this process, before its first use here (a home that
+        is new or was away gets the scope's history). Without: nothing."""
+        if self.records is None or scope_id in self._next_seq:
+            return
+        async with self._lock(scope_id):
+            if scope_id not in self._next_seq:
+                await self._take(scope_id)
+
+    async def take(self, scope_id: str) -> None:
+        """Bring the scope's file up to date from `records`: the lines from its line count on are
+        appended (fsync'd) and the observers told, as an append would. For a process that takes
+        the scope over; `ready` does it once per process on its own."""
+        if self.records is None:
+            return
+        async with self._lock(scope_id):
+            await self._take(scope_id)
+
+    async def _take(self, scope_id: str) -> None:
+        assert self.records is not None
+        self._next_seq.pop(scope_id, None)
+        have = await asyncio.to_thread(self.count, scope_id)
+        missing = await self.records.read_from(scope_id, have)
+        lines: list[TranscriptLine] = []
+        encoded: list[bytes] = []
+        for record in missing:
+            if (line := _parse(self.path(scope_id), record.json.encode("utf-8"))) is not None:
+                lines.append(line)
+                encoded.append(record.json.encode("utf-8") + b"\n")
+        if missing and missing[0].seq != have:
+            logger.warning(
+                "transcript of %s: the mirror has %d lines, the record resumes at %d", scope_id, have, missing[0].seq
+            )
+        if lines:
+            await self._write(scope_id, lines, encoded)
+        self._next_seq[scope_id] = max(have, missing[-1].seq + 1) if missing else have
 
     def _append_now(self, path: Path, data: bytes) -> tuple[int, int] | None:
         """The append on the event loop (see DiskPace), or None if it would have to wait for another."""
@@ -319,15 +399,19 @@ class TranscriptStore:
         return sorted(found)
 
     async def purge(self, scope_id: str) -> bool:
-        """Delete the scope's transcript (and an old lock file); True if a transcript existed.
+        """Delete the scope's transcript (and an old lock file), in `records` first; True if a
+        transcript existed.
 
         Destructive and final: callers must have asked for explicit confirmation. Taken under the
         scope's lock and the file's flock, so no append of ours or another process is half done in
         the file being deleted; another process's next append notices and starts a new file.
         """
         async with self._lock(scope_id):
-            existed = await asyncio.to_thread(self._purge_blocking, scope_id)
+            recorded = await self.records.purge(scope_id) if self.records is not None else 0
+            existed = await asyncio.to_thread(self._purge_blocking, scope_id) or recorded > 0
             self._counts.pop(scope_id, None)
+            if self.records is not None:
+                self._next_seq[scope_id] = 0
             for observer in self.observers:
                 observer.purged(scope_id)
         return existed

@@ -64,6 +64,7 @@ def read_memory_file(path: Path) -> dict[str, Any]:
 async def scope_memory(request: web.Request) -> web.Response:
     scope = await path_scope(request)
     services = halo_of(request)
+    await services.take_scope(scope.id)  # PostgreSQL: this process's copy is current
     found = await asyncio.to_thread(read_memory_file, services.memory.memory_path(scope.id))
     services.audit.write("admin_read_memory", scope_id=scope.id, actor=actor(request), exists=found["exists"])
     return reply(Memory(scopeId=scope.id, **found))

@@ -126,10 +126,12 @@ async def distill(request: web.Request) -> web.Response:
     """Distil the scope's new transcript into its memory now (waits for a run in progress)."""
     scope = await path_scope(request)
     services = halo_of(request)
+    await services.take_scope(scope.id)  # PostgreSQL: distil onto the scope's current memory
     try:
         result = await services.memory.distill(scope.id)
     except DistillationDisabled as exc:
         raise ApiError(409, str(exc)) from None
+    await services.memory_durable()  # acknowledged only once the store of record has it
     services.audit.write("admin_distill", scope_id=scope.id, actor=actor(request), items=result.items)
     return reply(Distilled(scopeId=scope.id, distilled=True, result=DistillRun.of(result)))
 
@@ -146,6 +148,7 @@ async def purge(request: web.Request) -> web.Response:
     halo = halo_of(request)
     async with halo.scope_locks.of(scope.id):
         result = await halo.scope_admin.purge_scope(scope.id, actor=actor(request))
+        await halo.memory_durable()  # PostgreSQL: the scope's rows are gone before the answer
     parts = PurgedParts(sessionItems=result.session_items, transcript=result.transcript, memory=result.memory)
     return reply(Purged(scopeId=scope.id, purged=parts))
 

@@ -130,7 +130,7 @@ def _profile_lines(turn: Turn, member: Member, llm: LLMSettings) -> list[str]:
     ]
 
 
-def _refuse_unless_admin(turn: Turn, what: str) -> str | None:
+def refuse_unless_admin(turn: Turn, what: str) -> str | None:
     """Administering halo is for those the policy says may (parents). Asked without a
     from-scope: it is about who the person is, and works from a suspended group too."""
     decision = turn.decide("admin", SYSTEM, from_here=False)
@@ -162,7 +162,7 @@ def builtin_commands(
         return "Fresh start: I've cleared this chat's working memory. The transcript is kept."
 
     async def approve_command(turn: Turn, args: str) -> str:
-        if refusal := _refuse_unless_admin(turn, "approve join requests"):
+        if refusal := refuse_unless_admin(turn, "approve join requests"):
             return refusal
         try:
             code, role, name, age_group = parse_approve(args)
@@ -178,7 +178,7 @@ def builtin_commands(
         )
 
     async def deny_command(turn: Turn, args: str) -> str:
-        if refusal := _refuse_unless_admin(turn, "deny join requests"):
+        if refusal := refuse_unless_admin(turn, "deny join requests"):
             return refusal
         if not args.split():
             return "Usage: /deny CODE"
@@ -189,7 +189,7 @@ def builtin_commands(
         return f"Denied: {request.who} will not hear from me again."
 
     async def resume_command(turn: Turn, args: str) -> str:
-        if refusal := _refuse_unless_admin(turn, "resume the parents group"):
+        if refusal := refuse_unless_admin(turn, "resume the parents group"):
             return refusal
         assert turn.member is not None  # the policy permits admin only to members
         return await groups.resume(turn.member, turn.scope.id if groups.guards(turn.scope) else None)

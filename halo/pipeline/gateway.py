@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from halo.core.envelope import Envelope
 from halo.core.scope_locks import ScopeLocks
+from halo.core.scope_takers import ScopeTakers
 from halo.core.turn import Turn
 from halo.pipeline.reply import DeltaCallback, ModelStartCallback, Reply
 from halo.routing.levels import Level, Route, route_of_answer
@@ -52,6 +53,7 @@ class Gateway:
         router: Router,
         model_run: ModelRun,
         after_turn: AfterTurn,
+        takers: ScopeTakers | None = None,
     ) -> None:
         self.locks = locks  # shared with the catch-up and the admin API's scope work
         self.resends = resends  # a message the chat app sent again after a crash
@@ -63,6 +65,7 @@ class Gateway:
         self.router = router  # the model level a message is answered at (halo/routing)
         self.model_run = model_run  # the Agents SDK run, and its failures said plainly
         self.after_turn = after_turn  # distillation, the index, usage: in the background
+        self.takers = takers or ScopeTakers()  # PostgreSQL: the scope's memory mirrored here before first use
 
     @property
     def background_tasks(self) -> int:
@@ -78,6 +81,7 @@ class Gateway:
         """`on_delta` receives streamed reply text; `on_model_start` is awaited just before the
         model is asked (an adapter shows "typing…" from then on)."""
         async with self.locks.of(envelope.scope.id):
+            await self.takers.ensure(envelope.scope.id)
             envelope = await self.admission.current(envelope)
             resend = await self.resends.check(envelope)  # sent again after a crash: never recorded twice
             if resend.kind == "answered":
@@ -92,6 +96,7 @@ class Gateway:
         async with self.locks.of(envelope.scope.id):
             if not await self.resends.still_open(envelope):
                 return Reply(None, envelope.scope.id, "silent")
+            await self.takers.ensure(envelope.scope.id)
             envelope = await self.admission.current(envelope)
             await self.resends.take_up(envelope)
             return await self._turn(self.admission.turn(envelope), None, None, recorded=True)

@@ -41,7 +41,9 @@ class Resends:
 
     async def check(self, envelope: Envelope) -> Resend:
         """Only a scope's first message with a platform id since the start is looked up: a resend
-        follows a crash, and a scope's later messages come after that first one."""
+        follows a crash, and a scope's later messages come after that first one. First of all, the
+        scope's transcript is made current in this process (on PostgreSQL: its first turn here)."""
+        await self._transcripts.ready(envelope.scope.id)
         if envelope.platform_message_id is None or envelope.scope.id in self._seen_since_start:
             return Resend("new", envelope)
         self._seen_since_start.add(envelope.scope.id)
@@ -66,6 +68,7 @@ class Resends:
         await self._sessions.take_up_last_message(envelope.scope.id)
 
     async def _tail(self, scope_id: str) -> list[TranscriptLine]:
+        await self._transcripts.ready(scope_id)
         return await asyncio.to_thread(self._transcripts.tail, scope_id, OPEN_MESSAGE_TAIL)
 
 

@@ -137,7 +137,9 @@ class Rules:
             ],
             key=lambda found: -len(found[0]),
         )
-        self.think_hard = [" ".join(words_of(p)) for p in (*THINK_HARD, *think_hard)]
+        phrases = sorted({" ".join(words_of(p)) for p in (*THINK_HARD, *think_hard)} - {""})
+        # one pattern, compiled once: judge() runs on every message
+        self.think_hard = re.compile(r"\b(?:" + "|".join(map(re.escape, phrases)) + r")\b")
 
     def small(self, text: str, names: Iterable[str] = ()) -> SmallKind | None:
         """The kind of a message that is only thanks, a greeting, a farewell, an acknowledgement
@@ -174,7 +176,7 @@ class Rules:
         member (`names`) is about the family: it needs memory, so never less than L2."""
         lowered = " ".join(words_of(text))
         count = len(lowered.split())
-        if any(re.search(rf"\b{re.escape(p)}\b", lowered) for p in self.think_hard):
+        if self.think_hard.search(lowered):
             return Verdict(Level.L3, "asked to think hard")
         if count >= LONG_WORDS:
             return Verdict(Level.L3, f"a long request ({count} words)")

@@ -64,7 +64,7 @@ from halo.reminders.store import ReminderStore
 from halo.reminders.tools import reminder_tools
 from halo.routing.levels import Level
 from halo.runtime.graph_wiring import build_graph
-from halo.runtime.memory_wiring import build_memory, memory_after_turn
+from halo.runtime.memory_wiring import build_memory, memory_after_turn, memory_record, scope_takers
 from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
 from halo.runtime.usage_wiring import Levels, build_levels, build_routing, usage_after_turn
@@ -73,6 +73,8 @@ from halo.safety.gate import SafetyGate
 from halo.safety.notify import Notifier
 from halo.safety.profiles import model_name
 from halo.storage import HaloDB
+from halo.storage.audit_rows import AuditRows
+from halo.storage.transcript_rows import TranscriptRows
 from halo.tools.approvals import Approvals
 from halo.tools.guarded import default_tools
 from halo.tools.memory import memory_tools
@@ -116,9 +118,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     paths.ensure()
     write_default_soul(paths.soul)
     write_default_user_files(paths, settings.members)
-    audit = AuditLog(paths.events_log)
-    transcripts = TranscriptStore(paths.transcripts)
     db = halo_db(settings)
+    on_postgresql = db.backend == "postgresql"  # the store of record; HALO_HOME's files mirror it
+    audit = AuditLog(paths.events_log, AuditRows(db) if on_postgresql else None)
+    transcripts = TranscriptStore(paths.transcripts, records=TranscriptRows(db) if on_postgresql else None)
+    record = memory_record(settings, db)  # PostgreSQL: the markdown memory's store of record; else None
     tasks = TaskStore(db)
     sessions = TranscriptSessions(
         transcripts, settings.sessions.history_token_budget, max_items=settings.sessions.history_max_items
@@ -135,8 +139,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     levels = build_levels(settings, db, model)  # L1–L3's models; every call's usage is recorded
     main_model = levels.metered(levels.main, "reply", Level.L2)
     extraction_model = levels.metered(levels.cheap, "extraction") if settings.memory.extractor == "llm" else None
-    memory = build_memory(settings, policy, transcripts, extraction_model)
+    memory = build_memory(settings, policy, transcripts, extraction_model, record)
     semantic = build_semantic(settings)
+    mirror, takers = scope_takers(record, memory.files, semantic, transcripts)  # a scope's memory here before first use
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
     graph = build_graph(settings, memory, semantic, levels.sink("graph"))  # ingests scopes when they go quiet
     recall = Recall(semantic, audit)
@@ -178,7 +183,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     async def apply_config(new: Settings) -> None:
         """A reloaded, valid halo.yaml: its live keys (the family and the policy's view of it,
         the home rules) take effect now; the rest waits for a restart."""
-        write_default_user_files(paths, new.members)
+        write_default_user_files(paths, new.members, record)
         family.replace(new.family_view())  # every part reads the family from here
         await home.apply(new.home_events)
 
@@ -294,6 +299,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             memory,
             delivery,
         ),
+        takers=takers,
     )
     admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
     unconfigured = UnconfiguredChats(db, delivery)
@@ -353,6 +359,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         recall=recall,
         graph_recall=graph_recall,
         documents=documents,
+        memory_record=record,
+        memory_mirror=mirror,
+        scope_takers=takers,
         context=context,
         commands=commands,
         safety=safety,
@@ -378,7 +387,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         backups=backups,
         missed=missed,
         adapters=adapters,
-        closers=[levels.meter.store.close, *(partial(close_model, m) for m in owned)],
+        closers=[levels.meter.store.close, audit.close, *(partial(close_model, m) for m in owned)],
     )
 
 

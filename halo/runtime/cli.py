@@ -177,6 +177,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
         halo = build_halo(settings)
         memory = halo.memory
         try:
+            await halo.take_scope(args.scope)  # PostgreSQL: the scope's memory from its store of record first
             result = await memory.distill(args.scope)
             print(
                 f"distilled {args.scope}: {result.items} new transcript items "

@@ -11,11 +11,17 @@ from datetime import UTC, datetime
 from agents import Model
 
 from config.settings import Settings
+from halo.core.scope_takers import ScopeTakers
 from halo.core.scopes import UnknownScopeError, resolve_scope
 from halo.core.turn import Turn
 from halo.pipeline.reply import AfterTurnHook, Reply
+from halo.storage import HaloDB
+from halo.storage.memory_mirror import MemoryMirror, RecordedFiles
+from halo.storage.memory_rows import MemoryRows
 from memory.extraction.extract import ModelChunkExtractor, ModelExtraction
+from memory.mirror import FileRecord
 from memory.scope_files import ScopeFiles, ScopeInfo
+from memory.semantic import SemanticMemory
 from memory.service import LogEntry, MemoryService
 from memory.state import JobStateStore
 from policy import PolicyEngine
@@ -34,8 +40,10 @@ def build_memory(
     policy: PolicyEngine,
     transcripts: TranscriptStore,
     extraction_model: Model | None,
+    record: FileRecord | None = None,
 ) -> MemoryService:
-    """The MemoryService for this HALO_HOME; model extraction only with `memory.extractor: llm` and a model."""
+    """The MemoryService for this HALO_HOME; model extraction only with `memory.extractor: llm` and a model.
+    `record`: where every memory write also goes (PostgreSQL, `memory_record`)."""
 
     def names(label: str | None) -> str:
         if label is None:
@@ -73,7 +81,7 @@ def build_memory(
         return ScopeInfo(scope_id, scope.type, scope.owner_id, members, text)
 
     paths = settings.paths
-    files = ScopeFiles(paths, describe)
+    files = ScopeFiles(paths, describe, record)
     state = JobStateStore(paths.halo_db)
     extraction = None
     if settings.memory.extractor == "llm" and extraction_model is not None:
@@ -93,6 +101,25 @@ def build_memory(
     return MemoryService(
         settings.memory, files, transcripts, state, names=names, may_write=may_write, extraction=extraction
     )
+
+
+def memory_record(settings: Settings, db: HaloDB) -> RecordedFiles | None:
+    """With `storage.url`: PostgreSQL is the markdown memory's store of record, and every memory
+    write reaches it through this. On the embedded store: None, and nothing changes."""
+    if settings.storage.url is None:
+        return None
+    return RecordedFiles(MemoryRows(db), settings.paths.home)
+
+
+def scope_takers(
+    record: RecordedFiles | None, files: ScopeFiles, semantic: SemanticMemory, transcripts: TranscriptStore
+) -> tuple[MemoryMirror | None, ScopeTakers]:
+    """What runs before this process first uses a scope, on PostgreSQL: the transcript's lines
+    first, then the memory mirror, whose take rebuilds the semantic index from both."""
+    if record is None:
+        return None, ScopeTakers()
+    mirror = MemoryMirror(record, files, semantic)
+    return mirror, ScopeTakers([transcripts, mirror])
 
 
 def memory_after_turn(memory: MemoryService) -> AfterTurnHook:

@@ -9,6 +9,7 @@ from pathlib import Path
 from config.family import Member
 from config.paths import HaloPaths
 from halo.context.builder import DEFAULT_SOUL
+from memory.mirror import FileRecord
 
 STARTER = """\
 # halo — family and runtime config. Docs: README.md. Every setting can be overridden
@@ -94,8 +95,9 @@ e.g. "- Loves dinosaurs", "- Allergic to peanuts". -->
 """
 
 
-def write_default_user_files(paths: HaloPaths, members: list[Member]) -> int:
-    """members/<id>/USER.md for each member who has none yet; returns how many were written."""
+def write_default_user_files(paths: HaloPaths, members: list[Member], record: FileRecord | None = None) -> int:
+    """members/<id>/USER.md for each member who has none yet; returns how many were written.
+    `record`: told of each (PostgreSQL keeps the memory's files when `storage.url` is set)."""
     written = 0
     for member in members:
         path = paths.user_file(member.id)
@@ -103,5 +105,7 @@ def write_default_user_files(paths: HaloPaths, members: list[Member]) -> int:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(USER_TEMPLATE.format(name=member.name, role=member.role), encoding="utf-8")
+        if record is not None:
+            record.changed(path)
         written += 1
     return written

@@ -26,8 +26,9 @@ def _family_of(context: Any) -> str:
     return str(family_id)
 
 
-def family_column() -> Column[str]:
-    return Column(FAMILY_COLUMN, String(FAMILY_ID_LENGTH), nullable=False, default=_family_of)
+def family_column(*, primary_key: bool = False) -> Column[str]:
+    """The column; a table declares it itself only to put it in its primary key."""
+    return Column(FAMILY_COLUMN, String(FAMILY_ID_LENGTH), nullable=False, primary_key=primary_key, default=_family_of)
 
 
 def carry_family(metadata: MetaData) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from halo.commands.builtin import Command
+from halo.commands.builtin import Command, refuse_unless_admin
 from halo.core.turn import Turn
 from halo.usage.meter import UsageMeter
 from halo.usage.prices import Prices
@@ -13,9 +13,8 @@ from halo.usage.report import usage_report
 
 def usage_command(meter: UsageMeter, prices: Prices) -> Command:
     async def usage(turn: Turn, args: str) -> str:
-        member = turn.member
-        if member is None or member.role != "parent":
-            return "/usage is for parents."
+        if refusal := refuse_unless_admin(turn, "see what halo costs"):
+            return refusal  # the policy's `admin` action decides, as for every parent-only command
         today = date.fromisoformat(meter.today())
         yesterday = (today - timedelta(days=1)).isoformat()
         report = await usage_report(meter.store, prices, yesterday, today.isoformat(), "member")

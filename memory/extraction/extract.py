@@ -323,7 +323,7 @@ class ModelExtraction:
             _, after = self.files.update_memory(scope_id, change)
             entries = sidecar.load(meta_path)
             sidecar.mark_removed(entries, {f.body for f in facts.live(after)}, now.isoformat(timespec="seconds"))
-            sidecar.save(meta_path, [*entries, *written])
+            sidecar.save(meta_path, [*entries, *written], self.files.record)
         return len(written)
 
     def _commit(self, scope_id: str, end: int, pending: list[list[int]], errors: list[str]) -> None:

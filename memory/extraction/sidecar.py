@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.files import atomic_write, read_text
+from memory.mirror import FileRecord
 
 VERSION = 1
 
@@ -42,9 +43,9 @@ def load(path: Path) -> list[Entry]:
     return [Entry(**{k: v for k, v in item.items() if k in fields}) for item in data.get("entries", [])]
 
 
-def save(path: Path, entries: list[Entry]) -> None:
+def save(path: Path, entries: list[Entry], record: FileRecord | None = None) -> None:
     body = {"version": VERSION, "entries": [asdict(e) for e in entries]}
-    atomic_write(path, json.dumps(body, ensure_ascii=False, indent=1) + "\n")
+    atomic_write(path, json.dumps(body, ensure_ascii=False, indent=1) + "\n", record=record)
 
 
 def mark_removed(entries: list[Entry], live_bodies: set[str], now: str) -> int:

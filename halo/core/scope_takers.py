@@ -1,0 +1,47 @@
+"""What a process does when it takes a scope: the work that makes its local copies current.
+
+On PostgreSQL the store of record is shared and each process keeps local caches (the markdown
+memory's mirror, the semantic index). Before a process first uses a scope it runs each
+`ScopeTaker` once for it. Until scope leases decide who holds a scope, a scope is taken the
+first time this process uses it (`ensure`: a turn, the admin API's memory routes). On the
+embedded store there are no takers and `ensure` returns at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class ScopeTaker(Protocol):
+    async def take(self, scope_id: str) -> None:
+        """Bring this process's local state of the scope up to date with the store of record."""
+
+
+class ScopeTakers:
+    def __init__(self, takers: Sequence[ScopeTaker] = ()) -> None:
+        self.takers = list(takers)
+        self._taken: set[str] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def ensure(self, scope_id: str) -> None:
+        """Take the scope unless this process has already taken it; callers at once wait for one take."""
+        if scope_id in self._taken or not self.takers:
+            return
+        lock = self._locks.setdefault(scope_id, asyncio.Lock())
+        async with lock:
+            if scope_id in self._taken:
+                return
+            await self.take(scope_id)
+        self._locks.pop(scope_id, None)
+
+    async def take(self, scope_id: str) -> None:
+        """Run every taker for the scope now (a lease was just taken, or the first use)."""
+        for taker in self.takers:
+            await taker.take(scope_id)
+        self._taken.add(scope_id)
+
+    def release(self, scope_id: str) -> None:
+        """This process no longer holds the scope (a lease lost, a purge): take it again before next use."""
+        self._taken.discard(scope_id)

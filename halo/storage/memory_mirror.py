@@ -1,0 +1,264 @@
+"""HALO_HOME's markdown memory as a mirror of PostgreSQL's `memory_files` (storage.url set).
+
+Two directions:
+
+- `RecordedFiles`, the `FileRecord` every memory writer is handed: a write or delete of a
+  file marks its path, from any thread; an async task writes the marked paths together, as
+  the files are then (one transaction), at least once a second. `flush()` is the way to know
+  a change is in the store of record: the admin API awaits it before it answers.
+- `MemoryMirror.take(scope_id)`: the scope's rows written into the local mirror where they
+  differ (by sha256), local files the rows no longer have removed, then the scope's semantic
+  index (derived data, local to the process) brought up to date from them. A process takes
+  a scope before it first uses it. `join`, at start, does the family's own files (SOUL.md,
+  USER.md); on a home's first start against the database it also uploads
+  the home's memory files the database has not got (an embedded home switched to PostgreSQL,
+  the default SOUL.md of the very first start), so nothing is lost.
+
+Hand edits of a mirror's files are not carried to PostgreSQL: the mirror is a cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+
+from config.paths import scope_hash
+from halo.storage.memory_rows import MemoryRows
+from memory.mirror import (
+    SCOPES,
+    SOUL,
+    MemoryFile,
+    family_wide,
+    local_files,
+    read_local,
+    recorded,
+    refresh,
+    scope_prefix,
+    write_local,
+)
+from memory.scope_files import ScopeFiles
+from memory.semantic import SemanticMemory
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY_SECONDS = 1.0
+JOINED = "memory/.mirror-of"  # the family and database this home mirrors (no password)
+JOURNAL = "memory/.unrecorded"  # memory paths changed here and not yet in PostgreSQL
+
+
+class RecordedFiles:
+    """Memory files' changes, written to `memory_files` behind the writers' backs."""
+
+    def __init__(self, rows: MemoryRows, home: Path, *, every: float = FLUSH_EVERY_SECONDS) -> None:
+        self.rows = rows
+        self.home = home
+        self.every = every
+        self.journal = home / JOURNAL
+        self.failing: str | None = None  # the last flush's error while PostgreSQL refuses
+        self._guard = threading.Lock()  # writers call from worker threads
+        self._paths: set[str] = set()
+        self._folders: set[str] = set()
+        self._flushing = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # --- FileRecord ------------------------------------------------------------------
+
+    def changed(self, path: Path) -> None:
+        relative = self._relative(path)
+        if relative is None or not recorded(relative):
+            return
+        self._mark(self._paths, relative)
+
+    def removed_folder(self, folder: Path) -> None:
+        relative = self._relative(folder)
+        if relative is not None:
+            self._mark(self._folders, relative.rstrip("/") + "/")
+
+    def _mark(self, pending: set[str], relative: str) -> None:
+        with self._guard:
+            if relative not in pending:
+                pending.add(relative)
+                self._journal_line(relative)
+        self._poke()
+
+    def _journal_line(self, relative: str) -> None:
+        """The journal: what is not in PostgreSQL yet, so a crash before the flush loses nothing
+        (read back by `recover` on the next start in this home). An append, no fsync: it
+        outlives the process, as the memory files beside it do."""
+        try:
+            self.journal.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with self.journal.open("a", encoding="utf-8") as fh:
+                fh.write(relative + "\n")
+        except OSError:
+            log.exception("could not note %s in %s", relative, self.journal)
+
+    async def recover(self) -> int:
+        """At start, before anything is taken: changes a previous run journaled but did not
+        flush (it crashed) are written now, unless PostgreSQL has a newer version (another
+        process changed the file since). Returns how many paths were written or deleted."""
+        try:
+            noted = await asyncio.to_thread(self.journal.read_text, encoding="utf-8")
+        except FileNotFoundError:
+            return 0
+        lines = sorted({line for line in noted.splitlines() if line})
+        folders = [line for line in lines if line.endswith("/")]
+        paths = [line for line in lines if not line.endswith("/") and recorded(line)]
+        stored = await self.rows.updated(paths)
+        noted_at = (await asyncio.to_thread(self.journal.stat)).st_mtime
+
+        def newer_here(relative: str) -> bool:
+            try:
+                here = (self.home / relative).stat().st_mtime
+            except FileNotFoundError:
+                here = noted_at  # deleted: no later than the journal's last line
+            return relative not in stored or stored[relative].timestamp() < here
+
+        keep = [p for p in paths if await asyncio.to_thread(newer_here, p)]
+        with self._guard:
+            self._paths.update(keep)
+            self._folders.update(folders)
+        await self.flush()
+        if keep or folders:
+            log.info("memory: %d change(s) a previous run had not written to PostgreSQL, written now", len(keep))
+        return len(keep) + len(folders)
+
+    async def flush(self) -> None:
+        async with self._flushing:
+            with self._guard:
+                paths, self._paths = self._paths, set()
+                folders, self._folders = self._folders, set()
+            if not paths and not folders:
+                return
+            try:
+                texts = await asyncio.to_thread(lambda: {p: read_local(self.home, p) for p in sorted(paths)})
+                files = [MemoryFile.of(p, text) for p, text in texts.items() if text is not None]
+                gone = [p for p, text in texts.items() if text is None]
+                await self.rows.apply(files, gone, sorted(folders))
+            except BaseException:
+                with self._guard:  # nothing is lost: tried again on the next flush
+                    self._paths |= paths
+                    self._folders |= folders
+                raise
+            with self._guard:
+                if not self._paths and not self._folders:
+                    self.journal.unlink(missing_ok=True)
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """The timer that flushes; idempotent."""
+        if self._task is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._run())
+        with self._guard:
+            if self._paths or self._folders:
+                self._wake.set()
+
+    async def close(self) -> None:
+        """Stop the timer and write what waits."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await self.flush()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await asyncio.sleep(self.every)  # gather the rest of this second's writes
+            try:
+                await self.flush()
+            except Exception as exc:
+                if self.failing is None:  # said once per outage, not every second
+                    log.exception("could not write memory files to PostgreSQL; trying again every second")
+                self.failing = f"{type(exc).__name__}: {exc}"
+                self._wake.set()
+            else:
+                if self.failing is not None:
+                    log.info("memory files are written to PostgreSQL again")
+                self.failing = None
+
+    def _poke(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake.set)
+
+    def _relative(self, path: Path) -> str | None:
+        try:
+            return path.relative_to(self.home).as_posix()
+        except ValueError:
+            return None
+
+
+class MemoryMirror:
+    """Makes this process's HALO_HOME hold what PostgreSQL holds, a scope at a time."""
+
+    def __init__(self, record: RecordedFiles, files: ScopeFiles, semantic: SemanticMemory | None) -> None:
+        self.record = record
+        self.rows = record.rows
+        self.files = files
+        self.home = files.paths.home
+        self.semantic = semantic
+        self._joined = False
+        self._joining = asyncio.Lock()
+
+    async def join(self) -> None:
+        """Once per process, before anything is taken (at start): the family's own files from
+        PostgreSQL, and on a home's first start against this database, its memory files that
+        PostgreSQL lacks uploaded, so turning `storage.url` on loses nothing. From then on the
+        home is a mirror: what PostgreSQL no longer has is removed from it."""
+        async with self._joining:
+            if self._joined:
+                return
+            await self.record.start()
+            await self.record.recover()  # a crash's unwritten changes first: they are the newest
+            known = await self.rows.hashes()
+            family = [f for p in (SOUL, "members/") for f in await self.rows.files_under(p) if family_wide(f.path)]
+            identity = f"{self.rows.db.family_id} {self.rows.db.engine.url.render_as_string(hide_password=True)}\n"
+            first = read_local(self.home, JOINED) != identity
+
+            def mirror() -> list[MemoryFile]:
+                seeds = [f for f in self._local_memory() if f.path not in known] if first else []
+                refresh(self.home, family, "", remove_others=False)
+                return seeds
+
+            seeds = await asyncio.to_thread(mirror)
+            if seeds:
+                await self.rows.write_many(seeds)
+                log.info("%d memory file(s) of this HALO_HOME added to PostgreSQL", len(seeds))
+            if first:
+                await asyncio.to_thread(write_local, self.home, MemoryFile.of(JOINED, identity))
+            self._joined = True
+
+    def _local_memory(self) -> list[MemoryFile]:
+        soul = read_local(self.home, SOUL)
+        return [
+            *([MemoryFile.of(SOUL, soul)] if soul is not None else []),
+            *local_files(self.home, "members/"),
+            *local_files(self.home, f"{SCOPES}/"),
+        ]
+
+    async def take(self, scope_id: str) -> None:
+        """The scope's files from PostgreSQL, then its semantic index from them."""
+        await self.join()
+        prefix = scope_prefix(scope_hash(scope_id))
+        wanted = await self.rows.files_under(prefix)
+
+        def mirror() -> list[str]:
+            with self.files.lock(scope_id):
+                changed = refresh(self.home, wanted, prefix)
+                if changed:
+                    self.files.refreshed(scope_id)
+                return changed
+
+        changed = await asyncio.to_thread(mirror)
+        if changed:
+            log.info("memory of %s: %d file(s) refreshed from PostgreSQL", scope_id, len(changed))
+        if self.semantic is not None and self.semantic.enabled:
+            await self.semantic.sync_scope(scope_id)

@@ -1,0 +1,330 @@
+"""The markdown memory on PostgreSQL (#24): `memory_files` is its store of record and each
+HALO_HOME a mirror. Two homes share one database: what one writes, a halo on the other tells
+the model and finds in its semantic index; an admin change is in PostgreSQL when it is
+acknowledged; a purge removes the rows; the embedded default writes none."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+
+from config.loader import load_settings
+from config.paths import scope_hash
+from config.settings import Settings
+from halo.storage import HaloDB
+from halo.storage.memory_rows import MemoryRows
+from memory.mirror import MemoryFile, recorded, refresh
+from tests.conftest import OWNER_AUTH, free_port, llm_yaml, write_home
+from tests.fakes.llm_server import FakeOpenAI
+from tests.semantic_helpers import save_concept_model
+from tests.storage_support import fresh_database
+from tests.waiting import eventually
+
+DM = "web:mom"
+PARENTS = "telegram:-1001234"
+MOM = "mom-token"
+VET = "remember the puppy's vet is Dr. Okafor on Oak Road"
+
+
+@pytest.fixture(autouse=True)
+def _storage_as_each_test_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests choose their backend themselves, even under HALO_TEST_STORAGE=postgres."""
+    monkeypatch.delenv("HALO_STORAGE__URL", raising=False)
+
+
+@pytest.fixture
+async def shared_postgres() -> AsyncIterator[str]:
+    async with fresh_database(migrated=True) as url:
+        yield url
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path) -> Path:
+    return save_concept_model(tmp_path / "concept-model", ["puppy", "vet", "okafor", "grandma", "december"])
+
+
+@pytest.fixture
+def home_settings(tmp_path: Path, fake_llm: FakeOpenAI, model_dir: Path) -> Callable[..., Settings]:
+    """Settings for a HALO_HOME of its own under tmp_path, with the fake model and a real embedder."""
+
+    def make(name: str, url: str | None) -> Settings:
+        semantic = f"memory:\n  semantic: {{embedder: model2vec, model: '{model_dir}', sync_interval_minutes: 60}}\n"
+        home = write_home(tmp_path / name, llm_yaml(fake_llm) + semantic)
+        return load_settings(home, **({"storage": {"url": url}} if url else {}))
+
+    return make
+
+
+async def rows(url: str, like: str = "%") -> dict[str, str]:
+    """memory_files' rows (path → content), straight from PostgreSQL."""
+    conn = await asyncpg.connect(url.replace("+asyncpg", ""))
+    try:
+        found = await conn.fetch("SELECT path, content FROM memory_files WHERE path LIKE $1", like)
+    finally:
+        await conn.close()
+    return {r["path"]: r["content"] for r in found}
+
+
+def under(scope_id: str) -> str:
+    return f"memory/scopes/{scope_hash(scope_id)}/%"
+
+
+@pytest.mark.postgres
+async def test_memory_written_through_one_home_is_what_a_halo_on_another_home_tells_the_model_and_finds(
+    shared_postgres: str, fake_llm: FakeOpenAI, home_settings: Callable[..., Settings], serve_halo: Any
+) -> None:
+    url = shared_postgres
+    a_settings = home_settings("home-a", url)
+    a_settings.paths.soul.write_text("# SOUL\n\nYou are Juniper, the Sharmas' assistant.\n")
+    a = await serve_halo(a_settings)
+    await a.halo.start_background()
+    status, body = await a.chat(VET, token=MOM)
+    assert status == 200
+    await a.halo.memory.share(PARENTS, "Grandma visits in December", by="Wags", when=datetime.now(UTC))
+    await a.halo.gateway.drain()
+
+    async def recorded_in_postgres() -> bool:  # the write-behind's own timer, nothing flushed by hand
+        dm, parents = await rows(url, under(DM)), await rows(url, under(PARENTS))
+        memory = dm.get(f"memory/scopes/{scope_hash(DM)}/MEMORY.md", "")
+        daily = [text for path, text in dm.items() if "/daily/" in path]
+        return "Okafor" in memory and any("Okafor" in text for text in daily) and "Grandma" in str(parents)
+
+    await eventually(recorded_in_postgres, what="A's fact, daily note and shared fact in memory_files")
+    assert "SOUL.md" in await rows(url, "SOUL.md"), "the first process seeds the family's own files"
+
+    b_settings = home_settings("home-b", url)
+    assert not b_settings.paths.memory_file(DM).exists()
+    b = await serve_halo(b_settings)
+    await b.halo.start_background()
+    fake_llm.reply("Dr. Okafor, on Oak Road.")
+    status, body = await b.chat("who is the puppy's vet?", token=MOM)
+    assert status == 200 and body["reply"] == "Dr. Okafor, on Oak Road."
+    prompt = fake_llm.last_prompt_text()
+    assert "Okafor" in prompt, "B's model is told the fact A's home wrote"
+    assert "You are Juniper" in prompt, "and the persona A's home had"
+    assert "Grandma" not in prompt, "another scope's memory never reaches this one"
+
+    a_daily = sorted(a.halo.paths.scope_dir(DM).glob("daily/*.md"))
+    b_daily = b.halo.paths.scope_dir(DM) / "daily" / a_daily[0].name
+    assert b_daily.exists(), "the daily note is mirrored too"
+    hits = await b.halo.semantic.search([DM], "vet puppy Okafor")
+    assert any(h.source == "MEMORY.md" and "Okafor" in h.text for h in hits), "B's own index was built on take"
+    assert all("Okafor" not in h.text for h in await b.halo.semantic.search([PARENTS], "vet puppy Okafor"))
+
+
+@pytest.mark.postgres
+async def test_an_admin_distillation_is_in_postgresql_when_it_is_acknowledged_and_a_purge_removes_the_rows(
+    shared_postgres: str, home_settings: Callable[..., Settings], serve_halo: Any
+) -> None:
+    url = shared_postgres
+    running = await serve_halo(home_settings("home-a", url))
+    await running.halo.start_background()
+    record = running.halo.memory_record
+    assert record is not None
+    record.every = 3600  # the timer never fires in this test: only the acknowledgement's flush can
+    await running.chat("remember the bins go out on Tuesday", token=MOM)
+    await running.halo.gateway.drain()
+    await running.halo.memory.share(PARENTS, "Grandma visits in December", by="Wags", when=datetime.now(UTC))
+    documents = running.halo.documents
+    assert documents is not None
+    await asyncio.to_thread(
+        documents.store.add,
+        DM,
+        name="trip.txt",
+        text="Flights on the 3rd.",
+        by="Mom",
+        when=datetime.now(UTC),
+        pages=None,
+        size=19,
+        mime="text/plain",
+    )
+    assert await rows(url, under(DM)) == {}, "nothing flushed yet"
+
+    async with running.http.post(running.url(f"/sessions/{DM}/distill"), headers=OWNER_AUTH) as r:
+        assert r.status == 200
+    stored = await rows(url, under(DM))  # no waiting: acknowledged means stored
+    assert "bins go out on Tuesday" in stored[f"memory/scopes/{scope_hash(DM)}/MEMORY.md"]
+    document = f"memory/scopes/{scope_hash(DM)}/files/001-trip.txt.md"
+    assert "Flights on the 3rd." in stored[document]
+
+    async with running.http.delete(running.url(f"/scopes/{DM}/files/1"), headers=OWNER_AUTH) as r:
+        assert r.status == 200
+    assert document not in await rows(url, under(DM)), "a deleted document's row is gone when it answers"
+
+    async with running.http.post(running.url(f"/sessions/{DM}/purge"), params={"confirm": DM}, headers=OWNER_AUTH) as r:
+        assert r.status == 200
+    assert await rows(url, under(DM)) == {}, "the purged scope's rows are gone when the purge answers"
+    assert "Grandma" in str(await rows(url, under(PARENTS))), "other scopes keep theirs"
+
+
+@pytest.mark.postgres
+async def test_changes_a_crash_kept_from_postgresql_are_written_on_the_next_start_in_that_home(
+    shared_postgres: str, home_settings: Callable[..., Settings], serve_halo: Any
+) -> None:
+    url = shared_postgres
+    settings = home_settings("home-a", url)
+    crashed = await serve_halo(settings)
+    await crashed.halo.start_background()
+    assert crashed.halo.memory_record is not None
+    crashed.halo.memory_record.every = 3600  # its flush never comes: as if killed before it
+    await crashed.chat("remember the bins go out on Tuesday", token=MOM)
+    await crashed.halo.gateway.drain()
+    await crashed.halo.memory.flush_log()
+    assert await rows(url, under(DM)) == {}
+    assert (settings.paths.home / "memory" / ".unrecorded").exists()
+
+    again = await serve_halo(home_settings("home-a", url))  # the next start in that home
+    await again.halo.start_background()
+    stored = await rows(url, under(DM))
+    assert "bins go out on Tuesday" in stored[f"memory/scopes/{scope_hash(DM)}/MEMORY.md"]
+    assert any("/daily/" in path for path in stored), "the daily note too"
+    assert not (settings.paths.home / "memory" / ".unrecorded").exists(), "written: the journal is done"
+
+
+@pytest.mark.postgres
+async def test_a_home_with_memory_from_before_storage_url_keeps_it_and_shares_it(
+    shared_postgres: str, fake_llm: FakeOpenAI, home_settings: Callable[..., Settings], serve_halo: Any
+) -> None:
+    settings = home_settings("home-a", shared_postgres)
+    memory = settings.paths.memory_file(DM)
+    memory.parent.mkdir(parents=True)
+    memory.write_text("# Facts\n- The piano lesson moved to Thursdays.\n")  # from its embedded days
+    running = await serve_halo(settings)
+    await running.halo.start_background()
+    fake_llm.reply("Thursdays.")
+    await running.chat("when is piano?", token=MOM)
+    assert "piano lesson moved to Thursdays" in fake_llm.last_prompt_text()
+    assert memory.exists(), "a home's own memory is never removed for want of rows"
+    assert "Thursdays" in (await rows(shared_postgres, under(DM)))[f"memory/scopes/{scope_hash(DM)}/MEMORY.md"]
+
+
+async def test_the_embedded_default_keeps_memory_in_files_only(
+    home_settings: Callable[..., Settings], serve_halo: Any
+) -> None:
+    running = await serve_halo(home_settings("home", None))
+    await running.halo.start_background()
+    assert running.halo.memory_record is None and running.halo.memory.files.record is None
+    assert running.halo.scope_takers.takers == []
+    await running.chat(VET, token=MOM)
+    await running.halo.gateway.drain()
+    assert "Okafor" in running.halo.memory.read(DM)
+    with sqlite3.connect(running.halo.paths.halo_db) as db:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "memory_files" not in tables
+
+
+def test_a_mirror_refresh_writes_what_differs_removes_what_is_gone_and_nothing_outside_memory(
+    tmp_path: Path,
+) -> None:
+    prefix = f"memory/scopes/{'a' * 16}/"
+    folder = tmp_path / prefix
+    (folder / "daily").mkdir(parents=True)
+    (folder / "MEMORY.md").write_text("old\n")
+    (folder / "daily" / "2026-01-01.md").write_text("gone upstream\n")
+    (folder / "semantic.db").write_bytes(b"index")  # the index is the process's own
+    (folder / "scope.json").write_text("{}")
+    wanted = [
+        MemoryFile.of(prefix + "MEMORY.md", "new\n"),
+        MemoryFile.of(prefix + "files/001-trip.md", "trip\n"),
+        MemoryFile.of(prefix + "../../../escape.md", "never\n"),
+    ]
+    changed = refresh(tmp_path, wanted, prefix)
+    assert (folder / "MEMORY.md").read_text() == "new\n"
+    assert (folder / "files" / "001-trip.md").read_text() == "trip\n"
+    assert not (folder / "daily" / "2026-01-01.md").exists()
+    assert (folder / "semantic.db").read_bytes() == b"index" and (folder / "scope.json").exists()
+    assert not (tmp_path / "escape.md").exists() and not (tmp_path / "memory" / "escape.md").exists()
+    assert sorted(changed) == sorted(
+        [prefix + "MEMORY.md", prefix + "files/001-trip.md", prefix + "daily/2026-01-01.md"]
+    )
+    assert refresh(tmp_path, wanted, prefix) == [], "the same rows again change nothing"
+    assert not recorded("members/../SOUL.md") and recorded("members/mom/USER.md") and recorded("SOUL.md")
+
+
+@pytest.mark.postgres
+async def test_two_halo_serve_processes_share_memory_and_a_kill_9_loses_none_of_it(tmp_path: Path) -> None:
+    """Real processes: `halo serve` on home A learns a fact and is killed with SIGKILL; A again,
+    then `halo serve` on home B, and B's model is told the fact."""
+    from tests.storage_support import database_url, drop_database, new_database
+    from tests.test_serve_cli import OWNER, halo_cmd, post_json, wait_healthy
+
+    name = await new_database(migrated=True)
+    url = database_url(name)
+    fake = FakeOpenAI(default_reply="Noted.").start_in_thread()
+    procs: list[subprocess.Popen[str]] = []
+
+    async def serve(home: Path) -> str:
+        write_home(home, llm_yaml(fake))
+        port = free_port()
+        env = {**os.environ, "HALO_STORAGE__URL": url}
+        proc = halo_cmd("serve", home=home, port=port, env=env)
+        procs.append(proc)
+        await asyncio.to_thread(wait_healthy, port, proc)
+        return f"http://127.0.0.1:{port}"
+
+    try:
+        home_a = tmp_path / "home-a"
+        a = await serve(home_a)
+        said = await asyncio.to_thread(post_json, f"{a}/api/chat", {"text": "remember the bins go out on Tuesday"})
+        assert said["reply"] == "Noted."
+        memory = home_a / "memory" / "scopes" / scope_hash("web:wags") / "MEMORY.md"
+        await eventually(lambda: memory.exists() and "Tuesday" in memory.read_text(), within=90, what="A's MEMORY.md")
+        procs[0].kill()  # SIGKILL: no flush on the way out
+        await asyncio.to_thread(procs[0].wait, 30)
+
+        await serve(home_a)  # the next start in home A writes what the kill kept from PostgreSQL
+
+        async def fact_stored() -> bool:
+            return "Tuesday" in str(await rows(url, under("web:wags")))
+
+        # a process's start and its first flush: slow on a busy machine, so a generous bound
+        await eventually(fact_stored, within=90, what="the fact in memory_files once A has started again")
+        b = await serve(tmp_path / "home-b")
+        fake.reply("On Tuesday.")
+        answer = await asyncio.to_thread(post_json, f"{b}/api/chat", {"text": "when do the bins go out?"})
+        assert answer["reply"] == "On Tuesday."
+        assert "bins go out on Tuesday" in fake.last_prompt_text()
+        async with aiohttp.ClientSession() as http, http.get(f"{b}/status", headers=OWNER) as r:
+            assert (await r.json())["storage"]["backend"] == "postgresql"
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+            await asyncio.to_thread(proc.communicate, None, 120)
+        fake.stop()
+        await drop_database(name)
+
+
+@pytest.mark.postgres
+async def test_the_rows_api_a_migration_uses_writes_many_lists_all_and_keeps_families_apart(
+    shared_postgres: str, tmp_path: Path
+) -> None:
+    ours, theirs = (
+        HaloDB(tmp_path / "a.db", shared_postgres),
+        HaloDB(tmp_path / "b.db", shared_postgres, family_id="other"),
+    )
+    try:
+        files = [
+            MemoryFile.of("SOUL.md", "# SOUL\nwith a NUL \x00 from a hand edit\n"),
+            MemoryFile.of(f"memory/scopes/{scope_hash(DM)}/MEMORY.md", "- a fact\n"),
+        ]
+        assert await MemoryRows(ours).write_many(files) == 2
+        await MemoryRows(theirs).write_many([MemoryFile.of("SOUL.md", "theirs\n")])
+        listed = await MemoryRows(ours).all_files()
+        assert [f.path for f in listed] == sorted(f.path for f in files)
+        assert "\ufffd" in listed[0].content and "\x00" not in listed[0].content  # PostgreSQL's text holds no NUL
+        assert all(f.sha256 == MemoryFile.of(f.path, f.content).sha256 for f in listed)
+        assert [f.content for f in await MemoryRows(theirs).all_files()] == ["theirs\n"]
+    finally:
+        await ours.close()
+        await theirs.close()

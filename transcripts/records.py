@@ -1,0 +1,47 @@
+"""The store of record behind the transcript files, when there is one (PostgreSQL: halo/storage).
+
+With a `LineRecord`, a transcript line is committed there first and written to the scope's
+JSONL file after: the file becomes this process's mirror of the record, which every reader
+(sessions, the index, distillation) keeps reading as before. Each line has a `seq`, its
+0-based line number within its scope, so a mirror that fell behind is brought up to date by
+appending the records from its own line count on (`TranscriptStore.take`).
+
+The protocol lives here, below halo, so the store needs nothing of halo's storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+class SeqTaken(Exception):
+    """A line with that seq is already recorded: another process wrote to the scope meanwhile."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedLine:
+    """One transcript line as the record keeps it: `json` is the file's line without its newline."""
+
+    seq: int
+    ts: datetime
+    json: str
+
+
+class LineRecord(Protocol):
+    """Where transcript lines are committed before the local file has them."""
+
+    async def append(self, scope_id: str, lines: Sequence[RecordedLine]) -> None:
+        """Commit `lines` (consecutive seqs) in one statement and one transaction, or none of
+        them. Raises `SeqTaken` when one of their seqs is taken; any other failure propagates."""
+        ...
+
+    async def read_from(self, scope_id: str, seq: int = 0) -> list[RecordedLine]:
+        """The scope's lines with `seq` and above, in seq order."""
+        ...
+
+    async def purge(self, scope_id: str) -> int:
+        """Delete every line of the scope; how many there were."""
+        ...
