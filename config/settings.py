@@ -64,6 +64,15 @@ class RoutingSettings(BaseModel):
         default_factory=list, description="scope ids where greetings and thanks get no answer, even in a DM"
     )
     triage: bool = Field(default=True, description="a short call on llm.cheap_model decides what the rules cannot")
+    l0_in_history: bool = Field(
+        default=False, description="keep messages that needed no model (thanks, 'ok') in the model's history"
+    )
+    l1_history_items: int | None = Field(
+        default=8, ge=0, description="history items an L1 (small talk) reply is sent; null: as many as L2"
+    )
+    l1_tools: bool = Field(
+        default=False, description="offer tools at L1 too (the rules place a message there only when it needs none)"
+    )
 
 
 class LLMSettings(BaseModel):

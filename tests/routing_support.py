@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from config.family import Family
@@ -42,8 +43,9 @@ def load_corpus() -> list[Labelled]:
     return [Labelled(r["text"], r["kind"], Level[r["level"]], r["scope"], r["speaker"]) for r in rows]
 
 
-def corpus_envelope(family: Family, message: Labelled) -> Envelope:
-    """The message as its platform's adapter would make it: addressed to halo, in its scope."""
+def corpus_envelope(family: Family, message: Labelled, ts: datetime | None = None) -> Envelope:
+    """The message as its platform's adapter would make it: addressed to halo, in its scope
+    (sent now, or at `ts`)."""
     member = family.member(message.speaker)
     assert member is not None, message.speaker
     if message.scope == "work_channel":
@@ -59,4 +61,5 @@ def corpus_envelope(family: Family, message: Labelled) -> Envelope:
         }[message.scope]
     scope = resolve_scope(family, chat)
     assert scope.type == message.scope, (chat, scope.type)
-    return Envelope(platform, scope, Speaker(user_id, member=member), message.text, addressed=True)
+    when = {} if ts is None else {"ts": ts}
+    return Envelope(platform, scope, Speaker(user_id, member=member), message.text, addressed=True, **when)

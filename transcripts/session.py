@@ -7,6 +7,8 @@ transcript line of its own kind, so what survives a crash is exactly what was fs
   else, e.g. `[Mom] …` in a group);
 - an `assistant` line is the reply the person got; `"reply": "command"` or `"no_model"`
   marks halo's own answers, kept out of the model's history with the message they answer;
+  an `event` line with `"reply": "silent"` closes a message that needed no answer (thanks,
+  "ok" in a group) and takes it out of the history the same way;
 - an `event` line with `"kind": "session.item"` holds one model item (`item`): a tool call,
   its output, reasoning;
 - an `event` line with `"kind": "session.start"` starts the session again: `/new` and
@@ -48,7 +50,7 @@ log = logging.getLogger(__name__)
 START = "session.start"
 ITEM = "session.item"
 POP = "session.pop"
-OFF_THE_RECORD = frozenset({"command", "no_model"})  # halo's own answers: not the model's history
+OFF_THE_RECORD = frozenset({"command", "no_model", "silent"})  # halo's own answers, or none: not history
 SUMMARY_PREFIX = "Summary of the earlier conversation in this chat:"
 DEFAULT_CACHED_SCOPES = 256
 
@@ -60,6 +62,16 @@ class _Entry:
     tokens: int
     user_line: bool = False  # a person's message (a command reply takes it back out)
     summary: bool = False  # a compaction summary: never kept by a later compaction's range
+    ts: datetime | None = None  # when the line was written
+
+
+@dataclass(frozen=True, slots=True)
+class SentHistory:
+    """What the model was last sent of a scope's history: every line from `since` on, and, when
+    `whole`, every line of the session (nothing cut for the budget, no summary standing in)."""
+
+    since: datetime
+    whole: bool
 
 
 @dataclass(slots=True)
@@ -67,6 +79,7 @@ class _History:
     entries: list[_Entry]
     end: int  # the file size these entries account for
     over_budget: bool = False  # seen when the model last read it; compaction reads it
+    sent: SentHistory | None = None  # what `get_items` last handed the model
 
 
 def line_item(line: TranscriptLine) -> dict[str, Any] | None:
@@ -109,13 +122,15 @@ def _apply(history: _History, offset: int, line: TranscriptLine) -> None:
         if history.entries:
             history.entries.pop()
         return
-    if line.role == "assistant" and line.extra.get("reply") in OFF_THE_RECORD:
+    if line.role in ("assistant", "event") and line.extra.get("reply") in OFF_THE_RECORD:
         if history.entries and history.entries[-1].user_line:
             history.entries.pop()  # the command and its answer both stay out
         return
     model_item = line_item(line)
     if model_item is not None:
-        history.entries.append(_Entry(offset, model_item, estimate_tokens(model_item), user_line=line.role == "user"))
+        history.entries.append(
+            _Entry(offset, model_item, estimate_tokens(model_item), user_line=line.role == "user", ts=line.ts)
+        )
 
 
 def complete_tool_calls(items: list[Any]) -> list[Any]:
@@ -277,6 +292,7 @@ class TranscriptSessions:
         held = self._held.get(scope_id, [])
         items: list[Any] = [e.item for e in entries] + held
         costs = [e.tokens for e in entries] + [estimate_tokens(i) for i in held]
+        total = len(items)
         if limit is not None:
             items, costs = (items[-limit:], costs[-limit:]) if limit > 0 else ([], [])
         n = fit_count(items, self.budget, costs)
@@ -284,7 +300,17 @@ class TranscriptSessions:
         if self.max_items is not None and n > self.max_items:
             n = fit_count(items[-self.max_items :], self.budget, costs[-self.max_items :])  # from a turn's start
         sent = complete_tool_calls(items[len(items) - n :])
+        first = total - n  # the first entry sent: what is sent is always the newest n
+        oldest = next((e.ts for e in entries[first:] if not e.summary and e.ts is not None), None)
+        whole = first == 0 and not any(e.summary for e in entries)
+        history.sent = SentHistory(oldest, whole) if oldest is not None else None
         return [cast(TResponseInputItem, dict(i)) for i in sent]  # copies: not the cache
+
+    def sent_history(self, scope_id: str) -> SentHistory | None:
+        """What the last `get_items` for the scope handed the model (None: no history), so the
+        context need not repeat it (halo/context/memory.py leaves those daily notes out)."""
+        history = self._cache.get(scope_id)
+        return history.sent if history is not None else None
 
     async def take_up_last_message(self, scope_id: str) -> bool:
         """After a restart: the scope's last item is a person's message no run answered. The next

@@ -1,5 +1,9 @@
 """The memory part of a turn's context: USER.md, the scope's MEMORY.md, today's and yesterday's notes.
 
+A day's notes are what the scope said that day, so the ones from the time the model's history
+starts on are left out: the history the model is sent carries those lines whole. Only what
+fell out of the history (an earlier session, a compacted or trimmed part) is noted for it.
+
 Every file is asked for through the policy (`read_memory`) before it is read, so what the
 model sees is decided in code: the speaker's own USER.md, the target's only when the
 policy allows it (a parent asking about a child: yes; a child about a parent: no), and
@@ -9,8 +13,9 @@ edit shows up on the next turn and an unchanged file costs a stat.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +24,8 @@ from config.paths import HaloPaths
 from halo.context.builder import CachedFile, ContextSection, cut_oldest
 from memory import daily, facts
 from memory.markdown import tidy
-from memory.when import day_of
+from memory.when import day_of, local
+from transcripts.session import SentHistory
 
 if TYPE_CHECKING:
     from halo.core.turn import Turn
@@ -31,6 +37,25 @@ MAX_CACHED = 4096
 
 # After PersonaSource (0, 1), in the issue's fixed order.
 PRIORITY_SPEAKER, PRIORITY_TARGET, PRIORITY_MEMORY, PRIORITY_TODAY, PRIORITY_YESTERDAY = 2, 3, 4, 5, 6
+_NOTE_TIME = re.compile(r"- \[(\d\d:\d\d)\]")  # memory/daily.py's note and log lines
+
+
+def notes_before(notes: str, day: date, sent: SentHistory | None) -> str:
+    """A day's note lines the model's history does not hold: those before the minute its oldest
+    line was written (that minute too, unless the history is the whole session). A line without
+    a time (a parent's hand edit) is kept."""
+    if sent is None:
+        return notes
+    since = local(sent.since)
+    start = (since.date(), since.strftime("%H:%M"))
+    kept = []
+    for line in notes.split("\n"):
+        m = _NOTE_TIME.match(line)
+        at = (day, m.group(1)) if m else None
+        if at is not None and (at > start or (at == start and sent.whole)):
+            continue
+        kept.append(line)
+    return "\n".join(kept).strip()
 
 
 class CachedView:
@@ -58,9 +83,17 @@ def profile_view(text: str) -> str:
 
 
 class MemorySource:
-    def __init__(self, paths: HaloPaths, *, daily_section: str = daily.NOTES) -> None:
+    def __init__(
+        self,
+        paths: HaloPaths,
+        *,
+        daily_section: str = daily.NOTES,
+        sent_history: Callable[[str], SentHistory | None] | None = None,
+    ) -> None:
         self.paths = paths
         self.daily_section = daily_section
+        # what the model is sent of the scope's history this turn (TranscriptSessions.sent_history)
+        self.sent_history = sent_history
         self._views: dict[tuple[Path, str], CachedView] = {}
 
     def _read(self, path: Path, kind: str, transform: Callable[[str], str]) -> str:
@@ -100,8 +133,9 @@ class MemorySource:
         sections = [
             ContextSection("What you remember in this chat", cut_oldest(memory, MEMORY_TOKENS), PRIORITY_MEMORY)
         ]
+        sent = self.sent_history(scope_id) if self.sent_history is not None else None
         for day, label, priority in ((today, "today", PRIORITY_TODAY), (yesterday, "yesterday", PRIORITY_YESTERDAY)):
-            notes = self._read(self.paths.daily_file(scope_id, day), "daily", self._daily)
+            notes = notes_before(self._read(self.paths.daily_file(scope_id, day), "daily", self._daily), day, sent)
             title = f"Notes from {day.isoformat()} ({label})"
             sections.append(ContextSection(title, cut_oldest(notes, DAILY_TOKENS), priority))
         return sections

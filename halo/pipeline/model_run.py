@@ -30,7 +30,7 @@ from halo.pipeline.model_health import ModelHealth
 from halo.pipeline.reply import DeltaCallback, Reply
 from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn_agents import TurnAgents
-from halo.routing.levels import Route
+from halo.routing.levels import Level, Route
 from memory.redact import redact
 from policy import Decision
 from transcripts.text import clean_text
@@ -64,6 +64,8 @@ class ModelRun:
         audit: AuditLog,
         llm: LLMSettings,
         health: ModelHealth,
+        *,
+        l1_history_items: int | None = None,
     ) -> None:
         self.agents = agents  # the agent for a turn at a level: model, tools, guardrails, instructions
         self.sessions = sessions  # the scope's history, read from its transcript
@@ -72,6 +74,7 @@ class ModelRun:
         self.audit = audit
         self.llm = llm
         self.health = health  # the last model failure until a call succeeds (/status)
+        self.l1_history_items = l1_history_items  # small talk needs the last few items, not the whole chat
         # built once (it reads the environment); the changing note goes after the stable prefix
         self.run_config = RunConfig(tracing_disabled=not llm.tracing, call_model_input_filter=agents.model_input)
 
@@ -110,7 +113,8 @@ class ModelRun:
         content: str | list[Any] = model_input(turn)
         if turn.images:
             content = [{"type": "input_text", "text": content}, *turn.images]
-        run_input = [*await session.get_items(), cast(TResponseInputItem, {"role": "user", "content": content})]
+        limit = self.l1_history_items if route.level == Level.L1 else None
+        run_input = [*await session.get_items(limit), cast(TResponseInputItem, {"role": "user", "content": content})]
         max_turns = self.llm.max_model_turns
         try:
             try:

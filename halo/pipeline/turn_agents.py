@@ -47,6 +47,7 @@ class TurnAgents:
         model_settings: ModelSettings,
         tools: list[Tool],
         levels: Mapping[Level, Model] | None = None,
+        l1_tools: bool = False,
     ) -> None:
         self.context = context
         self.policy = policy
@@ -55,6 +56,9 @@ class TurnAgents:
         self.model_settings = model_settings
         self.tools = tools
         self.levels = dict(levels or {})  # the model of each level (halo/routing); absent: `model`
+        # L1 is small talk and short questions the rules found need no tool: no schemas to send
+        # (the policy still decides what the other levels are offered, and each tool asks it again)
+        self.l1_tools = l1_tools
         self._offered: OrderedDict[tuple[Any, ...], tuple[Tool, ...]] = OrderedDict()
         self._agents: OrderedDict[tuple[Any, ...], Agent[Turn]] = OrderedDict()
 
@@ -63,7 +67,7 @@ class TurnAgents:
         safety = self.safety if turn.safety is not None else None
         base = self.levels.get(level, self.model)
         model: Model | None = safety.model_for(turn, base) if safety else base
-        tools = self.offered_tools(turn)
+        tools = self.offered_tools(turn) if level != Level.L1 or self.l1_tools else ()
         key = (id(model), tuple(id(t) for t in tools), safety is not None)
         if (agent := _get(self._agents, key)) is None:
             agent = sign_once(  # never changed once built: its SDK identity signature is computed once

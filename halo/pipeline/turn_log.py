@@ -20,10 +20,20 @@ if TYPE_CHECKING:
 
 
 class TurnLog:
-    def __init__(self, transcripts: TranscriptStore, sessions: TranscriptSessions, audit: AuditLog) -> None:
+    def __init__(
+        self,
+        transcripts: TranscriptStore,
+        sessions: TranscriptSessions,
+        audit: AuditLog,
+        *,
+        l0_in_history: bool = False,
+    ) -> None:
         self.transcripts = transcripts
         self.sessions = sessions  # settled once the closing line is written
         self.audit = audit  # the level a reply was made at
+        # a message that needed no answer (thanks, "ok" in a group) adds nothing the model needs:
+        # its line stays in the transcript, out of the model's history (routing.l0_in_history)
+        self.l0_in_history = l0_in_history
 
     async def message(self, taken: Taken) -> None:
         """The person's message, with what intake made of it and the model's view when it
@@ -54,7 +64,8 @@ class TurnLog:
             )
         elif reply.kind == "silent" or _budget_spent(reply):  # no answer needed (L0), or no model left
             what = "no reply needed" if reply.kind == "silent" else "the model budget is spent: the message was kept"
-            await self._append(turn, "event", what, answers=env.id, **level)
+            off_the_record = reply.kind == "silent" and not self.l0_in_history
+            await self._append(turn, "event", what, answers=env.id, reply="silent" if off_the_record else None, **level)
         else:
             await self._append(turn, "assistant", reply.text or "", reply=reply.kind, answers=env.id, **level)
         await self.sessions.settle(env.scope.id)

@@ -213,7 +213,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             PersonaSource(paths.soul),
             DocumentSource(scope_documents, settings.memory.document_excerpt_tokens),
             ProfileSource(),
-            MemorySource(paths, daily_section=daily_section),
+            MemorySource(paths, daily_section=daily_section, sent_history=sessions.sent_history),
             RecallSource(recall, already_in_context=memory_files_in_context),
             graph_recall.source(),
         ]
@@ -239,6 +239,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         model_settings=settings_for_model,
         tools=tools,
         levels=levels.reply_models(),
+        l1_tools=settings.routing.l1_tools,
     )
     router, budget = build_routing(
         settings, levels, transcripts, partial(notifier.notify_parents, kind="budget"), family.current
@@ -288,11 +289,20 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         intake=Intake(
             build_transcriber(settings.llm, levels.sink("transcription")), build_photo_reader(settings.llm), documents
         ),
-        turn_log=TurnLog(transcripts, sessions, audit),
+        turn_log=TurnLog(transcripts, sessions, audit, l0_in_history=settings.routing.l0_in_history),
         safety=safety,
         code_answers=CodeAnswers(commands, answerers),
         router=router,
-        model_run=ModelRun(agents, sessions, safety, memory, audit, settings.llm, model_health),
+        model_run=ModelRun(
+            agents,
+            sessions,
+            safety,
+            memory,
+            audit,
+            settings.llm,
+            model_health,
+            l1_history_items=settings.routing.l1_history_items,
+        ),
         after_turn=AfterTurn(
             [
                 partial(

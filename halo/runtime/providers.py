@@ -3,7 +3,8 @@
 - `openai`: the Responses API through the official `openai` client.
 - `openai-compatible`: chat completions against `llm.base_url` (Ollama, vLLM, OpenRouter …).
 - `anthropic`: the Agents SDK's `AnyLLMModel` bridge; any-llm talks to Claude through the
-  official `anthropic` SDK, so halo carries no hand-written message translation.
+  official `anthropic` SDK, so halo carries no hand-written message translation. Each request
+  marks a cache breakpoint at the end of the stable prefix (halo/runtime/anthropic_cache.py).
 - `none`: no model; commands still work and free text gets a how-to-configure reply.
 
 Retries are the runner's (one place, bounded, with backoff); client-level retries are off.
@@ -43,13 +44,13 @@ def build_model(llm: LLMSettings, model_name: str | None = None) -> Model | None
         return None
     api_key = llm.resolved_api_key()
     if llm.provider == "anthropic":
-        from agents.extensions.models.any_llm_model import AnyLLMModel
+        from halo.runtime.anthropic_cache import AnthropicCachedPrefixModel
 
         if not api_key:
             raise ProviderConfigError(
                 "llm.provider is anthropic but no API key is set: put it in HALO_LLM__API_KEY or ANTHROPIC_API_KEY"
             )
-        return AnyLLMModel(model=f"anthropic/{name}", api_key=api_key, base_url=llm.base_url)
+        return AnthropicCachedPrefixModel(model=f"anthropic/{name}", api_key=api_key, base_url=llm.base_url)
     if llm.provider == "openai-compatible" and not llm.base_url:
         raise ProviderConfigError(
             "llm.provider is openai-compatible but llm.base_url is not set (e.g. http://127.0.0.1:11434/v1 for Ollama)"

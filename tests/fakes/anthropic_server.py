@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from aiohttp import web
 
@@ -16,6 +16,7 @@ from tests.fakes.llm_server import (
     SseEvent,
     argument_deltas,
     count_tokens,
+    strings_in,
     text_deltas,
 )
 
@@ -35,10 +36,24 @@ class FakeAnthropic(ScriptedModelServer):
     """Anthropic's POST /v1/messages, scripted with the same API as `FakeOpenAI`.
 
     `base_url` has no /v1: the anthropic SDK appends /v1/messages itself.
+
+    Usage is reported as Anthropic does: the tool schemas, the system prompt and the messages
+    are input; with a `cache_control` breakpoint, the prefix up to the marked block (in the
+    order tools → system → messages) is read from the model's cache when a request marked the
+    same prefix before (`cache_read_input_tokens`), else written to it
+    (`cache_creation_input_tokens`), and `input_tokens` is only what comes after the last
+    breakpoint. A prefix shorter than `cache_min_tokens` is not cached (Anthropic's minimum is
+    1024 tokens for Sonnet and Opus); nothing is cached without a breakpoint.
     """
 
     MODEL_PATHS: ClassVar[frozenset[str]] = frozenset({"/v1/messages"})
     PROMPT_FIELDS: ClassVar[tuple[str, ...]] = ("system", "messages")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cache_min_tokens = 1024
+        self._cached_prefixes: dict[str, set[str]] = {}  # per model: the cached prefixes' text
+        self.reported_usage: list[JSON] = []  # the usage of each answered Messages call, in order
 
     @property
     def base_url(self) -> str:
@@ -72,6 +87,8 @@ class FakeAnthropic(ScriptedModelServer):
         return blocks
 
     def _message_json(self, reply: Reply, body: JSON, content: list[JSON] | None = None) -> JSON:
+        usage = {**self._input_usage(body), "output_tokens": count_tokens(reply.text) + len(reply.tool_calls)}
+        self.reported_usage.append(usage)
         return {
             "id": self._new_id("msg"),
             "type": "message",
@@ -80,10 +97,32 @@ class FakeAnthropic(ScriptedModelServer):
             "content": self._content_blocks(reply) if content is None else content,
             "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
             "stop_sequence": None,
-            "usage": {
-                "input_tokens": count_tokens(self._prompt_of(body)),
-                "output_tokens": count_tokens(reply.text) + len(reply.tool_calls),
-            },
+            "usage": usage,
+        }
+
+    def _input_usage(self, body: JSON) -> JSON:
+        """input_tokens, cache_read_input_tokens and cache_creation_input_tokens of one request."""
+        blocks = _blocks(body)
+        texts = [text for text, _ in blocks]
+        total = sum(count_tokens(text) for text in texts)
+        marks = [i for i, (_, marked) in enumerate(blocks) if marked]
+        cached = self._cached_prefixes.setdefault(str(body.get("model")), set())
+
+        def prefix(end: int) -> str:
+            return "\x00".join(texts[: end + 1])
+
+        def tokens(end: int) -> int:
+            return sum(count_tokens(text) for text in texts[: end + 1])
+
+        read = next((tokens(i) for i in reversed(marks) if prefix(i) in cached), 0)
+        written = 0
+        if marks and tokens(marks[-1]) >= self.cache_min_tokens:
+            written = tokens(marks[-1]) - read
+            cached.update(prefix(i) for i in marks if tokens(i) >= self.cache_min_tokens)
+        return {
+            "input_tokens": total - read - written,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": written,
         }
 
     def _message_events(self, reply: Reply, body: JSON) -> list[SseEvent]:
@@ -124,3 +163,20 @@ class FakeAnthropic(ScriptedModelServer):
         )
         events.append({"type": "message_stop"})
         return [(event["type"], json.dumps(event)) for event in events]
+
+
+def _blocks(body: JSON) -> list[tuple[str, bool]]:
+    """A Messages request's input as Anthropic caches it: each tool, each system block, each
+    message's content blocks, in order, with whether the block carries a cache breakpoint."""
+    blocks: list[tuple[str, bool]] = []
+    for tool in body.get("tools") or []:
+        schema = {key: value for key, value in tool.items() if key != "cache_control"}
+        blocks.append((json.dumps(schema), "cache_control" in tool))
+    system = body.get("system")
+    for block in [{"text": system}] if isinstance(system, str) else system or []:
+        blocks.append(("\n".join(strings_in(block)), "cache_control" in block))
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        for block in [{"text": content}] if isinstance(content, str) else content or []:
+            blocks.append(("\n".join(strings_in(block)), isinstance(block, dict) and "cache_control" in block))
+    return blocks

@@ -111,6 +111,10 @@ class ScriptedModelServer:
         # a provider's prefix cache, simulated: each model's earlier prompts; a request reports the
         # longest prefix it shares with one of them as cached input tokens (off: always 0)
         self.prefix_cache = False
+        # OpenAI's rules (`openai_cache_rules()`): nothing below 1024 tokens, then 128-token steps;
+        # the defaults cache any shared prefix, to the word, as tests script it
+        self.prefix_cache_min_tokens = 0
+        self.prefix_cache_step = 1
         # a provider bills the tool schemas it is sent as input, ahead of the messages (and caches
         # them with the prefix); off, usage counts only the prompt's text, as the tests script it
         self.bill_tool_schemas = False
@@ -267,7 +271,7 @@ class ScriptedModelServer:
         return web.json_response(self._error_body(404, message), status=404)
 
     def _prompt_of(self, body: JSON) -> str:
-        return "\n".join(_strings_in([body.get(field) for field in self.PROMPT_FIELDS]))
+        return "\n".join(strings_in([body.get(field) for field in self.PROMPT_FIELDS]))
 
     def _billed_of(self, body: JSON) -> str:
         """What a provider counts as input: the tool schemas first (with `bill_tool_schemas`), then the prompt."""
@@ -285,7 +289,15 @@ class ScriptedModelServer:
         seen.append(prompt)
         if shared < len(prompt):
             shared = max(0, prompt.rfind(" ", 0, shared + 1), prompt.rfind("\n", 0, shared + 1))
-        return count_tokens(prompt[:shared])
+        tokens = count_tokens(prompt[:shared])
+        if tokens < self.prefix_cache_min_tokens:
+            return 0
+        return tokens - (tokens - self.prefix_cache_min_tokens) % self.prefix_cache_step
+
+    def openai_cache_rules(self) -> None:
+        """Cache as OpenAI does: prompts of 1024 tokens or more, the shared prefix in 128-token steps."""
+        self.prefix_cache = True
+        self.prefix_cache_min_tokens, self.prefix_cache_step = 1024, 128
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):06d}"
@@ -698,14 +710,14 @@ def _images_in(value: Any) -> list[str]:
     return [url for item in value.values() for url in _images_in(item)]
 
 
-def _strings_in(value: Any) -> list[str]:
+def strings_in(value: Any) -> list[str]:
     """Every string in a JSON value except structural ones (roles, types, ids, names)."""
     if isinstance(value, str):
         return [value] if value else []
     if isinstance(value, list):
-        return [s for item in value for s in _strings_in(item)]
+        return [s for item in value for s in strings_in(item)]
     if isinstance(value, dict):
-        return [s for key, item in value.items() if key not in _PROMPT_METADATA_KEYS for s in _strings_in(item)]
+        return [s for key, item in value.items() if key not in _PROMPT_METADATA_KEYS for s in strings_in(item)]
     return []
 
 
