@@ -172,6 +172,27 @@ async def test_two_homes_writing_one_scope_each_catch_up_with_the_other(
 
 
 @pytest.mark.postgres
+async def test_a_mirror_ahead_of_the_record_is_set_aside_and_the_record_wins(db: HaloDB, tmp_path: Path) -> None:
+    """Purged through one home, the scope's lines stay in another home's mirror: when that home
+    takes the scope again the record wins, its session forgets them, and the file is kept aside."""
+    first, second = store_at(tmp_path / "a", db), store_at(tmp_path / "b", db)
+    await first.append_many([line("a secret"), line("another")])
+    await second.ready(SCOPE)
+    sessions = TranscriptSessions(second, 10_000)
+    assert len(await sessions.all_items(SCOPE)) == 2
+    assert await first.purge(SCOPE)
+
+    await second.take(SCOPE)
+    assert file_texts(second) == [] and await sessions.all_items(SCOPE) == []
+    [aside] = (tmp_path / "b" / "transcripts").glob("*.aside-*")
+    assert b"a secret" in aside.read_bytes()  # set aside, never deleted
+    assert second.scope_ids() == []  # and no reader takes it for a transcript
+    await second.append(line("after the purge"))
+    assert await TranscriptRows(db).count(SCOPE) == 1
+    assert file_texts(second) == ["after the purge"]
+
+
+@pytest.mark.postgres
 async def test_the_rows_api_for_moving_a_family_reads_and_writes_whole_scopes(db: HaloDB) -> None:
     rows_api = TranscriptRows(db)
     lines = [RecordedLine(n, datetime.now(UTC), line(f"m{n}", OTHER).to_json()) for n in range(4500)]

@@ -42,6 +42,10 @@ class LineRecord(Protocol):
         """The scope's lines with `seq` and above, in seq order."""
         ...
 
+    async def count(self, scope_id: str) -> int:
+        """How many lines the scope has."""
+        ...
+
     async def purge(self, scope_id: str) -> int:
         """Delete every line of the scope; how many there were."""
         ...

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import shutil
 import time
 from collections.abc import Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -321,6 +323,16 @@ class TranscriptStore:
         assert self.records is not None
         self._next_seq.pop(scope_id, None)
         have = await asyncio.to_thread(self.count, scope_id)
+        if have and await self.records.count(scope_id) < have:
+            # the mirror holds lines the record does not: the scope was purged through another
+            # process, or this home's lines were never moved (`halo storage migrate`). The record
+            # wins; the file is set aside, never deleted.
+            aside = await asyncio.to_thread(self._set_aside_blocking, scope_id)
+            logger.warning("transcript of %s: the mirror was ahead of the record; set aside as %s", scope_id, aside)
+            self._counts.pop(scope_id, None)
+            for observer in self.observers:
+                observer.purged(scope_id)
+            have = 0
         missing = await self.records.read_from(scope_id, have)
         lines: list[TranscriptLine] = []
         encoded: list[bytes] = []
@@ -415,6 +427,18 @@ class TranscriptStore:
             for observer in self.observers:
                 observer.purged(scope_id)
         return existed
+
+    def _set_aside_blocking(self, scope_id: str) -> Path:
+        """Keep the scope's file under another name (`<hash>.jsonl.aside-<time>`, which no reader
+        takes for a transcript) and remove it from its place under its flock."""
+        path = self.path(scope_id)
+        aside = path.with_name(f"{path.name}.aside-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}")
+        try:
+            os.link(path, aside)  # the same bytes under a second name, at once
+        except OSError:
+            shutil.copy2(path, aside)  # a filesystem without hard links
+        self._files.remove(path)
+        return aside
 
     def _purge_blocking(self, scope_id: str) -> bool:
         existed = self._files.remove(self.path(scope_id))
