@@ -404,3 +404,26 @@ async def test_what_only_running_processes_hold_is_never_moved(family_home: Path
     back = await from_postgres(back_home, database)
     assert all(m.ok for m in back) and not {m.part for m in back} & RUNNING_STATE
     assert not set(tables(back_home / "halo.db")) & RUNNING_STATE
+
+
+async def test_an_older_halo_db_gets_the_family_id_and_a_foreign_one_is_refused(family_home: Path, database: str):
+    """A table an older halo made before `family_id` gets the family's id on PostgreSQL; a table
+    with a column PostgreSQL's schema does not know stops the move, naming it."""
+    conn = sqlite3.connect(family_home / "halo.db")
+    with conn:
+        conn.execute("ALTER TABLE list_items DROP COLUMN family_id")
+    conn.close()
+    moved = await to_postgres(family_home, database, family_id=FAMILY_ID)
+    assert all(m.ok for m in moved)
+    engine = create_async_engine(database)
+    async with engine.connect() as pg:
+        families = (await pg.execute(text("SELECT DISTINCT family_id FROM list_items"))).scalars().all()
+    await engine.dispose()
+    assert families == [FAMILY_ID]
+
+    conn = sqlite3.connect(family_home / "halo.db")
+    with conn:
+        conn.execute("ALTER TABLE tasks ADD COLUMN colour TEXT")
+    conn.close()
+    with pytest.raises(MoveError, match=r"halo\.db's table tasks has colour, unlike PostgreSQL's schema"):
+        await to_postgres(family_home, database, family_id=FAMILY_ID, force=True)
