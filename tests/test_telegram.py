@@ -112,7 +112,7 @@ async def test_a_stranger_pairs_through_a_parent(start, tg, fake_llm, home: Path
     child = tg.message(1003, 1003, f"/approve {code} child Kiran")
     [refusal] = await tg.wait_sent(1003)
     assert "only parents can approve" in refusal
-    assert "5555" not in (home / "halo.yaml").read_text() and not (home / "halo.yaml.bak").exists()
+    assert "telegram_user_id: 5555" not in (home / "halo.yaml").read_text() and not (home / "halo.yaml.bak").exists()
     await handled(halo, child)
 
     before = (home / "halo.yaml").read_text()
