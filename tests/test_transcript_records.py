@@ -365,7 +365,9 @@ async def test_after_a_kill_9_a_process_with_an_empty_home_answers_with_every_ac
         for home in homes:
             home.mkdir()
             (home / "halo.yaml").write_text(family_yaml(fake))
-        first, second = (Serve(home, {"HALO_STORAGE__URL": postgres}) for home in homes)
+        # a short lease: the killed process's scope is free for the second seconds after the kill
+        env = {"HALO_STORAGE__URL": postgres, "HALO_STORAGE__LEASE_SECONDS": "2"}
+        first, second = (Serve(home, env) for home in homes)
         said = [f"message {n} to remember" for n in range(3)]
         # generous: a first turn in a new process takes the scope; on a busy machine that is slow, not wrong
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as http:
