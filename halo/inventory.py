@@ -250,7 +250,9 @@ class Halo:
         if self.cluster is None:
             await self.stop_singletons()
         else:
-            await self.cluster.stop()  # what was handed here is answered, then the leases go back
+            # what was handed here is answered, memory's held-back writes stored, then the leases go back:
+            # the process that takes a scope next mirrors every change this one made
+            await self.cluster.stop(before_release=self.memory_durable)
         await self.delivery.close()
         await self.memory.close()
         if self.memory_record is not None:

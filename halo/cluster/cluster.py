@@ -29,11 +29,15 @@ class Cluster:
         self.leadership = Leadership(self.leases, start, stop)
         await self.leadership.start()
 
-    async def stop(self) -> None:
-        """Stop leading, finish what was handed here, then give the leases back."""
+    async def stop(self, before_release: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Stop leading, finish what was handed here, then give the leases back. `before_release`:
+        what must reach the store of record before another process may take these scopes (the
+        memory writes still held back), awaited between the two."""
         if self.leadership is not None:
             await self.leadership.stop()
         await self.handoffs.stop()
+        if before_release is not None:
+            await before_release()
         await self.leases.stop()
 
     def status(self) -> dict[str, Any]:
