@@ -47,7 +47,9 @@ def node(name: str) -> Node:
 
 async def test_a_free_scope_is_taken_once_and_then_served_without_asking_again(db: HaloDB) -> None:
     mirror = Mirror()
-    a = Leases(db, node("a"), LEASE, [mirror])
+    # a long lease: this is about holding, not expiry; a 1 s lease can lapse between two calls
+    # on a loaded machine, and then taking it again is right
+    a = Leases(db, node("a"), 30.0, [mirror])
     await a.start()
     statements: list[str] = []
     from sqlalchemy import event
