@@ -12,6 +12,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,6 +22,8 @@ import pytest
 from config.loader import load_settings
 from halo.inventory import Halo
 from halo.pipeline.missed import SORRY
+from halo.runtime.app import halo_db
+from halo.storage.transcript_rows import TranscriptRows
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -61,23 +64,38 @@ async def leave_unanswered(
 ) -> str:
     """The transcript a crash mid-turn leaves: the person's line, fsync'd, and nothing after it."""
     line_id = uuid.uuid4().hex
-    store = TranscriptStore(load_settings(home).paths.transcripts)
-    await store.append(
-        TranscriptLine(
-            id=line_id,
-            ts=datetime.now(UTC) - age,
-            scope_id=f"telegram:{chat_id}",
-            role="user",
-            text=text,
-            speaker=speaker,
-            platform="telegram",
-            extra={
-                **({"message_id": str(message_id)} if message_id is not None else {}),
-                **({"heard": True, "model_input": f"(voice note) {text}"} if heard else {}),
-            },
+    async with transcript_store(home) as store:
+        await store.append(
+            TranscriptLine(
+                id=line_id,
+                ts=datetime.now(UTC) - age,
+                scope_id=f"telegram:{chat_id}",
+                role="user",
+                text=text,
+                speaker=speaker,
+                platform="telegram",
+                extra={
+                    **({"message_id": str(message_id)} if message_id is not None else {}),
+                    **({"heard": True, "model_input": f"(voice note) {text}"} if heard else {}),
+                },
+            )
         )
-    )
     return line_id
+
+
+@asynccontextmanager
+async def transcript_store(home: Path) -> AsyncIterator[TranscriptStore]:
+    """The transcripts as halo keeps them for `home`: on PostgreSQL (`storage.url`) each line is
+    committed there first, as a crash mid-turn would have left it, and the file mirrors it."""
+    settings = load_settings(home)
+    db = halo_db(settings) if settings.storage.url is not None else None
+    store = TranscriptStore(settings.paths.transcripts, records=TranscriptRows(db) if db is not None else None)
+    try:
+        yield store
+    finally:
+        store.close()
+        if db is not None:
+            await db.close()
 
 
 def audit_kinds(home: Path, kind: str) -> list[dict[str, object]]:
@@ -123,19 +141,19 @@ async def test_an_old_unanswered_message_gets_one_apology_and_a_kept_group_messa
     write_home(home, llm_yaml(fake_llm) + telegram_yaml(tg.base_url))
     await leave_unanswered(home, MOM, "mom", "Can you remind me about the dentist?", timedelta(hours=3))
     await leave_unanswered(home, WAGS, "wags", "Ancient history", timedelta(days=3))  # past the window
-    store = TranscriptStore(load_settings(home).paths.transcripts)
-    await store.append(  # a group message halo only kept (not addressed to it): never answered
-        TranscriptLine(
-            id=uuid.uuid4().hex,
-            ts=datetime.now(UTC) - timedelta(minutes=1),
-            scope_id="telegram:-1001234",
-            role="user",
-            text="[Wags] see you at six",
-            speaker="wags",
-            platform="telegram",
-            extra={"unaddressed": True},
+    async with transcript_store(home) as store:
+        await store.append(  # a group message halo only kept (not addressed to it): never answered
+            TranscriptLine(
+                id=uuid.uuid4().hex,
+                ts=datetime.now(UTC) - timedelta(minutes=1),
+                scope_id="telegram:-1001234",
+                role="user",
+                text="[Wags] see you at six",
+                speaker="wags",
+                platform="telegram",
+                extra={"unaddressed": True},
+            )
         )
-    )
 
     halo = await start(home, fake_llm, tg, started)
     assert await caught_up(halo) == ([], [f"telegram:{MOM}"])

@@ -16,6 +16,8 @@ returned as if answered here.
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -166,9 +168,22 @@ class GatewayInbound(FamilyDirectory):
     async def answer_again(self, envelope: Envelope) -> TurnOutcome:
         """A message a crash left unanswered (halo/pipeline/missed.py): answered now, once. On
         PostgreSQL, only by the process that serves its scope."""
-        if self._cluster is not None and await self._cluster.leases.acquire(envelope.scope.id):
+        if self._cluster is not None and await self._lease_after_its_holder(envelope.scope.id):
             return TurnOutcome(None, "silent")
         return await self._queue(envelope, await self._gateway.answer_again(envelope))
+
+    async def _lease_after_its_holder(self, scope_id: str) -> str | None:
+        """Take the scope's lease, waiting out a holder that does not renew it: a message left open
+        by a process that died is caught up once its lease lapses. The node still holding it after
+        `lease_seconds` + 5 s is alive, and answers its scope's messages itself."""
+        assert self._cluster is not None
+        leases = self._cluster.leases
+        every = leases.lease_seconds / 3  # a lease can only lapse between heartbeats
+        for _ in range(math.ceil((leases.lease_seconds + 5) / every)):
+            if await leases.acquire(scope_id) is None:
+                return None
+            await asyncio.sleep(every)
+        return await leases.acquire(scope_id)
 
     async def _queue(self, envelope: Envelope, reply: Reply) -> TurnOutcome:
         outbox_id = await self._send_reply(envelope, reply.text) if reply.text else None
