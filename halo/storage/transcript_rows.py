@@ -53,7 +53,9 @@ class TranscriptRows:
         try:
             if len(rows) <= INSERT_CHUNK:  # a turn: one statement, its own transaction
                 async with self.db.autocommit(metadata) as conn:
-                    await conn.execute(insert(transcript_lines).values(rows))
+                    # rows as parameters, not in the statement: its compiled form is cached, and
+                    # SQLAlchemy's insertmanyvalues still sends one INSERT
+                    await conn.execute(insert(transcript_lines), rows)
             else:  # a migration's bulk: all or nothing
                 async with self.db.write(metadata) as conn:
                     for start in range(0, len(rows), INSERT_CHUNK):
