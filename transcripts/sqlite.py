@@ -1,4 +1,5 @@
-"""The connection settings every SQLite store of halo's shares (halo.db, distillation state).
+"""The connection settings every SQLite store of halo's shares (halo.db, distillation state),
+and the one way halo copies a database that may be in use (backups, `halo storage migrate`).
 
 WAL is a property of the database file and persists, so it is set once when the store opens
 the file (`use_wal`), before anything else can hold it. Switching a file to WAL needs an
@@ -43,3 +44,17 @@ def _wal(cursor: Any) -> None:
         return
     with suppress(sqlite3.OperationalError):  # someone is writing; the next connection switches it
         cursor.execute("PRAGMA journal_mode = WAL")
+
+
+def backup_copy(source: Path, target: Path) -> None:
+    """A consistent copy of a database that may be in use (its WAL included), through SQLite's
+    backup API; `source` is opened read-only."""
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=30)
+    try:
+        dst = sqlite3.connect(target)
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+    finally:
+        src.close()

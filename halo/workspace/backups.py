@@ -34,6 +34,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from halo.workspace.private_files import make_private
+from transcripts.sqlite import backup_copy
 
 log = logging.getLogger(__name__)
 
@@ -86,19 +87,6 @@ def workspace_files(home: Path) -> Iterator[Path]:
         yield path
 
 
-def _sqlite_copy(source: Path, target: Path) -> None:
-    """A consistent copy of a live database (its WAL included) through SQLite's backup API."""
-    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=30)
-    try:
-        dst = sqlite3.connect(target)
-        try:
-            src.backup(dst)
-        finally:
-            dst.close()
-    finally:
-        src.close()
-
-
 def _stored_in_postgres(home: Path, storage_url: str, staging: Path) -> dict[str, Path]:
     """What PostgreSQL keeps of the family, written into `staging` as HALO_HOME would hold it
     (halo.db's tables, …): the files that stand in for HALO_HOME's own in the archive."""
@@ -132,7 +120,7 @@ def export_workspace(
             source = path
             if _is_sqlite(path):
                 source = staging / f"{done}.sqlite"
-                _sqlite_copy(path, source)
+                backup_copy(path, source)
             else:
                 source = staging / f"{done}.copy"
                 shutil.copyfile(path, source)  # a stable snapshot: the checksum and the bytes agree

@@ -34,6 +34,7 @@ from halo.storage.move.part import Embedded, MoveError, Part, Postgres
 from halo.storage.move.tables import table_parts
 from halo.storage.move.transcript_part import TranscriptPart
 from halo.storage.transcript_rows import transcript_lines
+from transcripts.sqlite import backup_copy
 
 HALO_DB = "halo.db"
 # halo/cluster's tables: who runs and who holds what, true only while processes run; never a
@@ -148,7 +149,7 @@ async def stage_from_postgres(home: Path, url: str, staging: Path, progress: Pro
     (distillation's progress) stay."""
     async with _postgres_at_head(url) as (source, parts):
         if (home / HALO_DB).exists():
-            _sqlite_copy(home / HALO_DB, staging / HALO_DB)
+            backup_copy(home / HALO_DB, staging / HALO_DB)
         else:
             sqlite3.connect(staging / HALO_DB).close()
         async with _embedded(staging) as target:
@@ -172,19 +173,6 @@ async def from_postgres(home: Path, url: str, *, force: bool = False, progress: 
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return moved
-
-
-def _sqlite_copy(source: Path, target: Path) -> None:
-    """A consistent copy of a database (its WAL included), through SQLite's backup API."""
-    src = sqlite3.connect(source, timeout=30)
-    try:
-        dst = sqlite3.connect(target)
-        try:
-            src.backup(dst)
-        finally:
-            dst.close()
-    finally:
-        src.close()
 
 
 def _place(staging: Path, home: Path, replaced: list[Path], aside: Path) -> None:
