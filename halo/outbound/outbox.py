@@ -102,14 +102,11 @@ CLAIM_OLDEST = text(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """The oldest pending row of a scope, held by this process until the attempt's mark is
-    written (`row`); or why there is none: nothing pending, or another process holds it (`busy`)."""
+class RowMarks:
+    """`Marks` as updates of the message's row; a subclass says where they are written
+    (`_update`): the claim's own transaction, or a durable one of their own."""
 
-    row: Row | None
-    busy: bool
-    conn: AsyncConnection | None = None
+    __slots__ = ()
 
     async def sent(self, message_id: str) -> None:
         await self._update(message_id, state="sent", attempts=outbox_table.c.attempts + 1, last_error=None)
@@ -121,11 +118,24 @@ class Claimed:
         await self._update(message_id, next_attempt_at=at, attempts=outbox_table.c.attempts + 1, last_error=error[:500])
 
     async def _update(self, message_id: str, **values: object) -> None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed(RowMarks):
+    """The oldest pending row of a scope, held by this process until the attempt's mark is
+    written (`row`); or why there is none: nothing pending, or another process holds it (`busy`)."""
+
+    row: Row | None
+    busy: bool
+    conn: AsyncConnection | None = None
+
+    async def _update(self, message_id: str, **values: object) -> None:
         assert self.conn is not None
         await self.conn.execute(outbox_table.update().where(outbox_table.c.id == message_id).values(**values))
 
 
-class OutboxStore:
+class OutboxStore(RowMarks):
     """Reads and writes of the outbox table; each write is one durable transaction."""
 
     def __init__(self, db: HaloDB) -> None:
@@ -252,15 +262,6 @@ class OutboxStore:
                 yield Claimed(None, busy=True)
             else:
                 yield Claimed(_row(found), busy=False, conn=conn)
-
-    async def sent(self, message_id: str) -> None:
-        await self._update(message_id, state="sent", attempts=outbox_table.c.attempts + 1, last_error=None)
-
-    async def failed(self, message_id: str, error: str) -> None:
-        await self._update(message_id, state="failed", attempts=outbox_table.c.attempts + 1, last_error=error[:500])
-
-    async def retry_at(self, message_id: str, at: datetime, error: str) -> None:
-        await self._update(message_id, next_attempt_at=at, attempts=outbox_table.c.attempts + 1, last_error=error[:500])
 
     async def due_now(self, scope_prefix: str, now: datetime) -> int:
         """Pending messages of scopes starting with `scope_prefix` become due at `now`."""
