@@ -22,24 +22,15 @@ import aiohttp
 import asyncpg
 import pytest
 
-from tests.conftest import llm_yaml
 from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.storage_support import fresh_database
-from tests.test_session_durability import Serve
+from tests.test_session_durability import SCOPES, Serve, family_yaml  # six members with web tokens
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.postgres
 
-SCOPES = 6
 LEASE = 2.0  # storage.lease_seconds: short, so the failover is seconds
 FAILOVER_LIMIT = LEASE + 5  # the bound: lease_seconds + 5 s
-
-
-def family_yaml(fake: FakeOpenAI) -> str:
-    members = "\n".join(
-        f"  - {{id: m{i}, name: Member {i}, role: parent, web_token: token-{i}}}" for i in range(SCOPES)
-    )
-    return f"family: {{name: Test}}\nmembers:\n{members}\nmemory:\n  distillation_enabled: false\n" + llm_yaml(fake)
 
 
 @pytest.fixture
