@@ -92,6 +92,8 @@ def transcript_marks(halo: Halo, scope_id: str) -> list[tuple[str, str | None, s
         ("good night everyone", Level.L0),
         ("why is the sky blue?", Level.L1),
         ("tell me a joke", Level.L1),
+        ("what colour is a flamingo?", Level.L1),
+        ("what colour is my bike?", Level.L2),
         ("can you remind me about the dentist tomorrow?", Level.L2),
         ("what does Aarav have on Friday?", Level.L2),
         ("think hard about where we should go for the summer holiday", Level.L3),
@@ -156,6 +158,24 @@ async def test_each_level_reaches_its_model_and_the_transcript_and_audit_log_say
     events = [json.loads(line) for line in halo.paths.events_log.read_text().splitlines()]
     routes = [(e["level"], e["level_reason"]) for e in events if e.get("kind") == "route"]
     assert routes[0] == ("L0", "thanks: no model needed") and routes[3] == ("L3", "asked to think hard")
+
+
+async def test_a_yes_to_halos_question_goes_to_the_model_a_greeting_after_one_does_not(
+    halo: Halo, fake_llm: FakeOpenAI
+) -> None:
+    gateway = halo.gateway
+    hello = await gateway.handle(envelope(halo, "mom", "hi"))
+    assert hello.text == "Hi Mom! What can I do for you?"  # halo's own canned question ...
+    again = await gateway.handle(envelope(halo, "mom", "good morning"))
+    assert again.kind == "command" and fake_llm.model_requests == []  # ... which a greeting does not answer
+
+    fake_llm.reply("Shall I remind you about the dentist too?")
+    await gateway.handle(envelope(halo, "mom", "what is on my list for the weekend?"))
+    fake_llm.reply("Done: a reminder for the dentist.")
+    yes = await gateway.handle(envelope(halo, "mom", "yes"))  # answers halo's question: the model needs the chat
+    await gateway.drain()
+    assert (yes.text, yes.kind) == ("Done: a reminder for the dentist.", "model")
+    assert transcript_marks(halo, "telegram:1002")[-1][1:] == ("L2", "answers halo's question")
 
 
 async def test_in_a_group_an_acknowledgement_gets_no_reply_and_closes_the_message(

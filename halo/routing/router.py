@@ -107,7 +107,8 @@ class Router:
         has_document = attachment is not None and attachment.kind == "document"
         names = [m.name for m in turn.family.members]
         small = None if (has_image or has_document) else self.rules.small(env.text, names)
-        if small is not None and not await self._answers_a_question(turn):
+        # a greeting or goodbye answers nothing, even right after halo asked something
+        if small is not None and (small in ("greeting", "farewell") or not await self._answers_a_question(turn)):
             return Route(Level.L0, f"{small}: no model needed", small=small)
         verdict = self.rules.judge(env.text, has_document=has_document, has_image=has_image, names=names)
         if verdict.level is not None:

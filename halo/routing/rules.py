@@ -70,7 +70,7 @@ NEEDS_CONTEXT = re.compile(
 )
 # short questions about the world at large that a small model answers well
 SIMPLE_QUESTION = re.compile(
-    r"^(what('s| is| are| was| were| does| do)|who('s| is| was| were)|"
+    r"^(what('s| is| are| was| were| does| do)|what [a-z]+ (is|are|was|were|does|do)|who('s| is| was| were)|"
     r"how (many|much|far|old|tall|big|long|do you spell|are you|is it going)|"
     r"why (is|are|do|does)|when (was|did)|where (is|are|was|do)|which|is|are|does|do|can|"
     r"who (wrote|painted|invented|discovered|won)|how do you say|convert|"
