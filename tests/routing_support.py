@@ -3,6 +3,8 @@
 Each line is a family message with the least level that answers it well (`level`, L0–L3,
 labelled by hand), its `kind` (acknowledgement, greeting, command, small_talk, logistics,
 homework, planning, document, status, memory), the scope type it was sent in and who sent it.
+L0 means code answers it completely: a command, a canned reply to thanks or a greeting, or a
+deterministic handler (the task list's answer to a status question, as issue 25 puts it).
 Used by tests/test_routing_corpus.py (the rules, in CI) and bench/routing.py (the real pipeline).
 """
 

@@ -324,26 +324,25 @@ async def test_usage_command_answers_parents_only(halo: Halo, fake_llm: FakeOpen
     assert "$" not in child.text
 
 
-async def test_a_status_answer_worded_by_the_model_is_labelled_l2_not_l0(halo: Halo, fake_llm: FakeOpenAI) -> None:
-    """A work status question is answered before the router, but llm.model words it: the
-    transcript, the audit and the usage say so (level L2, purpose "status")."""
+async def test_a_status_question_the_task_list_answers_is_l0_no_model(halo: Halo, fake_llm: FakeOpenAI) -> None:
+    """A work status question is answered before the router from the task list, worded by
+    rules: no model call, and the transcript, the audit and the usage say L0."""
     family = halo.family
     priya = family.member("priya")
     channel = resolve_scope(family, "discord:3001")
-    fake_llm.reply("Nothing is blocked right now.")
+    assert halo.tasks is not None
+    await halo.tasks.add("ContextForge", "Ship the API", scope_id=channel.id, by="priya")
     reply = await halo.gateway.handle(
         Envelope("discord", channel, Speaker("2001", member=priya), "what's blocked?", addressed=True)
     )
     await halo.gateway.drain()
-    assert reply.text == "Nothing is blocked right now."
-    assert [r.json["model"] for r in fake_llm.scripted_requests] == ["main-model"]
-    assert transcript_marks(halo, channel.id) == [("assistant", "L2", "status: the task list, worded by llm.model")]
+    assert reply.text == "Nothing is blocked."
+    assert fake_llm.model_requests == []
+    assert transcript_marks(halo, channel.id) == [("assistant", "L0", "status: the task list answers")]
     events = [json.loads(line) for line in halo.paths.events_log.read_text().splitlines()]
-    assert [e["level"] for e in events if e.get("kind") == "route"] == ["L2"]
+    assert [e["level"] for e in events if e.get("kind") == "route"] == ["L0"]
     day = halo.gateway.router.budget.meter.today()  # type: ignore[union-attr]
-    rows = await halo.usage.store.totals(day, day, "purpose")
-    assert [(t.key, t.model, t.calls) for t in rows] == [("status", "main-model", 1)]
-    assert {t.key for t in await halo.usage.store.totals(day, day, "level")} == {"L2"}
+    assert await halo.usage.store.totals(day, day, "purpose") == []
 
 
 async def test_with_one_model_at_every_level_no_triage_call_is_made(home: Path, fake_llm: FakeOpenAI) -> None:

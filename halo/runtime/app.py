@@ -273,7 +273,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         StatusAnswers(
             tasks,
             paths,
-            model=levels.metered(levels.main, "status", Level.L2),
+            # routed: the task list answers at L0, worded by rules; else llm.model words the same facts
+            model=None if settings.routing.enabled else levels.metered(levels.main, "status", Level.L2),
             model_settings=settings_for_model,
             tracing=settings.llm.tracing,
             deadline_seconds=settings.llm.timeout_seconds,

@@ -7,9 +7,10 @@ code by the policy (`ask_status` for the asker, `read_memory` for each scope, as
 the work channel), and only `work_channel` scopes are ever candidates: a family scope
 cannot reach a work answer even through a mistaken policy.
 
-With a model, the model words the same facts (its request carries only the status context
-and the question, no session, no tools); with no model, or the model down, the answer is
-worded by rules. Either way it costs one short turn: a long model turn in another scope
+With routing on (halo/routing), the task list answers at L0: the answer is worded by rules,
+at no model cost. With routing off, the model words the same facts (its request carries only
+the status context and the question, no session, no tools); with no model, or the model
+down, the rules word it. Either way it costs one short turn: a long model turn in another scope
 does not hold this one up (the gateway runs scopes concurrently).
 """
 
@@ -231,7 +232,7 @@ class StatusAnswers:
             worded = await self._word(facts, text)
             if worded:  # llm.model worded it: the transcript and the audit say L2, as for any reply
                 return Answered(worded, Route(Level.L2, "status: the task list, worded by llm.model"))
-        return rules_answer(facts)
+        return Answered(rules_answer(facts), Route(Level.L0, "status: the task list answers"))
 
     async def facts(self, turn: Turn) -> StatusFacts:
         everything = await self.tasks.list()
