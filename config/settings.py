@@ -73,6 +73,9 @@ class RoutingSettings(BaseModel):
     l1_tools: bool = Field(
         default=False, description="offer tools at L1 too (the rules place a message there only when it needs none)"
     )
+    l1_memory: bool = Field(
+        default=False, description="send memory, notes and recall at L1 too (the rules place there what needs none)"
+    )
 
 
 class LLMSettings(BaseModel):

@@ -178,6 +178,21 @@ async def test_a_yes_to_halos_question_goes_to_the_model_a_greeting_after_one_do
     assert transcript_marks(halo, "telegram:1002")[-1][1:] == ("L2", "answers halo's question")
 
 
+async def test_small_talk_is_sent_no_memory_a_question_about_the_family_is(halo: Halo, fake_llm: FakeOpenAI) -> None:
+    memory = halo.paths.memory_file("telegram:1002")
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_text("# Memory\n\n## Facts\n\n- Mom's bike is the red one\n")
+    await halo.gateway.handle(envelope(halo, "mom", "why is the sky blue?"))
+    await halo.gateway.handle(envelope(halo, "mom", "what colour is my bike?"))
+    await halo.gateway.drain()
+    small_talk, about_mom = fake_llm.scripted_requests
+    assert (small_talk.json["model"], about_mom.json["model"]) == ("cheap-model", "main-model")
+    lean, whole = (fake_llm.prompt_text(r) for r in (small_talk, about_mom))
+    assert "the red one" in whole and "the red one" not in lean  # L1: no memory, no recall
+    assert "Speaking: Mom" in lean and "## Persona" in lean  # who is speaking, and how halo talks
+    assert "tools" not in small_talk.json
+
+
 async def test_in_a_group_an_acknowledgement_gets_no_reply_and_closes_the_message(
     halo: Halo, fake_llm: FakeOpenAI
 ) -> None:

@@ -123,13 +123,24 @@ def _describe_scope(turn: Turn) -> str:
 
 
 class ContextBuilder:
-    def __init__(self, sources: list[ContextSource], budget_tokens: int = 6000) -> None:
+    """`lean_sources`: the ones a lean turn (`Turn.lean`, small talk at L1) is given — who is
+    speaking where and how to talk to them, not memory or recall, which the rules found the
+    message does not need. None: every source, always."""
+
+    def __init__(
+        self,
+        sources: list[ContextSource],
+        budget_tokens: int = 6000,
+        *,
+        lean_sources: list[ContextSource] | None = None,
+    ) -> None:
         self.sources = sources
+        self.lean_sources = sources if lean_sources is None else lean_sources
         self.budget = budget_tokens
 
     async def sections(self, turn: Turn) -> list[ContextSection]:
         found: list[ContextSection] = []
-        for source in self.sources:
+        for source in self.lean_sources if turn.lean else self.sources:
             found.extend(await source.sections(turn))
         return sorted(found, key=lambda s: s.priority)
 

@@ -107,6 +107,8 @@ class ModelRun:
         """The model's reply at the route's level, or the reply that says why there is none."""
         env = turn.envelope
         safety = self.safety if turn.safety is not None else None
+        # small talk the rules placed at L1 needs no memory (capped there by a budget, it may)
+        turn.lean = route.level == Level.L1 and not route.capped
         agent = self.agents.agent(turn, route.level)  # built once per model, tools and guard; instructions per turn
         session = self.sessions.get(env.scope.id)
         # the history is the transcript; the message (a photo's picture too) goes after it

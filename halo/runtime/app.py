@@ -208,15 +208,17 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
     # -- the turn: context, tools, the agents, commands, the gateway
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
+    persona, tone = PersonaSource(paths.soul), ProfileSource()
     context = ContextBuilder(
         [
-            PersonaSource(paths.soul),
+            persona,
             DocumentSource(scope_documents, settings.memory.document_excerpt_tokens),
-            ProfileSource(),
+            tone,
             MemorySource(paths, daily_section=daily_section, sent_history=sessions.sent_history),
             RecallSource(recall, already_in_context=memory_files_in_context),
             graph_recall.source(),
-        ]
+        ],
+        lean_sources=None if settings.routing.l1_memory else [persona, tone],  # small talk (L1)
     )
     tools: list[Tool] = [
         *default_tools(),
