@@ -73,6 +73,10 @@ class RoutingSettings(BaseModel):
     l1_tools: bool = Field(
         default=False, description="offer tools at L1 too (the rules place a message there only when it needs none)"
     )
+    plain_words: bool = Field(
+        default=True,
+        description="'remind me to … at 5pm', 'add milk to the list', 'remember that …' done in code (L0), as commands",
+    )
     l1_memory: bool = Field(
         default=False, description="send memory, notes and recall at L1 too (the rules place there what needs none)"
     )

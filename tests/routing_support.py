@@ -4,7 +4,9 @@ Each line is a family message with the least level that answers it well (`level`
 labelled by hand), its `kind` (acknowledgement, greeting, command, small_talk, logistics,
 homework, planning, document, status, memory), the scope type it was sent in and who sent it.
 L0 means code answers it completely: a command, a canned reply to thanks or a greeting, or a
-deterministic handler (the task list's answer to a status question, as issue 25 puts it).
+deterministic handler (issue 25: the task list's answer to a status question; a reminder with
+a clear time, a list change, "remember that …", each done as its command would do it).
+tests/test_plain_words.py and tests/test_routing.py check those answers are the real thing.
 Used by tests/test_routing_corpus.py (the rules, in CI) and bench/routing.py (the real pipeline).
 """
 

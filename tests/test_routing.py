@@ -288,16 +288,20 @@ async def test_a_budget_crossing_tells_the_parents_once_then_caps_then_keeps_the
         while (await halo.gateway.router.budget.cap("aarav"))[0] > Level.L0:  # type: ignore[union-attr]
             await gateway.handle(envelope(halo, "aarav", "why is the sky blue?"))
         calls = len(fake_llm.model_requests)
-        last = envelope(halo, "aarav", "please remember that Sam's party is on Saturday")
+        last = envelope(halo, "aarav", "what should I get Sam for his party on Saturday?")
         kept = await gateway.handle(last)
         await gateway.drain()
         assert kept.text is not None and "budget is spent; your message is saved" in kept.text
         assert len(fake_llm.model_requests) == calls
         tail = halo.transcripts.tail("telegram:1003", 3)
         assert [(line.role, line.text) for line in tail[-2:]] == [
-            ("user", "please remember that Sam's party is on Saturday"),
+            ("user", "what should I get Sam for his party on Saturday?"),
             ("event", "the model budget is spent: the message was kept"),
         ]
+        # what code carries out needs no budget: "remember that …" is kept as /remember keeps it
+        kept_fact = await gateway.handle(envelope(halo, "aarav", "please remember that Sam's party is on Saturday"))
+        assert kept_fact.text is not None and kept_fact.text.startswith("Remembered: ")
+        assert len(fake_llm.model_requests) == calls
         # and the parents heard once only
         assert len([text for _, text in outbox.sent if "model budget" in text]) == 2
     finally:

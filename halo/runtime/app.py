@@ -18,6 +18,7 @@ from halo.commands.builtin import CommandRegistry, builtin_commands
 from halo.commands.files import files_commands
 from halo.commands.memory import memory_commands
 from halo.commands.memory_actions import MemoryActions
+from halo.commands.remember_words import RememberWords
 from halo.context.builder import ContextBuilder, PersonaSource
 from halo.context.documents import DocumentSource
 from halo.context.graph import GraphRecall
@@ -38,6 +39,7 @@ from halo.home.events import HomeEvents
 from halo.home.store import HomeStore
 from halo.inventory import Halo
 from halo.lists.commands import list_commands
+from halo.lists.plain_words import ListWords
 from halo.lists.service import Lists
 from halo.lists.store import ListStore
 from halo.lists.tools import list_tools
@@ -63,6 +65,7 @@ from halo.pipeline.unconfigured import UnconfiguredChats
 from halo.port import Adapter, LiveReplies, PresenceCheck
 from halo.reminders.commands import reminder_commands
 from halo.reminders.firing import ReminderScheduler
+from halo.reminders.plain_words import ReminderWords
 from halo.reminders.service import Reminders
 from halo.reminders.store import ReminderStore
 from halo.reminders.tools import reminder_tools
@@ -283,6 +286,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         ),
         approvals.answer,  # a parent's yes or no
     ]
+    if settings.routing.enabled and settings.routing.plain_words:  # L0: reminders, lists, "remember …"
+        answerers += [ReminderWords(reminders), ListWords(lists), RememberWords(memory_actions)]
     model_health = ModelHealth()  # the last model failure until a call succeeds (/status)
     scope_locks = ScopeLocks()  # one turn at a time per scope; catch-up and admin scope work wait too
     gateway = Gateway(

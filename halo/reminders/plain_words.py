@@ -1,0 +1,69 @@
+"""Reminders in plain words, set in code at L0: "remind me to buy milk at 5pm", "can you remind
+Wags about the dentist tomorrow at 9?", "remind me at 7:30 to pack my kit".
+
+The time must be clear: a phrase `/remind` understands, and no bare hour from 1 to 6 ("at 3":
+3 am or 3 pm?). The person is me, parents or a member's name. Anything else ("remind us",
+"on Friday" with no time, "next month") is left to the model, which can ask.
+"""
+
+from __future__ import annotations
+
+import re
+
+from halo.core.turn import Turn
+from halo.reminders.service import Reminders, find_member, zone_of
+from halo.reminders.store import PARENTS
+from halo.reminders.when import When, WhenError, parse_when
+from halo.routing.plain import done_in_code, request_of
+
+REASON = "a reminder, set in code from plain words"
+_ASK = re.compile(r"^remind (?P<who>[\w'-]+) (?P<rest>.+)$", re.I)
+_LINK = ("to", "about", "that")
+# words a time phrase may start with ("buy milk | at 5pm", "the dentist | tomorrow at 9")
+_STARTS = frozenset(
+    {"at", "on", "in", "today", "tomorrow", "every", "this", "next"}
+    | {"mon", "tue", "wed", "thu", "fri", "sat", "sun", "monday", "tuesday", "wednesday", "thursday", "friday"}
+    | {"saturday", "sunday"}
+)
+_UNCLEAR_HOUR = re.compile(r"(?<![\d:.])[1-6](?![\d:.]|\s*[ap]m)")  # "at 3": morning or afternoon?
+
+
+class ReminderWords:
+    """An answerer (halo/pipeline/code_answers.py): the reminder set, or None for the model."""
+
+    def __init__(self, reminders: Reminders) -> None:
+        self.reminders = reminders
+
+    async def __call__(self, turn: Turn, on_model_start: object = None) -> str | None:
+        asked = _ASK.match(request_of(turn.envelope.text))
+        if asked is None or turn.member is None:
+            return None
+        who = asked["who"].lower()
+        if who not in ("me", PARENTS) and find_member(turn.family, who) is None:
+            return None
+        found = self._when_and_text(asked["rest"].split(), turn)
+        if found is None:
+            return None
+        when, text = found
+        return done_in_code(await self.reminders.set(turn, who, when, text, urgent=False), REASON)
+
+    def _when_and_text(self, words: list[str], turn: Turn) -> tuple[When, str] | None:
+        """`to <text> <when>` or `<when> to <text>`, with a clear time; None otherwise."""
+        if words and words[0].lower() in _LINK:  # the time at the end: the longest one that reads
+            for start in range(2, len(words)):
+                if words[start].lower() in _STARTS and (when := self._clear(words[start:], turn)) is not None:
+                    return when, " ".join(words[1:start])
+            return None
+        for end in range(1, len(words) - 1):  # the time first, then "to ..."
+            if words[end].lower() in _LINK and (when := self._clear(words[:end], turn)) is not None:
+                return when, " ".join(words[end + 1 :])
+        return None
+
+    def _clear(self, words: list[str], turn: Turn) -> When | None:
+        phrase = " ".join(words).lower()
+        if _UNCLEAR_HOUR.search(phrase) and not phrase.startswith("in "):
+            return None
+        try:
+            return parse_when(phrase, self.reminders.clock(), zone_of(turn.family))
+        except WhenError:
+            return None
