@@ -60,6 +60,7 @@ async def test_a_reminder_with_a_clear_time_is_set_without_a_model(
     "text",
     [
         "remind me to call grandma at 3",  # 3 am or 3 pm?
+        "remind me to put the bins out at 8",  # morning or evening?
         "remind me on Friday to pay the window cleaner",  # a day, no time
         "can you remind us both about the parents evening on Wednesday?",  # who is "us"?
         "remind me to call Mom at 5pm about the dentist",  # the time is not at the end

@@ -1,9 +1,11 @@
 """Reminders in plain words, set in code at L0: "remind me to buy milk at 5pm", "can you remind
 Wags about the dentist tomorrow at 9?", "remind me at 7:30 to pack my kit".
 
-The time must be clear: a phrase `/remind` understands, and no bare hour from 1 to 6 ("at 3":
-3 am or 3 pm?). The person is me, parents or a member's name. Anything else ("remind us",
-"on Friday" with no time, "next month") is left to the model, which can ask.
+The time must be clear: a phrase `/remind` understands, with am/pm or minutes ("at 5pm",
+"7:30"), or a span ("in 20 minutes"). A bare hour is clear only from 7 to 11 said with
+"tomorrow" or "morning" ("tomorrow at 9"); "at 8" or "at 3" could be either half of the day.
+The person is me, parents or a member's name. Anything else ("remind us", "on Friday" with
+no time, "next month") is left to the model, which can ask. The reply says the time it set.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ _STARTS = frozenset(
     | {"mon", "tue", "wed", "thu", "fri", "sat", "sun", "monday", "tuesday", "wednesday", "thursday", "friday"}
     | {"saturday", "sunday"}
 )
-_UNCLEAR_HOUR = re.compile(r"(?<![\d:.])[1-6](?![\d:.]|\s*[ap]m)")  # "at 3": morning or afternoon?
+_BARE_HOUR = re.compile(r"(?<![\d:.])(?P<hour>1[0-2]|[1-9])(?![\d:.]|\s*[ap]m)")  # "at 8", not "8pm" or "8:00"
+_MORNING = re.compile(r"\b(?:tomorrow|morning)\b")
 
 
 class ReminderWords:
@@ -61,9 +64,17 @@ class ReminderWords:
 
     def _clear(self, words: list[str], turn: Turn) -> When | None:
         phrase = " ".join(words).lower()
-        if _UNCLEAR_HOUR.search(phrase) and not phrase.startswith("in "):
+        if not phrase.startswith("in ") and not _clear_hours(phrase):
             return None
         try:
             return parse_when(phrase, self.reminders.clock(), zone_of(turn.family))
         except WhenError:
             return None
+
+
+def _clear_hours(phrase: str) -> bool:
+    """No bare hour that could be morning or evening: one from 7 to 11 reads as the morning
+    only beside "tomorrow" or "morning"."""
+    return all(
+        7 <= int(bare["hour"]) <= 11 and _MORNING.search(phrase) is not None for bare in _BARE_HOUR.finditer(phrase)
+    )
