@@ -182,7 +182,8 @@ async def _scenario(case: dict[str, Any], fake: FakeOpenAI) -> None:
             kept = await send(halo, teller, where, f"/remember the surprise party is at {case['fact']}")
             assert kept.kind == "command", kept
             assert case["fact"] in (halo.settings.paths.scope_dir(where) / "MEMORY.md").read_text()
-            told = await send(halo, teller, where, f"remember that the surprise party is at {case['fact']}")
+            # a message the model answers ("remember that …" alone is kept in code, at L0)
+            told = await send(halo, teller, where, f"the surprise party is at {case['fact']}: can you help me with it?")
             assert told.kind == "model", told
             before = len(fake.model_requests)
             # the fact did reach a model where it was told, so its absence below means something
