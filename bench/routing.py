@@ -131,14 +131,14 @@ class Levers:
 
     l0_out_of_history: bool = True  # (a) thanks and "ok" stay in the transcript, out of the model's history
     notes_not_in_history: bool = True  # (b) the daily notes leave out what the history sent carries
-    lean_l1: bool = True  # (c) L1 gets the last 8 history items, no tool schemas, no memory or recall
+    lean_l1: bool = True  # (c) L1 gets the last 8 history items, no tool schemas, no notes or recall
     openai_cache: bool = True  # (d) the stand-in caches as OpenAI does: >= 1024 tokens, 128-token steps
 
     def routing_yaml(self, routed: bool) -> str:
         l1 = (
-            "l1_history_items: 8, l1_tools: false, l1_memory: false"
+            "l1_history_items: 8, l1_tools: false, l1_recall: false"
             if self.lean_l1
-            else "l1_history_items: null, l1_tools: true, l1_memory: true"
+            else "l1_history_items: null, l1_tools: true, l1_recall: true"
         )
         l0 = f"l0_in_history: {str(not self.l0_out_of_history).lower()}"
         return f"routing: {{enabled: {str(routed).lower()}, {l0}, {l1}}}"

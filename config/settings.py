@@ -77,8 +77,9 @@ class RoutingSettings(BaseModel):
         default=True,
         description="'remind me to … at 5pm', 'add milk to the list', 'remember that …' done in code (L0), as commands",
     )
-    l1_memory: bool = Field(
-        default=False, description="send memory, notes and recall at L1 too (the rules place there what needs none)"
+    l1_recall: bool = Field(
+        default=False,
+        description="send the day's notes, recall, documents and graph facts at L1 too (MEMORY.md, USER.md: always)",
     )
 
 

@@ -68,7 +68,8 @@ async def test_a_dms_list_is_private(family_halo: Halo, fake_llm: FakeOpenAI) ->
     # the model in the group: its list tool reads the group's list, and no prompt carries the DM's
     fake_llm.tool_calls(ToolCall("show_list", {}))
     fake_llm.reply("The list has milk.")
-    reply = await say(family_halo, "aarav", GROUP, "halo, what is on our list?")
+    # (a plain "what's on our list?" is shown in code when routing is on: tests/test_plain_words.py)
+    reply = await say(family_halo, "aarav", GROUP, "halo, what is on our list for the weekend?")
     assert reply == "The list has milk."
     prompts = fake_llm.all_prompt_text()
     assert "1. milk" in prompts  # the tool's answer reached the model

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from halo.inventory import Halo
 from halo.routing.levels import Level
 from halo.runtime.app import build_halo
 from halo.usage.prices import Prices
+from memory.when import day_of
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, Outbox, default_level_triage, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI, count_tokens
 
@@ -178,18 +180,23 @@ async def test_a_yes_to_halos_question_goes_to_the_model_a_greeting_after_one_do
     assert transcript_marks(halo, "telegram:1002")[-1][1:] == ("L2", "answers halo's question")
 
 
-async def test_small_talk_is_sent_no_memory_a_question_about_the_family_is(halo: Halo, fake_llm: FakeOpenAI) -> None:
-    memory = halo.paths.memory_file("telegram:1002")
+async def test_small_talk_is_sent_the_durable_memory_not_the_days_notes(halo: Halo, fake_llm: FakeOpenAI) -> None:
+    paths = halo.paths
+    memory = paths.memory_file("telegram:1002")
     memory.parent.mkdir(parents=True, exist_ok=True)
     memory.write_text("# Memory\n\n## Facts\n\n- Mom's bike is the red one\n")
+    notes = paths.daily_file("telegram:1002", day_of(datetime.now(UTC)))
+    notes.parent.mkdir(parents=True, exist_ok=True)
+    notes.write_text("- the plumber comes at noon\n")  # a parent's hand-made note for today
     await halo.gateway.handle(envelope(halo, "mom", "why is the sky blue?"))
     await halo.gateway.handle(envelope(halo, "mom", "what colour is my bike?"))
     await halo.gateway.drain()
     small_talk, about_mom = fake_llm.scripted_requests
     assert (small_talk.json["model"], about_mom.json["model"]) == ("cheap-model", "main-model")
     lean, whole = (fake_llm.prompt_text(r) for r in (small_talk, about_mom))
-    assert "the red one" in whole and "the red one" not in lean  # L1: no memory, no recall
-    assert "Speaking: Mom" in lean and "## Persona" in lean  # who is speaking, and how halo talks
+    assert "the red one" in lean and "the red one" in whole  # the durable facts go to every level
+    assert "plumber" in whole and "plumber" not in lean  # L1: not the day's notes, nor recall
+    assert "Speaking: Mom" in lean and "## Persona" in lean
     assert "tools" not in small_talk.json
 
 

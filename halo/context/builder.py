@@ -124,8 +124,9 @@ def _describe_scope(turn: Turn) -> str:
 
 class ContextBuilder:
     """`lean_sources`: the ones a lean turn (`Turn.lean`, small talk at L1) is given — who is
-    speaking where and how to talk to them, not memory or recall, which the rules found the
-    message does not need. None: every source, always."""
+    speaking where, how to talk to them and the durable memory — not recall or documents, which
+    the rules found the message does not need (MemorySource leaves out the day's notes itself).
+    None: every source, always."""
 
     def __init__(
         self,

@@ -133,6 +133,8 @@ class MemorySource:
         sections = [
             ContextSection("What you remember in this chat", cut_oldest(memory, MEMORY_TOKENS), PRIORITY_MEMORY)
         ]
+        if turn.lean:  # small talk (L1): the durable facts, not what was said today
+            return sections
         sent = self.sent_history(scope_id) if self.sent_history is not None else None
         for day, label, priority in ((today, "today", PRIORITY_TODAY), (yesterday, "yesterday", PRIORITY_YESTERDAY)):
             notes = notes_before(self._read(self.paths.daily_file(scope_id, day), "daily", self._daily), day, sent)

@@ -212,16 +212,17 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     # -- the turn: context, tools, the agents, commands, the gateway
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
     persona, tone = PersonaSource(paths.soul), ProfileSource()
+    memory_source = MemorySource(paths, daily_section=daily_section, sent_history=sessions.sent_history)
     context = ContextBuilder(
         [
             persona,
             DocumentSource(scope_documents, settings.memory.document_excerpt_tokens),
             tone,
-            MemorySource(paths, daily_section=daily_section, sent_history=sessions.sent_history),
+            memory_source,
             RecallSource(recall, already_in_context=memory_files_in_context),
             graph_recall.source(),
         ],
-        lean_sources=None if settings.routing.l1_memory else [persona, tone],  # small talk (L1)
+        lean_sources=None if settings.routing.l1_recall else [persona, tone, memory_source],  # small talk (L1)
     )
     tools: list[Tool] = [
         *default_tools(),
