@@ -119,3 +119,12 @@ async def test_remember_that_is_kept_as_the_command_keeps_it(halo: Halo, fake_ll
         fake_llm.reply("Tell me more.")
         assert await say(halo, "mom", text) == "Tell me more."
     assert len(fake_llm.scripted_requests) == 2
+
+
+async def test_a_long_message_is_read_as_far_as_a_time_phrase_can_reach(halo: Halo, fake_llm: FakeOpenAI) -> None:
+    """Only the last few words are tried as the time: a long message costs no more than a short one."""
+    errands = " and ".join(f"pick up parcel {n} on the way" for n in range(200))
+    answer = await say(halo, "mom", f"remind me to {errands} at 5pm")
+    assert answer.startswith("That reminder is too long")  # read whole, and refused as /remind refuses it
+    fake_llm.reply("Which time?")
+    assert await say(halo, "mom", f"remind me to {errands} on the way") == "Which time?"  # no time: the model's

@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 
 from halo.core.turn import Turn
-from halo.reminders.service import Reminders, find_member, zone_of
-from halo.reminders.store import PARENTS
-from halo.reminders.when import When, WhenError, parse_when
+from halo.reminders.service import Reminders, zone_of
+from halo.reminders.when import MAX_WHEN_WORDS, When, WhenError, parse_when
 from halo.routing.plain import done_in_code, request_of
 
 REASON = "a reminder, set in code from plain words"
@@ -42,7 +41,7 @@ class ReminderWords:
         if asked is None or turn.member is None:
             return None
         who = asked["who"].lower()
-        if who not in ("me", PARENTS) and find_member(turn.family, who) is None:
+        if Reminders.target(turn, who)[0] is None:  # "us", "everyone": the model asks who
             return None
         found = self._when_and_text(asked["rest"].split(), turn)
         if found is None:
@@ -51,13 +50,15 @@ class ReminderWords:
         return done_in_code(await self.reminders.set(turn, who, when, text, urgent=False), REASON)
 
     def _when_and_text(self, words: list[str], turn: Turn) -> tuple[When, str] | None:
-        """`to <text> <when>` or `<when> to <text>`, with a clear time; None otherwise."""
+        """`to <text> <when>` or `<when> to <text>`, with a clear time; None otherwise. Only
+        phrases as long as a time phrase can be are tried: a long message costs no more than a
+        short one on the event loop."""
         if words and words[0].lower() in _LINK:  # the time at the end: the longest one that reads
-            for start in range(2, len(words)):
+            for start in range(max(2, len(words) - MAX_WHEN_WORDS), len(words)):
                 if words[start].lower() in _STARTS and (when := self._clear(words[start:], turn)) is not None:
                     return when, " ".join(words[1:start])
             return None
-        for end in range(1, len(words) - 1):  # the time first, then "to ..."
+        for end in range(1, min(len(words) - 1, MAX_WHEN_WORDS + 1)):  # the time first, then "to ..."
             if words[end].lower() in _LINK and (when := self._clear(words[:end], turn)) is not None:
                 return when, " ".join(words[end + 1 :])
         return None

@@ -104,7 +104,7 @@ class Reminders:
             return f"What should I remind {'you' if who == 'me' else who} of?\n{REMIND_USAGE}"
         if len(text) > MAX_TEXT:
             return f"That reminder is too long ({len(text)} characters; at most {MAX_TEXT})."
-        target, label = self._target(turn, who)
+        target, label = self.target(turn, who)
         if target is None:
             names = ", ".join(m.name for m in turn.family.members)
             return f"I don't know who {who!r} is. I can remind: me, parents, {names}."
@@ -127,7 +127,9 @@ class Reminders:
         return f"{mark}OK, I'll remind {whom} {at}{repeat}: {text}"
 
     @staticmethod
-    def _target(turn: Turn, who: str) -> tuple[str | None, str]:
+    def target(turn: Turn, who: str) -> tuple[str | None, str]:
+        """Who `who` means (me, parents, a member's name or id): their id and how to name them;
+        None for anyone else."""
         word = who.strip().lower()
         assert turn.member is not None
         if word in ("", "me", "myself", turn.member.id):

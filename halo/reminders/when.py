@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 from apscheduler.triggers.cron import CronTrigger
 
 MAX_AHEAD = timedelta(days=366)  # "in 9999h" is a typo, not a plan
+MAX_WHEN_WORDS = 6  # the longest time phrase: "every weekday at 7:30", "on friday at 6 pm"
 
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _DAY_NAMES = {
@@ -209,7 +210,7 @@ def describe(at: datetime, zone: ZoneInfo, now: datetime) -> str:
 def split_when(words: list[str], now: datetime, zone: ZoneInfo) -> tuple[When, list[str]]:
     """The longest leading run of `words` that is a time phrase, and the words after it."""
     error: WhenError | None = None
-    for end in range(min(len(words), 6), 0, -1):
+    for end in range(min(len(words), MAX_WHEN_WORDS), 0, -1):
         try:
             return parse_when(" ".join(words[:end]), now, zone), words[end:]
         except WhenError as exc:
