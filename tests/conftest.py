@@ -1,29 +1,115 @@
-"""Shared fixtures: a temporary HALO_HOME, a fake model server, halo served on 127.0.0.1."""
+"""Shared fixtures: a temporary HALO_HOME, a fake model server, halo served on 127.0.0.1.
+
+This module imports only the standard library and pytest: a module of pure tests runs in about a
+second. What builds a halo (the Agents SDK, SQLAlchemy, aiohttp) is imported inside the fixture
+that needs it. The hooks below keep the suite off the caller's own HALO_HOME, turn pytest-xdist on
+for a run of many test files, and kill every process a test started (tests/processes.py).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import shutil
 import socket
+import sys
+import tempfile
 import textwrap
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import pytest
-from agents import set_tracing_disabled
-from aiohttp.test_utils import TestServer
 
-from config.loader import load_settings
-from config.settings import Settings
-from halo.routing.router import TRIAGE_INSTRUCTIONS
-from halo.storage import HaloDB
-from tests.fakes.llm_server import FakeOpenAI
-from tests.storage_support import database_url, drop_database, drop_templates, fresh_database, new_database
+from tests import processes
 
-set_tracing_disabled(True)
+if TYPE_CHECKING:
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
+    from config.settings import Settings
+    from halo.storage import HaloDB
+    from tests.fakes.llm_server import FakeOpenAI
+
+# The SDK reads this once, on first use; set here it holds in this process and every `halo serve`
+# a test starts (the env is inherited), without importing the SDK for tests that never use it.
+os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+
+PARALLEL_FROM = 10  # test files: fewer run in this process (xdist workers cost an import of everything each)
+SUITE_SWITCHES = "HALO_TEST_"  # HALO_TEST_STORAGE, HALO_TEST_POSTGRES: the suite's own, kept
+_outside_env: dict[str, str] = {}
+_scratch = pytest.StashKey[Path]()  # this process's temporary HOME
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Whatever HALO_HOME, HALO_* or ~/.halo the caller has, the suite runs in its own homes: drop
+    halo's variables and point HOME (so halo's default, ~/.halo) into a temporary directory. Done
+    before any test module is imported, and inherited by every process a test starts.
+
+    HALO_HOME is left unset, not pointed elsewhere: the environment overrides halo.yaml and the
+    home a caller passes to `load_settings` (config/settings.py), so a HALO_HOME here would move
+    every test's halo into one shared directory."""
+    _outside_env.update(os.environ)
+    for name in [name for name in os.environ if name.startswith("HALO_") and not name.startswith(SUITE_SWITCHES)]:
+        del os.environ[name]
+    if "UV_CACHE_DIR" not in os.environ:  # `uv run` in a test keeps the caller's cache, not a cold one
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        os.environ["UV_CACHE_DIR"] = os.path.join(cache, "uv")
+    scratch = Path(tempfile.mkdtemp(prefix="halo-tests-"))
+    os.environ["HOME"] = str(scratch)
+    config.stash[_scratch] = scratch
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    processes.reap()
+    scratch = config.stash.get(_scratch, None)
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if _outside_env:
+        os.environ.clear()
+        os.environ.update(_outside_env)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns "auto" into a worker count
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """`uv run pytest` (the suite, or `-m "not slow"`) runs on one worker per core; one module or a
+    few run here, at once. `-n N` always wins (`-n 0`: no workers)."""
+    if getattr(config.option, "numprocesses", "no xdist") is not None:
+        return  # `-n` given, or `-p no:xdist`
+    if config.getoption("collectonly") or config.getoption("usepdb"):
+        return
+    if _test_files(config.args) >= PARALLEL_FROM:
+        config.option.numprocesses = "auto"
+
+
+def _test_files(args: list[str]) -> int:
+    count = 0
+    for arg in args:
+        path = Path(arg.split("::", 1)[0])
+        if path.is_dir():
+            count += sum(1 for _ in path.rglob("test_*.py"))
+        elif path.is_file():
+            count += 1
+    return count
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    workers = getattr(config.option, "numprocesses", None)
+    how = f"{workers} pytest-xdist workers" if workers else "this process (no xdist workers)"
+    return f"halo: tests run in {how}; HOME is {config.stash.get(_scratch, None)}, HALO_* unset"
+
+
+@pytest.fixture(autouse=True)
+def _own_home_and_processes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test: a HOME of its own (so a ~/.halo of its own, for a test that names no home), and
+    every process it started (tests/processes.py) killed with its group when it ends, whatever
+    the test did."""
+    monkeypatch.setenv("HOME", tempfile.mkdtemp(prefix="home-", dir=request.config.stash[_scratch]))
+    since = processes.mark()
+    yield
+    processes.reap(since)
+
 
 FAMILY_YAML = """\
 family: {name: Sharma}
@@ -81,6 +167,8 @@ def low_risk_classifier(body: dict[str, Any]) -> str | None:
 def default_level_triage(body: dict[str, Any]) -> str | None:
     """Answers halo's routing triage (halo/routing/router.py) "L2", the level a message had
     before routing, so the scripted replies stay the replies'. Routing tests script it."""
+    from halo.routing.router import TRIAGE_INSTRUCTIONS  # only a halo's model asks: the SDK is loaded by then
+
     if TRIAGE_INSTRUCTIONS.splitlines()[0] not in json.dumps(body):
         return None
     return "L2"
@@ -88,6 +176,8 @@ def default_level_triage(body: dict[str, Any]) -> str | None:
 
 @pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeOpenAI]:
+    from tests.fakes.llm_server import FakeOpenAI
+
     async with FakeOpenAI(default_reply="Hello from the fake model") as fake:
         fake.interceptors.append(low_risk_classifier)
         fake.interceptors.append(default_level_triage)
@@ -98,7 +188,9 @@ async def fake_llm() -> AsyncIterator[FakeOpenAI]:
 def _postgres_templates() -> Iterator[None]:
     """The migrated template databases tests copied (tests/storage_support.py) go at the end."""
     yield
-    drop_templates()
+    storage_support = sys.modules.get("tests.storage_support")  # imported only by a test that made one
+    if storage_support is not None:
+        storage_support.drop_templates()
 
 
 @pytest.fixture(autouse=True)
@@ -106,9 +198,11 @@ def _everything_on_postgres(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """`HALO_TEST_STORAGE=postgres uv run pytest …`: every test's halo on its own fresh
     PostgreSQL database, not only the modules that run on both (a search for what differs; a
     test that opens halo.db with sqlite3 itself, like test_reminder_restart, fails there)."""
-    if os.environ.get("HALO_TEST_STORAGE") != "postgres" or os.environ.get("HALO_STORAGE__URL"):
+    if os.environ.get("HALO_TEST_STORAGE") != "postgres":
         yield
         return
+    from tests.storage_support import database_url, drop_database, new_database
+
     name = asyncio.run(new_database(migrated=True))
     monkeypatch.setenv("HALO_STORAGE__URL", database_url(name))
     yield
@@ -123,6 +217,8 @@ async def on_both_stores(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
     if request.param == "sqlite":
         yield None
         return
+    from tests.storage_support import fresh_database
+
     async with fresh_database(migrated=True) as url:
         monkeypatch.setenv("HALO_STORAGE__URL", url)
         yield url
@@ -131,6 +227,8 @@ async def on_both_stores(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
 @pytest.fixture
 async def halo_db(on_both_stores: str | None, tmp_path: Path) -> AsyncIterator[HaloDB]:
     """A HaloDB on each backend in turn (the SQLite file in tmp_path, then PostgreSQL)."""
+    from halo.storage import HaloDB
+
     db = HaloDB(tmp_path / "halo.db", on_both_stores)
     yield db
     await db.close()
@@ -143,6 +241,8 @@ def home(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def settings_for(home: Path) -> Callable[..., Settings]:
+    from config.loader import load_settings
+
     def make(extra_yaml: str = "", **overrides: Any) -> Settings:
         write_home(home, extra_yaml)
         return load_settings(home, **overrides)
@@ -171,6 +271,9 @@ class RunningHalo:
 @pytest.fixture
 async def serve_halo() -> AsyncIterator[Callable[[Settings], Any]]:
     """Start halo (build_halo + create_app) on a real 127.0.0.1 socket."""
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
     from admin_api.server import create_app
     from halo.runtime.app import build_halo
 

@@ -31,6 +31,16 @@ SEEDED = "web:mom"
 _INTERFACE = non_loopback_ipv4()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """schemathesis's pytest plugin (test_openapi.py's `@schema.parametrize()`) costs seconds to
+    import, so pyproject.toml leaves it out (`-p no:schemathesis`) and only a run that collects
+    these tests loads it, under another name."""
+    if not config.pluginmanager.has_plugin("schemathesis-for-admin"):
+        import schemathesis.pytest.plugin
+
+        config.pluginmanager.register(schemathesis.pytest.plugin, "schemathesis-for-admin")
+
+
 @dataclass
 class Reply:
     status: int
