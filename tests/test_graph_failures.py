@@ -4,11 +4,11 @@ A chat is never blocked, and /status says why graph memory is off."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 from datetime import UTC, datetime
 
+from tests import processes
 from tests.graph_support import require_graph_extra
 
 require_graph_extra()
@@ -63,7 +63,7 @@ WITHOUT_EXTRA = textwrap.dedent(
 def test_without_the_extra_halo_starts_and_says_how_to_install_it(settings_for) -> None:
     llm = "llm: {provider: openai-compatible, model: m, base_url: 'http://127.0.0.1:9/v1', api_key: k}\n"
     settings = settings_for(llm + "memory:\n  graph: {enabled: true}\n")  # no model call is made
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, "-c", WITHOUT_EXTRA, str(settings.home)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests import processes
 from tests.graph_support import require_graph_extra
 
 require_graph_extra()
@@ -155,7 +156,6 @@ async def test_purge_deletes_the_scopes_graph_only(graph):
 def test_graphiti_telemetry_is_off_once_graph_memory_is_loaded() -> None:
     """In a fresh interpreter without pytest (Graphiti turns telemetry off under pytest itself)."""
     import os
-    import subprocess
     import sys
 
     code = (
@@ -164,6 +164,6 @@ def test_graphiti_telemetry_is_off_once_graph_memory_is_loaded() -> None:
         "print(is_telemetry_enabled())"
     )
     env = {k: v for k, v in os.environ.items() if k != "GRAPHITI_TELEMETRY_ENABLED"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    done = processes.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-1000:]
     assert done.stdout.strip().splitlines()[-1] == "False"

@@ -20,6 +20,7 @@ import pytest
 
 from halo.inventory import Halo
 from halo.media.reading_turns import YOURS_NEXT
+from tests import processes
 from tests.conftest import FAMILY_YAML, free_port, llm_yaml, write_home
 from tests.document_support import SCHOOL_LETTER, alive, children_of, hostile_pdf
 from tests.fakes.llm_server import FakeOpenAI
@@ -141,7 +142,7 @@ async def test_serve_stops_at_once_on_sigterm_while_a_hostile_pdf_is_read(
     port = free_port()
     write_home(home, llm_yaml(fake_llm) + reading(120) + telegram_yaml(tg.base_url))
     env = {**os.environ, "HALO_HOME": str(home), "HALO_ADMIN__PORT": str(port), "PYTHONUNBUFFERED": "1"}
-    serve = await asyncio.create_subprocess_exec(
+    serve = await processes.start(
         sys.executable, "-m", "halo.runtime.cli", "serve", cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE
     )
     try:

@@ -9,12 +9,13 @@ list.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+
+from tests import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
@@ -32,7 +33,7 @@ BROKEN_TODAY: dict[str, str] = {}  # every contract holds
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, str]:
     """One lint-imports run (building the import graph is the cost): contract name -> its report line."""
-    done = subprocess.run(
+    done = processes.run(
         [str(LINT_IMPORTS), "--no-logo"],
         cwd=ROOT,
         env={**os.environ, "COLUMNS": "1000"},  # one line a contract, unwrapped

@@ -16,6 +16,7 @@ from config.settings import MemorySettings
 from memory.scope_files import ScopeFiles
 from memory.service import DistillationDisabled, MemoryService
 from memory.state import backoff_seconds
+from tests import processes
 from tests.memory_support import MemoryKit, names
 
 SCOPE = "web:mom"
@@ -46,7 +47,7 @@ async def test_killed_mid_write_leaves_the_old_file_and_the_next_run_completes(t
     await kit.exchange(SCOPE, "remember the bins go out on Monday")
 
     script = KILL_MID_WRITE.format(root=str(ROOT), home=str(kit.home), scope=SCOPE)
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, cwd=ROOT, stderr=asyncio.subprocess.PIPE)
+    proc = await processes.start(sys.executable, "-c", script, cwd=ROOT, stderr=asyncio.subprocess.PIPE)
     _, stderr = await asyncio.wait_for(proc.communicate(), timeout=60)
 
     assert proc.returncode == -signal.SIGKILL, stderr.decode()

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from halo.runtime.cli import main
+from tests import processes
 from tests.conftest import FAMILY_YAML, free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 
@@ -37,7 +38,7 @@ def halo_cmd(
     env = {**(env or os.environ), "HALO_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     if port is not None:
         env["HALO_ADMIN__PORT"] = str(port)
-    return subprocess.Popen(
+    return processes.popen(
         [sys.executable, "-m", "halo.runtime.cli", *args],
         cwd=ROOT,
         env=env,

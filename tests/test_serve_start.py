@@ -17,6 +17,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from tests import processes
 from tests.conftest import FAMILY_YAML, free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.test_serve_cli import OWNER, STARTUP, threaded_llm, wait_healthy
@@ -63,7 +64,7 @@ def gated_serve(tmp_path: Path, home: Path, port: int) -> tuple[subprocess.Popen
         "HALO_TEST_GATE": str(gate),
         "HALO_TEST_MODULES": str(modules),
     }
-    proc = subprocess.Popen(
+    proc = processes.popen(
         [sys.executable, "-c", GATED_SERVE],
         cwd=ROOT,
         env=env,

@@ -21,6 +21,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from tests import processes
 from tests.conftest import free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.waiting import eventually
@@ -65,7 +66,7 @@ class Serve:
         self.starts += 1
         env = {**os.environ, **self.env, "HALO_HOME": str(self.home), "HALO_ADMIN__PORT": str(self.port)}
         with (self.home / f"serve-{self.starts}.log").open("wb") as log:
-            self.proc = await asyncio.create_subprocess_exec(
+            self.proc = await processes.start(
                 sys.executable,
                 "-m",
                 "halo.runtime.cli",

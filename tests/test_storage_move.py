@@ -29,6 +29,7 @@ from halo.storage.move import MoveError, from_postgres, to_postgres
 from halo.storage.move.digest import Digest, canonical
 from halo.workspace.backups import import_workspace
 from memory.mirror import local_files
+from tests import processes
 from tests.conftest import Outbox, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.storage_support import database_url, drop_database, fresh_database, new_database
@@ -274,7 +275,7 @@ def halo_command(
     env = {k: v for k, v in os.environ.items() if k != "HALO_STORAGE__URL"} | {"HALO_HOME": str(home)} | more_env
     if storage_url is not None:
         env["HALO_STORAGE__URL"] = storage_url
-    return subprocess.run(
+    return processes.run(
         ["uv", "run", "--no-sync", "halo", *args],
         cwd=ROOT,
         env=env,

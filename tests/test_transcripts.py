@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from config.paths import scope_hash
+from tests import processes
 from tests.waiting import eventually
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
 from transcripts._lines import BLOCK_SIZE
@@ -166,7 +167,7 @@ async def test_a_second_process_appending_concurrently_never_interleaves(
 ) -> None:
     # The child appends until told to stop, so every append of ours races one of its appends.
     stop = tmp_path / "stop"
-    child = await asyncio.create_subprocess_exec(
+    child = await processes.start(
         sys.executable,
         "-c",
         _CHILD,
@@ -222,7 +223,7 @@ async def test_an_append_waits_while_another_process_holds_the_transcripts_flock
     await store.append(first)
     theirs = make_line("theirs")
     path = store.path(SCOPE)
-    child = await asyncio.create_subprocess_exec(
+    child = await processes.start(
         sys.executable,
         "-c",
         _HOLD_FLOCK,

@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from admin_api.request_handler import request_handler
+from tests import processes
 
 SPOOFED_PEER = ("203.0.113.7", 40123)  # TEST-NET-3: nobody's real address
 
@@ -29,7 +30,7 @@ def non_loopback_ipv4() -> str | None:
     candidates: list[str] = []
     if shutil.which("ip"):
         try:
-            out = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, timeout=5).stdout
+            out = processes.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, timeout=5).stdout
             candidates = [a["local"] for iface in json.loads(out) for a in iface.get("addr_info", [])]
         except (OSError, ValueError, KeyError, subprocess.SubprocessError):
             candidates = []
