@@ -163,7 +163,7 @@ llm:
   api_key: test-key
   max_retries: {max_retries}
   retry_backoff_seconds: 0.01
-  timeout_seconds: 5
+  timeout_seconds: 30
 """
 
 

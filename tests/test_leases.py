@@ -20,7 +20,8 @@ from halo.storage import HaloDB
 from tests.storage_support import fresh_database
 from tests.waiting import eventually
 
-LEASE = 1.0  # seconds: short, so expiry is seen within the test
+LEASE = 3.0  # seconds: short, so expiry is seen within the test; two beats (2 s) of a busy loop do not lose it
+HANG = 60  # a deadline for a hang, not a measure: a lease lapses LEASE after its last beat
 
 
 class Mirror:
@@ -85,7 +86,7 @@ async def test_the_heartbeat_keeps_the_lease_and_a_stopped_beat_lets_it_expire(d
         await a.beat()
         assert await b.acquire("web:mom") == "a"
         await asyncio.sleep(a.every)  # the heartbeat's own pace, not a synchronisation
-    assert await eventually(lambda: _taken(b, "web:mom"), within=LEASE * 5, what="the lease to expire for b")
+    assert await eventually(lambda: _taken(b, "web:mom"), within=HANG, what="the lease to expire for b")
     assert mirror.taken == ["web:mom"]
     await a.beat()  # a wakes up: its renewal finds the lease gone, and it no longer serves the scope
     assert not a.holds("web:mom")
@@ -119,7 +120,7 @@ async def test_the_leader_lease_moves_when_its_holder_stops_beating(db: HaloDB) 
     assert not await b.take_leader()
     views = {n.id: n for n in await b.nodes()}
     assert views["a"].leader and not views["b"].leader
-    assert await eventually(b.take_leader, within=LEASE * 5, what="b to become the leader")
+    assert await eventually(b.take_leader, within=HANG, what="b to become the leader")
     assert b.holds(LEADER)
     await b.stop()
 

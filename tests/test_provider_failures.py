@@ -65,7 +65,7 @@ async def test_unauthorised_key_gives_the_clear_reply_without_leaking_it(fake_ll
 
 
 async def test_timeout_gives_the_clear_reply(fake_llm, settings_for, serve_halo):
-    yaml = llm_yaml(fake_llm, max_retries=0).replace("timeout_seconds: 5", "timeout_seconds: 0.3")
+    yaml = llm_yaml(fake_llm, max_retries=0).replace("timeout_seconds: 30", "timeout_seconds: 0.3")
     running = await serve_halo(settings_for(yaml))
     fake_llm.delay(3)
     _, body = await running.chat("hello", token="mom-token")
