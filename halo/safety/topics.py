@@ -115,7 +115,9 @@ LIBRARY: dict[str, tuple[str, ...]] = {
 def _pattern(words: tuple[str, ...]) -> re.Pattern[str]:
     """Words match whole words; an emoji matches wherever it is ("🔫🔫", "a🍺")."""
     ordered = sorted({normalise(w) for w in words} - {""}, key=len, reverse=True)
-    alternatives = "|".join(rf"\b{re.escape(w)}\b" if w[0].isalnum() and w[-1].isalnum() else re.escape(w) for w in ordered)
+    alternatives = "|".join(
+        rf"\b{re.escape(w)}\b" if w[0].isalnum() and w[-1].isalnum() else re.escape(w) for w in ordered
+    )
     return re.compile(f"(?:{alternatives})")
 
 
