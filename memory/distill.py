@@ -79,7 +79,7 @@ def plan(lines: Iterable[TranscriptLine], scope_id: str, names: Names, may_write
             answered = False
             if line.text.lstrip().startswith("/"):
                 continue
-            if not may_write(line.speaker, scope_id):
+            if not line.for_memory or not may_write(line.speaker, scope_id):
                 out.skipped += 1
                 continue
             answered = _plan_user_line(out, line, names(line.speaker))

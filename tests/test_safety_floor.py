@@ -43,7 +43,29 @@ FLOOR = [
     ("my address is 12 Oak Street", "medium", "personal_data"),
     ("call me on 555-123-4567", "medium", "personal_data"),
     ("my phone number is 07700 900123", "medium", "personal_data"),
+    ("I'm home alone", "medium", "personal_data"),
+    ("I go to Oak Hill Primary School", "medium", "personal_data"),
+    # secrecy and grooming (issue 32)
+    ("hi! the man said to keep our secret", "high", "strangers"),
+    ("it's our little secret", "high", "strangers"),
+    ("don't tell mom", "high", "strangers"),
+    ("he said not to tell your parents", "high", "strangers"),
+    ("please delete this chat", "high", "strangers"),
+    ("I'm going to meet the man from the internet", "high", "strangers"),
+    ("can I meet my friend from the game on Saturday", "high", "strangers"),
+    # emoji, alone or with words (issue 32)
+    ("🔪🔪💊💊😵", "high", "self_harm"),
+    ("🩸🔪", "high", "self_harm"),
+    ("I took 💊💊💊", "high", "danger"),
+    ("i want to 🔪 myself", "high", "self_harm"),
+    ("i want to be 💀", "high", "self_harm"),
+    ("🍆💦", "medium", "sexual"),
+    ("🔞", "medium", "sexual"),
+    ("🔫😡", "medium", "danger"),
     # everyday
+    ("💀💀 that is so funny", "low", None),
+    ("🍑 smoothie please", "low", None),
+    ("keep going, you are doing great", "low", None),
     ("What is the biggest animal?", "low", None),
     ("I killed it in the spelling test today!", "low", None),
     ("the lion kills its prey", "low", None),
@@ -77,6 +99,10 @@ def test_blocked_topics_library_custom_and_own_words() -> None:
     assert blocked_topic("can we play Fortnite", topics) == "fortnite"
     assert blocked_topic("a rumour spread at school", topics) is None  # words, not substrings
     assert blocked_topic("the crumble was yummy", ("alcohol",), {"alcohol": ("crumble",)}) == "alcohol"
+    assert blocked_topic("🔫🔫", ("weapons",)) == "weapons"  # an emoji matches wherever it is
+    assert blocked_topic("can we get 🍺?", topics) == "alcohol"
+    assert blocked_topic("I need my 💊 for my cough", ("drugs",)) == "drugs"
+    assert blocked_topic("🍕🎉", ("weapons", "drugs", "alcohol")) is None
 
 
 @settings(max_examples=60, deadline=None)

@@ -77,6 +77,12 @@ class TranscriptLine:
         if self.extra:
             object.__setattr__(self, "extra", clean_value(self.extra))
 
+    @property
+    def for_memory(self) -> bool:
+        """False for a line marked `not_for_memory` (a child's words the safety screen flagged):
+        distillation, extraction and graph memory leave it out."""
+        return not self.extra.get("not_for_memory")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,

@@ -52,7 +52,11 @@ class Turn:
         """The one way a turn asks the policy "may this speaker do X": about this turn's speaker,
         from this turn's scope (`from_here=False` for questions about who the person is, such
         as administering halo, that must work from a suspended group too). `audit=False` for
-        routine reads made on every turn (the scope's own memory), which would flood the log."""
+        routine reads made on every turn (the scope's own memory), which would flood the log.
+        A guarded turn's requests carry the safety screen's level for its message (`input_risk`):
+        the policy keeps a child's flagged words out of memory, lists and reminders on every path."""
+        if self.safety is not None:
+            context = {**context, "input_risk": self.safety.input.level}
         return self.policy.decide(
             action,  # type: ignore[arg-type]
             principal=self.member,

@@ -12,7 +12,9 @@ from halo.core.turn import Turn
 from halo.lists.service import Lists
 from halo.routing.plain import done_in_code, request_of
 
-_ADD = re.compile(r"^add (?P<items>.+?) (?:to|on|onto) (?:the|my|our|this) (?:(?P<name>[a-z]+) )?list$", re.I)
+_ADD = re.compile(
+    r"^add (?P<items>.+?) (?:to|on|onto) (?:(?:the|my|our|this) |(?P<owner>[a-z]+'s) )(?:(?P<name>[a-z]+) )?list$", re.I
+)
 _SHOW = re.compile(r"^(?:what'?s|what is|show(?: me)?) (?:on )?(?:the|my|our|this) (?:(?P<name>[a-z]+) )?list$", re.I)
 _SEPARATORS = re.compile(r",\s*(?:and\s+)?|\s+and\s+|\s*&\s*", re.I)
 
@@ -27,7 +29,8 @@ class ListWords:
         request = request_of(turn.envelope.text)
         if (adding := _ADD.match(request)) is not None:
             items = [item for item in _SEPARATORS.split(adding["items"]) if item.strip()]
-            changed = await self.lists.add(turn, _name(adding["name"]), items)
+            name = " ".join(w for w in (adding["owner"], adding["name"]) if w) or None  # "mom's shopping"
+            changed = await self.lists.add(turn, _name(name), items)
             return done_in_code(changed, "a list change, made in code from plain words")
         if (showing := _SHOW.match(request)) is not None:
             return done_in_code(await self.lists.show(turn, _name(showing["name"])), "a list, shown in code")

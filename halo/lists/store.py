@@ -106,6 +106,17 @@ class ListStore:
         async with self.db.read(metadata) as conn:
             return sorted(r[0] for r in (await conn.execute(query)).all())
 
+    async def in_use(self, scope_id: str) -> str:
+        """The list this scope used last (the one an item was last added to), else the default."""
+        query = (
+            select(items_table.c.list_name)
+            .where(items_table.c.scope_id == scope_id)
+            .order_by(items_table.c.id.desc())
+            .limit(1)
+        )
+        async with self.db.read(metadata) as conn:
+            return (await conn.execute(query)).scalar_one_or_none() or DEFAULT_LIST
+
     async def add(self, scope_id: str, name: str | None, texts: Sequence[str], *, by: str | None) -> builtins.list[str]:
         """The items added (cleaned; blanks dropped)."""
         cleaned = [" ".join(t.split()) for t in texts]

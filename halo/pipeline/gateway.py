@@ -127,7 +127,10 @@ class Gateway:
             if not recorded:
                 taken = await self.intake.take_in(turn)
                 turn, cannot_take_in = taken.turn, taken.refusal
+                self.safety.screen(turn)  # a guarded turn's verdict, on its line and on every path after it
                 await self.turn_log.message(taken)
+            else:
+                self.safety.screen(turn)
             if cannot_take_in is not None:  # said plainly, in code: no model turn on what it could not take in
                 return await self._close(turn, Reply(cannot_take_in, turn.scope.id, "command", decision))
             if not turn.envelope.addressed:  # kept, not answered: the line is in the scope's history all the same
@@ -138,7 +141,7 @@ class Gateway:
 
             # 3. answer, within one deadline; the child guardrails only for a child's turn (or
             # the family group with children)
-            guarded = self.safety.begin(turn) is not None
+            guarded = turn.safety is not None
             try:  # everything in the turn (classifier, commands, retries, model, tools) shares the deadline
                 async with asyncio.timeout(self.model_run.deadline):
                     reply = await self._answer(turn, decision, guarded, on_delta, on_model_start)
@@ -158,11 +161,13 @@ class Gateway:
         on_delta: DeltaCallback | None,
         on_model_start: ModelStartCallback | None,
     ) -> Reply:
-        """Screened (a child's turn), answered in code, or routed to a level and the model."""
+        """Stopped by the screen (a guarded turn), answered in code, or routed to a level and the
+        model. Whatever answers, it answers under the screen's verdict: the policy reads it
+        (halo/core/turn.py), so a child's flagged words are not kept by a command, a code answer or a tool."""
         scope_id = turn.scope.id
         stopped = await self.safety.screen_input(turn) if guarded else None
         if stopped is not None:
-            return Reply(stopped, scope_id, "guarded", decision)
+            return Reply(stopped, scope_id, "guarded", decision, Route(Level.L0, "the safety screen answers"))
         in_code = await self.code_answers.answer(turn, on_model_start)
         if in_code is not None:
             return Reply(in_code, scope_id, "command", decision, route_of_answer(in_code))

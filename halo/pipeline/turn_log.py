@@ -49,6 +49,7 @@ class TurnLog:
             unaddressed=None if env.addressed else True,  # kept, not to be answered (even after a crash)
             message_id=env.platform_message_id,
             **taken.marks,
+            **(turn.safety.marks() if turn.safety is not None and turn.safety.flagged else {}),
         )
 
     async def close(self, turn: Turn, reply: Reply) -> None:
@@ -58,6 +59,8 @@ class TurnLog:
         level = reply.route.marks() if reply.route is not None else {}  # the level, on the line and in the log
         if reply.route is not None:
             self.audit.write("route", scope_id=env.scope.id, reply=reply.kind, **level)
+        if turn.safety is not None:  # a guarded turn: the screen's verdict and what halo did
+            level = {**level, **turn.safety.marks(reply=True)}
         if reply.kind == "provider_error":
             await self._append(
                 turn, "event", "model unavailable: the message was kept, no reply was made", answers=env.id, **level

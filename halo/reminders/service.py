@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from config.family import Family, Member
+from halo.core.member_words import find_member
 from halo.core.turn import Turn
 from halo.reminders.store import MAX_TEXT, PARENTS, Reminder, ReminderStore
 from halo.reminders.when import WHEN_FORMS, Recurrence, When, WhenError, describe, parse_when, split_when
@@ -33,12 +34,6 @@ def zone_of(family: Family) -> ZoneInfo:
 def remind_context(children_may_remind_parents: bool) -> dict[str, bool]:
     """The policy context of every `remind` decision (also for `halo policy explain`)."""
     return {"children_may_remind_parents": children_may_remind_parents}
-
-
-def find_member(family: Family, word: str) -> Member | None:
-    """A member by id or name, any case."""
-    word = word.strip().lower()
-    return next((m for m in family.members if word in (m.id, m.name.lower())), None)
 
 
 def decide_remind(
@@ -113,6 +108,8 @@ class Reminders:
             None,
         )
         if refused is not None:
+            if target == member.id:  # only the safety screen's verdict refuses a reminder for oneself
+                return f"Sorry, I can't set that reminder: {refused.reason}"
             return f"Sorry, you can't set reminders for {label}: {refused.reason}"
         now = self.clock()
         reminder = await self.store.add(

@@ -127,6 +127,8 @@ def memory_after_turn(memory: MemoryService) -> AfterTurnHook:
 
     async def after_turn(turn: Turn, reply: Reply) -> None:
         env = turn.envelope
+        if turn.safety is not None and turn.safety.kept_out:  # a child's flagged words: not in the day's log
+            return
         speaker = env.speaker.member.name if env.speaker.member else env.speaker.label
         entries = [LogEntry(env.ts, "user", env.text, speaker)]
         if reply.text:

@@ -56,6 +56,35 @@ class SafetyState:
     notified: list[str] = field(default_factory=list)
     classifier_errors: list[str] = field(default_factory=list)
 
+    @property
+    def flagged(self) -> bool:
+        """The screen found a risk above low, or a blocked topic, in the message."""
+        return self.input.above_low or self.input.topic is not None
+
+    @property
+    def kept_out(self) -> bool:
+        """A child's flagged words: not written to memory, a list or a reminder (the policy's
+        `child-flagged-words-not-kept`, and `not_for_memory` on the transcript line)."""
+        return self.limits.child is not None and self.flagged
+
+    def marks(self, *, reply: bool = False) -> dict[str, str | bool]:
+        """The screen's verdict for a transcript line: on the message when it is recorded (the
+        floor's), and on the line that answers it (with the classifier's, and what halo did)."""
+        found: dict[str, str | bool] = {"risk": self.input.level}
+        if self.input.category:
+            found["risk_category"] = self.input.category
+        if self.input.topic:
+            found["risk_topic"] = self.input.topic
+        if reply:
+            found["risk_source"] = self.input.source
+            found["safety_action"] = self.input_action
+            if self.output is not None:
+                found["output_risk"] = self.output.level
+                found["output_action"] = self.output_action
+        if self.kept_out:
+            found["not_for_memory"] = True
+        return found
+
 
 class SafetyGate:
     """Decides and acts for guarded turns; adults' turns never reach it (`begin` returns None)."""
@@ -96,6 +125,16 @@ class SafetyGate:
         turn.safety = SafetyState(limits) if limits else None
         return turn.safety
 
+    def screen(self, turn: Turn) -> SafetyState | None:
+        """The floor's verdict on a guarded turn's message, before anything else sees it: its
+        transcript line carries it, the policy reads it (`input_risk`), every path after this
+        one (a command, a code answer, the model) is answered under it. None: not guarded."""
+        state = self.begin(turn)
+        if state is not None:
+            state.input = self._floor(turn.envelope.text, state)
+            state.input_action = self._input_action(state)
+        return state
+
     def model_for(self, turn: Turn, default: Model | None) -> Model | None:
         state = turn.safety
         return self.models.get(state.limits.profile.model, default) if state else default
@@ -130,10 +169,9 @@ class SafetyGate:
         return "deflect" if state.input.topic else "pass"
 
     async def screen_input(self, turn: Turn) -> str | None:
-        """The floor, before commands and the model. Returns halo's reply when it decides alone."""
+        """The screen's verdict, before commands, code answers and the model: halo's reply when
+        it decides alone (a high risk, a blocked topic), else None and the turn goes on under it."""
         state = _state(turn)
-        state.input = self._floor(turn.envelope.text, state)
-        state.input_action = self._input_action(state)
         return None if state.input_action == "pass" else await self.act_on_input(turn)
 
     async def act_on_input(self, turn: Turn) -> str:
@@ -166,11 +204,11 @@ class SafetyGate:
 
     async def watch(self, turn: Turn) -> None:
         """A child's message halo was not addressed in (the family group): no reply, but the
-        floor still runs, and a high risk (or a medium one, per profile) still reaches the parents."""
-        state = self.begin(turn)
+        screen's verdict still counts, and a high risk (or a medium one, per profile) still
+        reaches the parents."""
+        state = turn.safety
         if state is None or state.limits.child is None:
             return
-        state.input = self._floor(turn.envelope.text, state)
         if state.input.level == "high" or (
             state.input.level == "medium" and state.limits.profile.notify_parents_on_medium
         ):

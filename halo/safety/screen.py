@@ -61,10 +61,11 @@ _WHO = (
     r"dad|daddy|mom|mommy|mum|mummy|father|mother|step\w+|uncle|aunt|auntie|teacher|coach|"
     r"grandpa|grandma|granddad|grandad|granny|babysitter|nanny)"
 )
+_PARENTS = r"(?:parents|mom|mum|mommy|mummy|mama|dad|daddy|papa|mother|father|family|grown-?ups)"
 _HURTS = r"(?:hits|hit|beats|beat|kicks|kicked|chokes|choked|slaps|slapped|burns|burned|hurts|hurt) me"
 _ONLINE = (
     r"\b(?:online|internet|on (?:discord|snapchat|snap|instagram|insta|tiktok|roblox|minecraft|fortnite|"
-    r"whatsapp|telegram|a game|the game|a chat|an app))\b|\bin (?:a|the) game\b"
+    r"whatsapp|telegram|a game|the game|a chat|an app))\b|\b(?:in|from) (?:a|the|that|this) (?:game|app|chat)\b"
 )
 _CONTACT = (
     r"\b(?:meet|meeting|meet up|come over|pick me up|visit me|my address|where i live|what school|which school|"
@@ -79,7 +80,7 @@ _RULES: tuple[tuple[Category, RiskLevel, re.Pattern[str]], ...] = (
         "self_harm",
         "high",
         _rx(
-            r"\b(?:kill|hurt|harm|cut|hang|stab|starve) (?:myself|my self|me self)\b",
+            r"\b(?:kill|hurt|harm|cut|hang|stab|starve|knife|shoot) (?:myself|my self|me self)\b",
             r"\bsuicid",
             r"\bself[- ]?harm",
             r"\b(?:want|wanna|going|gonna|plan(?:ning)?|ready) to die\b",
@@ -130,8 +131,17 @@ _RULES: tuple[tuple[Category, RiskLevel, re.Pattern[str]], ...] = (
             r"\bstranger\b.{0,60}\b(?:meet|car|follow\w*|sweets|candy|come with|address|home|photos?|pics?|secret)\b",
             r"\b(?:meet|meeting|see) (?:up )?(?:\w+ )?(?:in person|irl|in real life)\b",
             r"\b(?:told|tells|asked|asks|said|says) (?:me )?(?:not to|to not|don'?t|never to) tell\b",
-            r"\b(?:not to|don'?t|do not|never) tell (?:my|your) (?:parents|mom|mum|dad|family)\b",
+            rf"\b(?:not to|to not|don'?t|do not|never|dont) tell (?:my |your |ur )?{_PARENTS}\b",
+            # secrecy and grooming: a secret kept from the family, a chat to hide, a meeting
+            r"\bkeep (?:it|this|that|our|the|a|them|these) (?:(?:a|our|little|big) )*secrets?\b",
+            r"\bkeep (?:it|this|that) (?:between (?:us|you and me)|to (?:yourself|ourselves))\b",
+            r"\b(?:our|a|it'?s (?:a|our)) little secret\b",
             r"\b(?:our|a) (?:little )?secret\b.{0,40}\b(?:parents|mom|mum|dad|tell)\b",
+            r"\b(?:delete|deleting|erase|clear|hide) (?:this|the|our|these|all (?:the|our|these)|my) "
+            r"(?:chats?|messages?|conversations?|texts?|dms?)\b",
+            r"\bmeet (?:up with )?(?:the|a|that|this|my) (?:man|guy|lady|woman|stranger|friend|boy|girl|person)"
+            r" (?:from|on|in|i met on|i met in) (?:the |a |that |this )?(?:game|internet|online|app|chat|discord|"
+            r"roblox|minecraft|fortnite|snapchat|tiktok|instagram)\b",
             rf"(?:{_ONLINE}).{{0,80}}(?:{_CONTACT})",
             rf"(?:{_CONTACT}).{{0,80}}(?:{_ONLINE})",
         ),
@@ -189,14 +199,53 @@ _RULES: tuple[tuple[Category, RiskLevel, re.Pattern[str]], ...] = (
             r"\b\d{1,5}[a-z]? (?:(?!(?:the|a|an|on|in|at|to|of|and|my|for|with|more|miles|km)\b)[a-z]+ ){1,3}"
             r"(?:street|st|road|rd|avenue|ave|lane|ln|drive|boulevard|blvd|terrace|crescent|gardens)\b",
             r"\bmy (?:post ?code|zip(?: code)?|password|pin|passcode) is\b",
+            r"\b(?:home alone|alone at home|alone in the house)\b",
+            r"\b(?:my school is|i go to|i'?m at|i am at) [a-z' ]{0,40}\b(?:school|academy|primary|elementary|high)\b",
+            r"\bmy (?:phone|mobile|cell)(?: number)? is\b",
             r"\b[\w.+-]+@[\w-]+\.[\w.]+\b",
         ),
     ),
 )
 
+# Emoji a child sends instead of words. Each is read as the word it stands for, so the word
+# rules see "I took 💊💊" as "i took pills"; and together they are signs of their own, so
+# emoji alone are read too: a weapon or pills beside a sign of death or hurt is self-harm, a
+# weapon beside an angry face a threat, two sexual signs (or 🔞) sexual. A weapon alone is a
+# blocked topic (halo/safety/topics.py), not a risk: 🔪 on a shopping list is a kitchen knife.
+EMOJI_WORDS: dict[str, str] = {
+    "🔪": "knife", "🗡": "knife", "⚔": "swords", "🔫": "gun", "💣": "bomb", "🧨": "explosives", "🪓": "axe",
+    "💊": "pills", "💉": "needle", "🪢": "rope", "🩸": "blood", "💀": "dead", "☠": "dead", "⚰": "coffin",
+    "🪦": "grave",
+}  # fmt: skip
+_WEAPONS = frozenset("🔪🗡⚔🔫💣🧨🪓")
+_MEANS = frozenset("🔪🗡🔫🪓💊💉🪢")  # what a child could hurt themself with
+_HURT_SIGNS = frozenset("😵💀☠⚰🪦🩸😭💔🥀")  # death, blood, despair
+_ANGER = frozenset("😡😠🤬👿💢👊")
+_SEXUAL = frozenset("🍆🍑💦👅")
+_SEXUAL_MOOD = frozenset("🥵😈😏🔞")
+
+
+def _emoji_signs(text: str) -> Assessment:
+    """What the emoji in `text` say together, whatever words are around them."""
+    seen = set(text)
+    if seen & _MEANS and seen & _HURT_SIGNS:
+        return Assessment("high", "self_harm")
+    if "🔞" in seen or len(seen & _SEXUAL) >= 2 or (seen & _SEXUAL and seen & _SEXUAL_MOOD):
+        return Assessment("medium", "sexual")
+    if seen & _WEAPONS and seen & _ANGER:
+        return Assessment("medium", "danger")
+    return LOW
+
+
+def _emoji_as_words(text: str) -> str:
+    if not any(ch in EMOJI_WORDS for ch in text):
+        return text
+    return " ".join("".join(f" {EMOJI_WORDS[ch]} " if ch in EMOJI_WORDS else ch for ch in text).split())
+
+
 _PHONE_RUN = re.compile(r"\+?\(?\d[\d\s().-]{6,}\d")
 _PHONE_WORDS = re.compile(r"\b(?:phone|number|call|text me|whatsapp|mobile|cell|ring me)\b")
-_APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
+_APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'", "\ufe0f": None, "\u200d": None})
 
 
 def normalise(text: str) -> str:
@@ -220,7 +269,11 @@ def _has_phone_number(text: str) -> bool:
 def screen(text: str) -> Assessment:
     """The floor's risk level and category for `text` (a child's message or a reply to one)."""
     norm = normalise(text)
-    found: Assessment = LOW
+    signs = _emoji_signs(norm)
+    if signs.level == "high":
+        return signs
+    found = signs
+    norm = _emoji_as_words(norm)
     for category, level, pattern in _RULES:
         if LEVELS[level] > LEVELS[found.level] and pattern.search(norm):
             found = Assessment(level, category)

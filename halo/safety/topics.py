@@ -47,6 +47,13 @@ LIBRARY: dict[str, tuple[str, ...]] = {
         "ammo",
         "ammunition",
         "make a weapon",
+        "🔫",
+        "🔪",
+        "🗡",
+        "⚔",
+        "💣",
+        "🧨",
+        "🪓",
     ),
     "drugs": (
         "drugs",
@@ -62,6 +69,8 @@ LIBRARY: dict[str, tuple[str, ...]] = {
         "ecstasy",
         "get high",
         "getting high",
+        "💊",
+        "💉",
     ),
     "alcohol": (
         "alcohol",
@@ -77,6 +86,13 @@ LIBRARY: dict[str, tuple[str, ...]] = {
         "cocktail",
         "cocktails",
         "tequila",
+        "🍺",
+        "🍻",
+        "🍷",
+        "🥃",
+        "🍸",
+        "🍹",
+        "🍾",
     ),
     "gambling": (
         "gambling",
@@ -97,8 +113,12 @@ LIBRARY: dict[str, tuple[str, ...]] = {
 
 @lru_cache(maxsize=256)
 def _pattern(words: tuple[str, ...]) -> re.Pattern[str]:
-    alternatives = "|".join(re.escape(normalise(w)) for w in sorted(words, key=len, reverse=True))
-    return re.compile(rf"\b(?:{alternatives})\b")
+    """Words match whole words; an emoji matches wherever it is ("🔫🔫", "a🍺")."""
+    ordered = sorted({normalise(w) for w in words} - {""}, key=len, reverse=True)
+    alternatives = "|".join(
+        rf"\b{re.escape(w)}\b" if w[0].isalnum() and w[-1].isalnum() else re.escape(w) for w in ordered
+    )
+    return re.compile(f"(?:{alternatives})")
 
 
 def keywords(topic: str, extra: Mapping[str, Iterable[str]] | None = None) -> tuple[str, ...]:

@@ -251,7 +251,7 @@ class ModelExtraction:
             start,
             end,
             names=self.names,
-            keep=lambda line: self.may_write(line.speaker, scope_id),
+            keep=lambda line: line.for_memory and self.may_write(line.speaker, scope_id),
             size=self.chunk_turns,
             overlap=self.overlap_turns,
         )

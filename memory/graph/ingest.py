@@ -257,7 +257,11 @@ class GraphIngestion:
         else:
             lines, end = [], offset
         return build_episodes(
-            lines, end, facts, names=self.names, keep=lambda line: self.may_write(line.speaker, scope_id)
+            lines,
+            end,
+            facts,
+            names=self.names,
+            keep=lambda line: line.for_memory and self.may_write(line.speaker, scope_id),
         )
 
     def _sent_path(self, scope_id: str) -> Path:
