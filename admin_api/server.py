@@ -14,9 +14,9 @@ from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
 from admin_api.starting import CLIENT_MAX_SIZE
 from halo.http_body import takes_body, wants_body
+from halo.http_routes import Handler
 from halo.inventory import Halo
 from halo.port import AdminRoutes
-from halo.http_routes import Handler
 from halo.web_auth import SESSION_COOKIE, WEB_AUTH, DashboardLogin
 
 __all__ = ["HALO", "create_app", "is_admin", "json_error", "token_required"]

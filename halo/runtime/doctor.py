@@ -250,7 +250,8 @@ async def run_checks(settings: Settings) -> list[Check]:
         Check(
             "config",
             True,
-            f"{settings.paths.config_file} is valid, {len(settings.members)} member{'' if len(settings.members) == 1 else 's'}",
+            f"{settings.paths.config_file} is valid, {len(settings.members)} "
+            + ("member" if len(settings.members) == 1 else "members"),
         )
     ]
     checks.append(check_private_files(settings))
