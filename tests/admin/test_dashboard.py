@@ -479,6 +479,8 @@ async def test_the_spend_panel_shows_today_and_this_month_against_the_budget(adm
     await expect(chart.locator(".bar-amount").last).to_have_text("$0.72")  # today's bar, amount on it
     await expect(page.locator("#spend-total")).to_have_text(f"$0.72 today · {month_total} this month")
     await screenshot(page, tmp_path / "dashboard-spend-desktop.png", DESKTOP)
+    if SHOTS:
+        await page.locator("#spend").screenshot(path=os.path.join(SHOTS, "spend-panel-desktop.png"))
     await page.locator("#spend").scroll_into_view_if_needed()
     await screenshot(page, tmp_path / "dashboard-spend-phone.png", PHONE)
     assert problems == []
@@ -498,5 +500,7 @@ async def test_an_embedder_that_cannot_load_is_one_warning_in_words(admin, brows
     assert error and error not in await page.locator("body").inner_text()  # the exception text is nowhere
     await expect(page.locator("#semantic-health")).to_contain_text("search: full-text only")
     await screenshot(page, tmp_path / "dashboard-warning-desktop.png", DESKTOP)
+    if SHOTS:
+        await page.locator("#overview").screenshot(path=os.path.join(SHOTS, "overview-desktop.png"))
     await screenshot(page, tmp_path / "dashboard-warning-phone.png", PHONE)
     assert problems == []
