@@ -11,6 +11,11 @@ request waiting for it (matched on the envelope id). What halo says on its own (
 home alert, a reminder, an approval question) has no request to answer and goes into the
 member's web inbox (a table in halo.db), read with GET /api/chat/inbox; the page polls it
 with `after=<seq>` and shows each message as it arrives.
+
+Reopened, the page shows the conversation so far: GET /api/chat/history reads the newest
+messages of the member's scope back from its transcript (`halo.port.Conversations`), and
+`before=<cursor>` the ones before them as the member scrolls up. Every time on the page is
+written as halo writes times everywhere (`Conversations.say_time`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text,
 from halo.port import (
     ApiModel,
     BadBody,
+    Conversations,
     Directory,
     Inbound,
     Incoming,
@@ -49,6 +55,8 @@ NO_MEMBER = (
 )
 REPLY_WITHIN = 60.0  # the outbox hands a web reply over at its first attempt; this is a safety net
 INBOX_LIMIT = 50
+HISTORY_PAGE = 30
+HISTORY_MAX = 200
 
 metadata = MetaData()
 inbox_table = Table(
@@ -85,12 +93,39 @@ class ChatReply(ApiModel):
     scope_id: str
 
 
+BEFORE = param(
+    "before",
+    "query",
+    {"type": "integer", "minimum": 0},
+    "only messages before this `cursor` (the oldest one the client has); absent: the newest",
+)
+LIMIT = param("limit", "query", {"type": "integer", "minimum": 1, "maximum": HISTORY_MAX, "default": HISTORY_PAGE})
+
+
 class InboxMessage(ApiModel):
     seq: int = Field(description="increases with each message: poll with `after=<the last seq>`")
     id: str
     kind: str
     text: str
     ts: Timestamp
+    when: str = Field(description="the time as halo writes it everywhere, in the family's time zone")
+
+
+class ChatLine(ApiModel):
+    cursor: int = Field(description="pass as `before` for the messages before this one")
+    role: str = Field(description="user: the member; assistant: halo")
+    kind: str = Field(description="message, or for what halo said on its own the outbox's kind (proactive, alert, …)")
+    id: str | None = Field(description="for what halo said on its own, its id in the web inbox")
+    text: str
+    ts: Timestamp
+    when: str = Field(description="the time as halo writes it everywhere, in the family's time zone")
+
+
+class History(ApiModel):
+    member: str
+    scope_id: str
+    messages: list[ChatLine] = Field(description="oldest first")
+    more: bool = Field(description="whether there are messages before these")
 
 
 class Inbox(ApiModel):
@@ -110,10 +145,13 @@ class WebChatAdapter:
 
     platform = "web"
 
-    def __init__(self, inbound: Inbound, directory: Directory, tables: Tables) -> None:
+    def __init__(
+        self, inbound: Inbound, directory: Directory, tables: Tables, conversations: Conversations | None = None
+    ) -> None:
         self.inbound = inbound
         self.directory = directory
         self.tables = tables
+        self.conversations = conversations
         self.messages = 0
         self._waiting: dict[str, asyncio.Future[str]] = {}  # envelope id → its request's reply
 
@@ -169,6 +207,18 @@ class WebChatAdapter:
                 responses={200: Reply("the member's web inbox", Inbox), 400: "`after` is not a whole number"},
                 tag="web chat",
             ),
+            Route(
+                "GET",
+                "/api/chat/history",
+                self.history,
+                "member",
+                summary="The member's conversation so far, newest page first: what the page shows when reopened",
+                description="Read back from the transcript of `web:<member>`: what the member said, what halo "
+                "answered and what it sent on its own. `before` (the oldest `cursor` the page has) pages back.",
+                parameters=[BEFORE, LIMIT],
+                responses={200: Reply("a page of the conversation", History), 400: "`before` or `limit` is wrong"},
+                tag="web chat",
+            ),
         ]
 
     def awaits_reply(self, envelope_id: str) -> bool:
@@ -214,7 +264,14 @@ class WebChatAdapter:
                 )
             ).all()
         messages = [
-            InboxMessage(seq=r.seq, id=r.id, kind=r.kind, text=r.text, ts=_aware(r.created).isoformat())
+            InboxMessage(
+                seq=r.seq,
+                id=r.id,
+                kind=r.kind,
+                text=r.text,
+                ts=_aware(r.created).isoformat(),
+                when=self._when(r.created),
+            )
             for r in reversed(rows)
         ]
         return web.json_response(
@@ -222,6 +279,32 @@ class WebChatAdapter:
                 mode="json"
             )
         )
+
+    async def history(self, request: web.Request) -> web.Response:
+        """A page of the member's conversation, oldest first, read back from its transcript."""
+        sender = self.directory.web_member(request)
+        if sender is None:
+            return _error(401, NO_MEMBER)
+        try:
+            before, limit = _whole(request.query.get("before")), _whole(request.query.get("limit"))
+        except ValueError:
+            limit = 0
+        if limit is not None and not 1 <= limit <= HISTORY_MAX:
+            return _error(400, f"`before` is a cursor from an earlier page; `limit` a whole number up to {HISTORY_MAX}")
+        scope_id, wanted = f"web:{sender.id}", limit or HISTORY_PAGE
+        found = await self.conversations.earlier(scope_id, before, wanted + 1) if self.conversations else []
+        lines = [
+            ChatLine(
+                cursor=h.cursor, role=h.role, kind=h.kind, id=h.outbox_id, text=h.text, ts=h.ts.isoformat(), when=h.when
+            )
+            for h in found[-wanted:]
+        ]
+        page = History(member=sender.id, scope_id=scope_id, messages=lines, more=len(found) > wanted)
+        return web.json_response(page.model_dump(mode="json"))
+
+    def _when(self, at: datetime) -> str:
+        aware = _aware(at)
+        return self.conversations.say_time(aware) if self.conversations else aware.isoformat()
 
     async def _handle(self, message: Incoming, progress: Any = None) -> tuple[Any, str | None]:
         """Run the message through halo and wait for its reply to come back through `send`."""
@@ -295,6 +378,15 @@ class WebChatAdapter:
         await send("done", {"reply": text, "scope_id": f"web:{message.chat_id}"})
         await response.write_eof()
         return response
+
+
+def _whole(text: str | None) -> int | None:
+    """A query's whole number, or None when absent; ValueError when it is not one."""
+    if text is None:
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise ValueError(text)
+    return int(text)
 
 
 def _aware(ts: datetime) -> datetime:

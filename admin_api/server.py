@@ -14,17 +14,27 @@ from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
 from admin_api.starting import CLIENT_MAX_SIZE
 from halo.http_body import takes_body, wants_body
+from halo.http_routes import Handler
 from halo.inventory import Halo
 from halo.port import AdminRoutes
-from halo.web_auth import WEB_AUTH, DashboardLogin
+from halo.web_auth import SESSION_COOKIE, WEB_AUTH, DashboardLogin
 
 __all__ = ["HALO", "create_app", "is_admin", "json_error", "token_required"]
 
 
+@web.middleware
+async def stored_sessions(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A session cookie's row is read from halo.db before any credential check (they are sync)."""
+    await request.app[WEB_AUTH].check(request.cookies.get(SESSION_COOKIE))
+    return await handler(request)
+
+
 def create_app(halo: Halo) -> web.Application:
-    app = web.Application(middlewares=[no_store, errors_as_json, no_unwanted_body], client_max_size=CLIENT_MAX_SIZE)
+    app = web.Application(
+        middlewares=[no_store, errors_as_json, no_unwanted_body, stored_sessions], client_max_size=CLIENT_MAX_SIZE
+    )
     app[HALO] = halo
-    app[WEB_AUTH] = DashboardLogin(halo.paths.logins)
+    app[WEB_AUTH] = DashboardLogin(halo.paths.logins, halo.db)
     adapter_routes = [route for a in halo.adapters if isinstance(a, AdminRoutes) for route in a.routes()]
     for route in [*admin_routes(), *adapter_routes]:
         handler = guard(route.access, route.handler, route.on_unauthorized)

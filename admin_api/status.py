@@ -229,6 +229,18 @@ def _iso(at: float | None) -> str | None:
     return None if at is None else datetime.fromtimestamp(at, UTC).isoformat()
 
 
+def _recall_problem(semantic: Mapping[str, Any]) -> str:
+    """Why memory search is less than it could be, in words (the exception stays in `embedder.error`)."""
+    embedder = semantic.get("embedder") or {}
+    if embedder.get("state") == "unavailable":
+        model = embedder.get("model") or embedder.get("name") or "its embedding model"
+        return (
+            f"Search by meaning is off: halo could not load {model}, so it finds memories by their words only. "
+            "Set memory.semantic.model to a model folder on this computer, or let halo download it."
+        )
+    return f"Memory search is reduced: {semantic['problem']}"
+
+
 def _problems(snapshot: Mapping[str, Any]) -> list[str]:
     """Plain sentences for the dashboard's health line; empty when all is well."""
     problems = []
@@ -260,7 +272,7 @@ def _problems(snapshot: Mapping[str, Any]) -> list[str]:
     if semantic["last_error"]:
         problems.append(f"semantic sync: {semantic['last_error']}")
     if semantic["problem"]:
-        problems.append(f"semantic recall: {semantic['problem']}")
+        problems.append(_recall_problem(semantic))
     graph = snapshot["graph_memory"]
     if not graph["enabled"] and graph.get("reason") and not graph["reason"].startswith("disabled"):
         problems.append(f"graph memory is off: {graph['reason']}")

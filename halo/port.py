@@ -60,9 +60,11 @@ __all__ = [
     "BadBody",
     "ChatKind",
     "ChatMembership",
+    "Conversations",
     "Directory",
     "Error",
     "Handler",
+    "HistoryLine",
     "Inbound",
     "Incoming",
     "Observation",
@@ -246,6 +248,33 @@ class Directory(Protocol):
         carries, or the local owner for a parent signed in to the dashboard (its cookie), else
         None. Being on this machine is no credential: a family computer is shared. The
         `Sender.id` is the member id."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryLine:
+    """One message of a conversation as its member saw it: what they said, or halo's answer."""
+
+    cursor: int  # hand it back as `before` for the messages before this one
+    role: Literal["user", "assistant"]
+    text: str
+    ts: datetime
+    when: str  # the time as halo writes it everywhere (the family's zone)
+    kind: str = "message"  # or, for what halo said on its own, the outbox's kind (proactive, alert, …)
+    outbox_id: str | None = None  # that message's id, as the web inbox has it
+
+
+class Conversations(Protocol):
+    """A conversation read back, for a page that shows it again (the web chat after a reload)."""
+
+    async def earlier(self, scope_id: str, before: int | None, limit: int) -> list[HistoryLine]:
+        """Up to `limit` of the scope's messages, oldest first: the newest ones, or those before
+        the `cursor` a previous page gave. What the member said, what halo answered and what it
+        sent them on its own; never the notes halo keeps for itself."""
+        ...
+
+    def say_time(self, at: datetime) -> str:
+        """`at` as halo writes a time everywhere: one format, in the family's time zone."""
         ...
 
 

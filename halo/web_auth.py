@@ -7,8 +7,14 @@ start and `halo dashboard` prints a fresh one: both write a file named by the sh
 random token into `HALO_HOME/logins/` (0600, in a 0700 folder). The server redeems a link by
 deleting that file, so a link works once even with two tabs racing, and only someone who can
 write HALO_HOME (who could read `admin.token` from halo.yaml anyway) can mint one. No second
-channel to the running server is needed. Sessions live in the server's memory: a restart
-signs everyone out, which is the safe direction.
+channel to the running server is needed.
+
+A session is a row in halo.db (`web_sessions`: only the sha256 of the cookie, never the cookie),
+so a browser stays signed in across restarts and on every process of a family. It lasts
+SESSION_SECONDS and ends at once when its browser signs out. Credentials are checked
+synchronously, so the server's middleware (`SessionRows.check`) reads the row first; a process
+keeps what it read for RECHECK_SECONDS, which bounds how long another process may still honour
+a session signed out elsewhere.
 """
 
 from __future__ import annotations
@@ -18,11 +24,14 @@ import os
 import secrets
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from aiohttp import web
+from sqlalchemy import Column, Float, MetaData, String, Table, delete, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 from yarl import URL
 
 from config.family import Family, Member
@@ -33,8 +42,26 @@ if TYPE_CHECKING:
 
 SESSION_COOKIE = "halo_session"
 LINK_SECONDS = 15 * 60
-SESSION_SECONDS = 12 * 3600
+SESSION_SECONDS = 14 * 24 * 3600  # a family computer's browser stays signed in for two weeks
+RECHECK_SECONDS = 30.0
 _TOKEN_BYTES = 32
+
+metadata = MetaData()
+sessions_table = Table(
+    "web_sessions",
+    metadata,
+    Column("digest", String(64), primary_key=True),  # sha256 of the cookie: the cookie is never stored
+    Column("created", Float, nullable=False),
+    Column("expires", Float, nullable=False),
+)
+
+
+class SessionTables(Protocol):
+    """halo.db as `HaloDB` offers it (halo.storage sits above this module)."""
+
+    def write(self, metadata: MetaData) -> AbstractAsyncContextManager[AsyncConnection]: ...
+
+    def read(self, metadata: MetaData) -> AbstractAsyncContextManager[AsyncConnection]: ...
 
 
 def _digest(token: str) -> str:
@@ -42,12 +69,14 @@ def _digest(token: str) -> str:
 
 
 class DashboardLogin:
-    """One-time login links (files under `folder`) exchanged for in-memory session cookies."""
+    """One-time login links (files under `folder`) exchanged for session cookies, kept in halo.db
+    (`db`) when given, else in this process's memory only (`halo dashboard` minting a link)."""
 
-    def __init__(self, folder: Path, *, now: Callable[[], float] = time.time) -> None:
+    def __init__(self, folder: Path, db: SessionTables | None = None, *, now: Callable[[], float] = time.time) -> None:
         self.folder = folder
+        self.db = db
         self._now = now
-        self._sessions: dict[str, float] = {}  # sha256(session) → expiry
+        self._sessions: dict[str, tuple[float, float]] = {}  # sha256(session) → (expiry, when read)
 
     def issue_link_token(self, *, at_serve_start: bool = False) -> str:
         """A fresh single-use token; its file says when it expires. Expired links go first, and a
@@ -61,8 +90,8 @@ class DashboardLogin:
             f.write(f"{self._now() + LINK_SECONDS:.0f}\n{_SERVE if at_serve_start else _ASKED}\n")
         return token
 
-    def redeem(self, token: str) -> str | None:
-        """The session cookie value for a valid, unused, unexpired link token; else None."""
+    async def redeem(self, token: str) -> str | None:
+        """The session cookie value for a valid, unused, unexpired link token (stored); else None."""
         if not token or len(token) > 256:
             return None
         path = self.folder / _digest(token)
@@ -71,26 +100,56 @@ class DashboardLogin:
             path.unlink()  # whoever unlinks it first is the one who used it
         except (OSError, ValueError):
             return None
-        if expires < self._now():
+        now = self._now()
+        if expires < now:
             return None
         session = secrets.token_urlsafe(_TOKEN_BYTES)
-        self._sessions[_digest(session)] = self._now() + SESSION_SECONDS
+        digest, until = _digest(session), now + SESSION_SECONDS
+        if self.db is not None:
+            async with self.db.write(metadata) as conn:
+                await conn.execute(delete(sessions_table).where(sessions_table.c.expires < now))
+                await conn.execute(sessions_table.insert().values(digest=digest, created=now, expires=until))
+        self._sessions[digest] = (until, now)
         return session
+
+    async def check(self, session: str | None) -> None:
+        """Read the session's row when this process has not lately (after a restart, or one another
+        process made), so `session_valid` answers from it."""
+        if not session or len(session) > 256 or self.db is None:
+            return
+        digest, now = _digest(session), self._now()
+        known = self._sessions.get(digest)
+        if known is not None and now - known[1] < RECHECK_SECONDS:
+            return
+        async with self.db.read(metadata) as conn:
+            row = (
+                await conn.execute(select(sessions_table.c.expires).where(sessions_table.c.digest == digest))
+            ).first()
+        if row is None:
+            self._sessions.pop(digest, None)
+        else:
+            self._sessions[digest] = (float(row.expires), now)
 
     def session_valid(self, session: str | None) -> bool:
         if not session:
             return False
-        expires = self._sessions.get(_digest(session))
-        if expires is None:
+        known = self._sessions.get(_digest(session))
+        if known is None:
             return False
-        if expires < self._now():
+        if known[0] < self._now():
             self._sessions.pop(_digest(session), None)
             return False
         return True
 
-    def end_session(self, session: str | None) -> None:
-        if session:
-            self._sessions.pop(_digest(session), None)
+    async def end_session(self, session: str | None) -> None:
+        """Sign this browser out, here and (once they next read it) on every other process."""
+        if not session or len(session) > 256:
+            return
+        digest = _digest(session)
+        self._sessions.pop(digest, None)
+        if self.db is not None:
+            async with self.db.write(metadata) as conn:
+                await conn.execute(delete(sessions_table).where(sessions_table.c.digest == digest))
 
     def _prune_links(self, *, serve_links_too: bool) -> None:
         now = self._now()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -24,5 +25,5 @@ def test_halo_dashboard_prints_a_link_the_server_redeems_once(
     [made] = list((home / "logins").iterdir())
     assert made.stat().st_mode & 0o077 == 0 and token not in made.read_text()  # only its hash names the file
     server = DashboardLogin(home / "logins")  # what the running server holds
-    assert server.redeem(token) is not None
-    assert server.redeem(token) is None
+    assert asyncio.run(server.redeem(token)) is not None
+    assert asyncio.run(server.redeem(token)) is None

@@ -85,7 +85,8 @@ def test_split_takes_the_time_and_leaves_the_text() -> None:
 
 def test_describe_says_the_local_day_and_time() -> None:
     when = parse_when("mon 9:00", NOW, LONDON)
-    assert describe(when.first, LONDON, NOW) == "Monday 09:00"
+    assert describe(when.first, LONDON, NOW) == "Mon 20 Jan, 09:00"  # halo's one format (halo/core/times.py)
+    assert describe(local(LONDON, 2026, 1, 5, 18, 30), LONDON, NOW) == "Mon 5 Jan 2026, 18:30"
 
 
 # --- daylight saving ---------------------------------------------------------------------

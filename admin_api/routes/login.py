@@ -1,35 +1,66 @@
 """The dashboard's sign-in: a one-time login link (`halo serve` and `halo dashboard` print it)
-is exchanged for a session cookie, HttpOnly and SameSite=Strict, then the browser goes to `/`."""
+is exchanged for a session cookie, HttpOnly and SameSite=Strict, then the browser goes to `/`.
+
+The session is stored in halo.db (halo/web_auth.py): it outlives a restart, expires after
+SESSION_SECONDS and ends when the browser signs out. A link that was used or has expired is
+opened in a browser, so it gets a page that says what to do, not JSON.
+"""
 
 from __future__ import annotations
 
+import html
+
 from aiohttp import web
 
-from admin_api.base import ApiError
 from admin_api.models import ApiModel, reply
 from admin_api.routes import Reply, Route, param
 from halo.web_auth import SESSION_COOKIE, SESSION_SECONDS, WEB_AUTH
 
-EXPIRED = "this login link was used already or has expired: run `halo dashboard` for a fresh one"
+NEW_LINK = "uv run halo dashboard"
+EXPIRED = f"this login link was used already or has expired: run `{NEW_LINK}` for a fresh one"
+_EXPIRED_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>halo · this link no longer works</title>
+<style>body{{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#1f2328}}
+code{{background:#f1f0ec;padding:.15rem .4rem;border-radius:6px}}h1{{font-size:1.3rem}}</style></head>
+<body><h1>This login link no longer works</h1>
+<p>A login link works once, for 15 minutes. This one was used already or has expired.</p>
+<p>On the computer halo runs on, in halo's folder, run</p>
+<p><code>{command}</code></p>
+<p>and open the new link it prints. If you signed in with this link a moment ago,
+<a href="/">the dashboard</a> is open to you already.</p>
+</body></html>
+"""
+_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 
 class SignedOut(ApiModel):
     signedOut: bool
 
 
+def expired_page() -> web.Response:
+    """What a browser shows for a used or expired link: what to do next, in words."""
+    return web.Response(
+        text=_EXPIRED_PAGE.format(command=html.escape(NEW_LINK)),
+        status=401,
+        content_type="text/html",
+        headers={"Content-Security-Policy": _PAGE_CSP},
+    )
+
+
 async def login(request: web.Request) -> web.StreamResponse:
     """Redeem `?token=` once; the cookie it sets is the dashboard's credential."""
-    session = request.app[WEB_AUTH].redeem(request.query.get("token", ""))
+    session = await request.app[WEB_AUTH].redeem(request.query.get("token", ""))
     if session is None:
-        raise ApiError(401, EXPIRED)
+        return expired_page()
     response = web.HTTPSeeOther("/")
     response.set_cookie(SESSION_COOKIE, session, max_age=SESSION_SECONDS, path="/", httponly=True, samesite="Strict")
     raise response
 
 
 async def logout(request: web.Request) -> web.Response:
-    """End this browser's session (the family computer is shared)."""
-    request.app[WEB_AUTH].end_session(request.cookies.get(SESSION_COOKIE))
+    """End this browser's session (the family computer is shared): its row in halo.db goes."""
+    await request.app[WEB_AUTH].end_session(request.cookies.get(SESSION_COOKIE))
     response = reply(SignedOut(signedOut=True))
     response.del_cookie(SESSION_COOKIE, path="/")
     return response
@@ -43,11 +74,15 @@ ROUTES = [
         "anyone",
         summary="Sign in to the dashboard with a one-time login link",
         description="`halo serve` prints the link at start and `halo dashboard` prints a fresh one. The token "
-        "works once, for 15 minutes; the cookie (HttpOnly, SameSite=Strict) lasts 12 hours or until halo "
-        "restarts.",
+        "works once, for 15 minutes; the cookie (HttpOnly, SameSite=Strict) lasts 14 days, across restarts, "
+        "until the browser signs out.",
         responses={
             303: Reply("signed in: the session cookie is set and the browser goes to /"),
-            401: "The link was used already, has expired, or was never made",
+            401: Reply(
+                "The link was used already, has expired, or was never made: a page that says to run "
+                f"`{NEW_LINK}` for a fresh one",
+                html=True,
+            ),
         },
         parameters=[param("token", "query", {"type": "string"}, required=True)],
         tag="dashboard",
@@ -57,7 +92,7 @@ ROUTES = [
         "/logout",
         logout,
         "anyone",
-        summary="End this browser's dashboard session",
+        summary="End this browser's session (dashboard and web chat), on every process",
         responses={200: Reply("signed out", SignedOut)},
         tag="dashboard",
     ),

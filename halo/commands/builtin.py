@@ -93,6 +93,8 @@ async def whoami(
     more: Iterable[Callable[[Turn], str]] = (),
 ) -> str:
     member = turn.member
+    if member is not None and member.age_group == "young_child":
+        return _young_whoami(turn, member, llm)
     if member is None:
         who = f"You are not in this family's config (id {turn.envelope.speaker.platform_user_id})."
     else:
@@ -109,6 +111,22 @@ async def whoami(
         lines.append(f"Tools I may use for you here: {', '.join(names) if names else 'none'}.")
     if member is not None:
         lines.extend(_profile_lines(turn, member, llm))
+    return "\n".join(lines)
+
+
+def _young_whoami(turn: Turn, member: Member, llm: LLMSettings) -> str:
+    """/whoami for a young child: the same decisions, said in words a child reads (no policy terms)."""
+    profile = effective_profile(turn.policy, member, llm)
+    names = [p.name for p in turn.family.members if p.id in profile["parents_who_may_read_transcript"]]
+    lines = [f"Hi {member.name}! I'm halo, your family's helper."]
+    talk = turn.decide("converse", audit=False).allowed
+    lines.append("You can talk to me here." if talk else "I can't talk with you in this chat.")
+    if talk and turn.decide("write_memory", audit=False).allowed:
+        lines.append('I can remember things for you: say "remember that …".')
+    lines.append("I keep my answers short, and I stay away from some grown-up topics.")
+    lines.append("If something you tell me worries me, I tell your parents, to keep you safe.")
+    if names:
+        lines.append(f"{' and '.join(names)} can read what we say to each other.")
     return "\n".join(lines)
 
 

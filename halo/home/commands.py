@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from halo.commands.builtin import Command
+from halo.core.times import say_time
 from halo.core.turn import Turn
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ async def home_status(home: HomeEvents, turn: Turn, args: str) -> str:
     zone = home.zone()
     lines = ["Home, as last reported:"]
     for s in states:
-        when = datetime.fromtimestamp(s["updated_at"], UTC).astimezone(zone).strftime("%a %H:%M")
+        when = say_time(datetime.fromtimestamp(s["updated_at"], UTC), zone, datetime.now(UTC))
         lines.append(f"- {s['entity']}: {_describe_state(s['state'])} ({when})")
     return "\n".join(lines)
 
@@ -82,7 +83,7 @@ async def mute(home: HomeEvents, turn: Turn, args: str) -> str:
     until = now + length
     await home.store.mute(member.id, until.timestamp())
     home.audit.write("home_muted", member=member.id, until=until.isoformat())
-    local = until.astimezone(home.zone()).strftime("%a %H:%M")
+    local = say_time(until, home.zone(), now)
     return f"Muted non-urgent home messages for you until {local}. Urgent ones (a leak, an alarm) still come."
 
 

@@ -116,10 +116,15 @@ class HomeEvents:
     # --- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
+        await self.recall_last_fired()
+        self._task = asyncio.create_task(self._tick_forever(), name="home-events")
+
+    async def recall_last_fired(self) -> None:
+        """When each rule last fired, from halo.db: what a start knows of the runs before it (the
+        counts and outcomes are this run's, so the dashboard says which is which)."""
         for rule_id, at in (await self.store.last_fired()).items():
             if rule_id in self.reports:
                 self.reports[rule_id].last_fired_at = datetime.fromtimestamp(at, UTC)
-        self._task = asyncio.create_task(self._tick_forever(), name="home-events")
 
     async def apply(self, settings: HomeSettings) -> None:
         """halo.yaml's `home:` section changed (halo/workspace/config_reload.py): new rules and quiet

@@ -360,7 +360,7 @@ class Delivery:
                 speaker="halo",
                 target=row.about,
                 platform=platform_of(message.scope_id),
-                extra={"outbox_id": message.id, "kind": message.kind} if alert else {"outbox_id": message.id},
+                extra={"outbox_id": message.id, "kind": message.kind},  # the web chat labels it when read back
             )
         )
 

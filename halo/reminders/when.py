@@ -17,6 +17,8 @@ from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
 
+from halo.core.times import say_time
+
 MAX_AHEAD = timedelta(days=366)  # "in 9999h" is a typo, not a plan
 MAX_WHEN_WORDS = 6  # the longest time phrase: "every weekday at 7:30", "on friday at 6 pm"
 
@@ -200,11 +202,8 @@ def _clock_time(words: list[str], now: datetime, zone: ZoneInfo) -> When:
 
 
 def describe(at: datetime, zone: ZoneInfo, now: datetime) -> str:
-    """ "Tuesday 07:00" (with the date when it is a week or more away)."""
-    local = at.astimezone(zone)
-    if local - now.astimezone(zone) >= timedelta(days=6, hours=12):
-        return local.strftime("%A %d %B %H:%M")
-    return local.strftime("%A %H:%M")
+    """ "Tue 14 Jan, 07:00": the one format halo writes times in (halo/core/times.py)."""
+    return say_time(at, zone, now)
 
 
 def split_when(words: list[str], now: datetime, zone: ZoneInfo) -> tuple[When, list[str]]:

@@ -51,6 +51,7 @@ from halo.pipeline.admission import Admission
 from halo.pipeline.after_turn import AfterTurn
 from halo.pipeline.code_answers import CodeAnswers
 from halo.pipeline.compaction import compact_if_needed
+from halo.pipeline.conversations import TranscriptConversations
 from halo.pipeline.gateway import Gateway
 from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.intake import Intake
@@ -344,7 +345,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     )
 
     # -- the adapters, each registered with the outbox that sends through it
-    adapters = build_adapters(settings, inbound, db, audit, home)
+    conversations = TranscriptConversations(transcripts, family.current)
+    adapters = build_adapters(settings, inbound, db, audit, home, conversations)
     for adapter in adapters:
         if adapter.platform == "mqtt":  # home events in only; it sends nothing
             pass
@@ -428,13 +430,18 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
 
 def build_adapters(
-    settings: Settings, inbound: GatewayInbound, db: HaloDB, audit: AuditLog, home: HomeEvents
+    settings: Settings,
+    inbound: GatewayInbound,
+    db: HaloDB,
+    audit: AuditLog,
+    home: HomeEvents,
+    conversations: TranscriptConversations,
 ) -> list[Adapter]:
     """The web chat always; Telegram, Discord and MQTT when configured. Each is imported only
     when used, so a platform library halo does not need is never loaded."""
     from adapters.web import WebChatAdapter
 
-    adapters: list[Adapter] = [WebChatAdapter(inbound, inbound, db)]
+    adapters: list[Adapter] = [WebChatAdapter(inbound, inbound, db, conversations)]
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
 

@@ -246,7 +246,14 @@ async def check_storage(settings: Settings) -> Check | None:
 async def run_checks(settings: Settings) -> list[Check]:
     from policy import PolicyEngine, PolicyError
 
-    checks = [Check("config", True, f"{settings.paths.config_file} is valid, {len(settings.members)} members")]
+    checks = [
+        Check(
+            "config",
+            True,
+            f"{settings.paths.config_file} is valid, {len(settings.members)} "
+            + ("member" if len(settings.members) == 1 else "members"),
+        )
+    ]
     checks.append(check_private_files(settings))
     try:
         PolicyEngine(settings.family_view(), extra_dir=settings.paths.policies)

@@ -208,7 +208,7 @@ def concept_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def memory_yaml(model: Path, **memory: Any) -> str:
     """halo.yaml's memory section: the semantic index on `model`, and any other memory settings."""
-    settings = {**memory, "semantic": {"embedder": "model2vec", "model": str(model)}}
+    settings = {"semantic": {"embedder": "model2vec", "model": str(model)}, **memory}  # a test may give its own
     return f"memory: {json.dumps(settings)}\n"
 
 

@@ -6,6 +6,7 @@ tests skip, saying why, only when it is not installed (`apt-get install chromium
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ CHROMIUM_ARGS = [
 ]
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
+SHOTS = os.environ.get("HALO_SCREENSHOTS")  # a folder to keep the screenshots in, to look at them
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="Debian's Chromium is not at /usr/bin/chromium (apt-get install -y chromium)"
@@ -52,6 +54,18 @@ async def open_dashboard(browser: Any, url: str, viewport: dict[str, int]) -> tu
     page.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
     await page.goto(url)
     return page, problems
+
+
+async def screenshot(page: Any, path: Path, viewport: dict[str, int]) -> None:
+    """A full-page screenshot at `viewport`, checked: the page fits the width (no sideways
+    scrolling on a phone) and the picture is a real one, not a blank page."""
+    await page.set_viewport_size(viewport)
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= viewport["width"], f"{path.name}: the page is {width}px wide at {viewport['width']}px"
+    picture = await page.screenshot(path=str(path), full_page=True)
+    assert len(picture) > 10_000, f"{path.name} looks blank"
+    if SHOTS:  # Playwright makes the folder
+        await page.screenshot(path=os.path.join(SHOTS, path.name), full_page=True)
 
 
 def login_link(harness: AdminHarness) -> str:
@@ -82,6 +96,21 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     assert page.url == harness.local.base + "/"  # the link was exchanged for the cookie
     await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
 
+    # The menu names every panel, Home included; the family's name as written; labels that read right.
+    nav = page.locator("nav a")
+    assert await nav.all_inner_texts() == [
+        "Overview", "Chats", "Join requests", "Home", "Tasks", "Reminders", "Spend", "Children",
+        "Who may do what", "Memory", "Events",
+    ]  # fmt: skip
+    for item in await nav.all():
+        target = (await item.get_attribute("href") or "").lstrip("#")
+        assert await page.locator(f"section#{target}").count() == 1, target
+    await expect(page.locator("#family-name")).to_have_text("· Sharma")
+    await expect(page.locator("#overview-tiles")).to_contain_text("Policy rules")
+
+    # One date and time format, the family's zone: the same words halo writes in chats and /reminders.
+    await same_times_as_halo(page, harness)
+
     # Scopes, with their counts.
     mom = page.locator(f'[data-scope="{SEEDED}"]')
     await expect(mom).to_be_visible()
@@ -91,7 +120,7 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     await expect(page.locator("#adapters [data-adapter=web]")).to_contain_text("connected")
     await expect(page.locator("#semantic-health")).to_contain_text("healthy")
     await expect(page.locator("#semantic-health")).to_contain_text("search: hybrid · runs: 2")
-    await page.screenshot(path=str(tmp_path / "dashboard-desktop.png"), full_page=True)
+    await screenshot(page, tmp_path / "dashboard-desktop.png", DESKTOP)
 
     # A newcomer is approved by clicking.
     request = page.locator(f'[data-code="{code}"]')
@@ -115,7 +144,7 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     await expect(page.locator("#distillation-health")).to_contain_text("on")
     await mom.get_by_role("button", name="Distill now").click()
     await expect(page.locator("#toast")).to_contain_text(f"Distilled {SEEDED}: 2 new lines, 0 facts and 2 notes added.")
-    await expect(page.locator("#distillation-health")).to_contain_text("1 chats tracked")
+    await expect(page.locator("#distillation-health")).to_contain_text("1 chat tracked")
     assert services.memory.status()["scopes"][SEEDED]["distill"]["runs"] == 1
 
     # What halo remembers is shown as text: markup in a memory file never runs.
@@ -135,14 +164,40 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     assert problems == []
 
     used, _ = await open_dashboard(browser, link, PHONE)  # the same link again: it worked once
-    await expect(used.locator("body")).to_contain_text("used already")
+    await expect(used.locator("h1")).to_have_text("This login link no longer works")
+    await expect(used.locator("body")).to_contain_text("uv run halo dashboard")
+    await screenshot(used, tmp_path / "login-used-phone.png", PHONE)
     phone, phone_problems = await open_dashboard(browser, login_link(harness), PHONE)
     await expect(phone.locator(f'[data-scope="{SEEDED}"]')).to_be_visible()
     width = await phone.evaluate("document.documentElement.scrollWidth")
     assert width <= PHONE["width"], "the page must not scroll sideways on a phone"
-    await phone.screenshot(path=str(tmp_path / "dashboard-phone.png"), full_page=True)
+    await screenshot(phone, tmp_path / "dashboard-phone.png", PHONE)
     assert phone_problems == []
     assert (tmp_path / "dashboard-desktop.png").stat().st_size > 10_000
+
+
+async def same_times_as_halo(page: Any, harness: AdminHarness) -> None:
+    """The dashboard's `when` and halo/core/times.py write every instant alike (this year and
+    another), and the reminders panel shows its due time in those words."""
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from halo.core.times import say_time
+    from halo.reminders.store import ReminderStore
+
+    zone = ZoneInfo(harness.halo.family.family.timezone)
+    now = datetime.now(UTC)
+    instants = [now, datetime(2024, 2, 29, 23, 5, tzinfo=UTC), datetime(now.year, 1, 1, 0, 0, tzinfo=UTC)]
+    for at in instants:
+        assert await page.evaluate("(iso) => when(iso)", at.isoformat()) == say_time(at, zone, now)
+    pending = next(r for r in await ReminderStore(harness.halo.db).pending_for("mom", is_parent=True) if r.id == 1)
+    await expect_text(page.locator('[data-reminder="1"]'), f"due {say_time(pending.due_at, zone, now)}")
+
+
+async def expect_text(locator: Any, text: str) -> None:
+    from playwright.async_api import expect
+
+    await expect(locator).to_contain_text(text)
 
 
 async def test_from_another_machine_the_page_asks_for_the_token(admin, browser, tmp_path: Path):
@@ -218,6 +273,7 @@ async def test_the_home_panel_shows_the_rules_and_what_the_house_said(admin, bro
 
     from playwright.async_api import expect
 
+    from halo.home.events import RuleReport
     from halo.port import Observation
     from tests.admin.conftest import ADMIN_YAML
 
@@ -235,12 +291,27 @@ async def test_the_home_panel_shows_the_rules_and_what_the_house_said(admin, bro
     page, problems = await open_dashboard(browser, login_link(harness), DESKTOP)
     await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
     rule = page.locator('[data-rule="basement-leak"]')
-    await expect(rule).to_contain_text("fired 1×")
+    await expect(rule).to_contain_text("fired once since halo started")
     await expect(rule).to_contain_text("zigbee2mqtt/basement_leak · water_leak")
     await expect(rule).to_contain_text("basement_leak: fired")
     states = page.locator("#home-states")
     await expect(states).to_contain_text("basement_leak (zigbee2mqtt): water_leak=true, battery=97")
     assert not problems, problems
+
+    # After a restart halo knows when the rule last fired (halo.db), not this run's count or outcome:
+    # the panel says so rather than "fired 0× … last fired 12:11 … nothing seen yet".
+    home = harness.halo.home
+    home.reports = {r.id: RuleReport() for r in home.rules}  # what a fresh start holds …
+    await home.recall_last_fired()  # … and what it reads back at start
+    fired_at = home.reports["basement-leak"].last_fired_at
+    assert fired_at is not None
+    await page.reload()
+    await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
+    rule = page.locator('[data-rule="basement-leak"]')
+    await expect(rule).to_contain_text(f"last fired {await page.evaluate('(iso) => when(iso)', fired_at.isoformat())}")
+    await expect(rule).to_contain_text("Nothing has come in since halo last started.")
+    await expect(rule).not_to_contain_text("0×")
+    await expect(rule).not_to_contain_text("Nothing seen yet")
 
 
 async def test_the_tasks_panel_shows_what_halo_is_working_on(admin, browser):
@@ -293,7 +364,7 @@ async def test_the_memory_panel_lists_a_chats_documents_and_deletes_one(admin, b
     assert not problems, problems
 
 
-async def test_the_chat_page_signs_in_like_the_dashboard_and_shows_what_halo_says_on_its_own(admin, browser):
+async def test_the_chat_page_signs_in_like_the_dashboard_and_shows_what_halo_says_on_its_own(admin, browser, tmp_path):
     """The login link's cookie opens /chat too (as the owner); without a credential the page says
     how to get in; the web inbox (a home alert here) appears while the page is open."""
     from playwright.async_api import expect
@@ -315,6 +386,10 @@ async def test_the_chat_page_signs_in_like_the_dashboard_and_shows_what_halo_say
     await page.locator("#text").fill("/whoami")
     await page.locator("#form button[type=submit]").click()
     await expect(page.locator(".msg.halo")).to_contain_text("You are Wags")
+    await page.reload()  # the conversation so far comes back, read from the transcript
+    await expect(page.locator("body[data-history=loaded]")).to_have_count(1)
+    await expect(page.locator(".msg.me[data-history]")).to_have_text("/whoami")
+    await expect(page.locator(".msg.halo[data-history]")).to_contain_text("You are Wags")
 
     alert = "The garage door has been open for 10 minutes."
     await harness.services.delivery.send("web:wags", alert, kind="proactive")
@@ -322,7 +397,17 @@ async def test_the_chat_page_signs_in_like_the_dashboard_and_shows_what_halo_say
     await expect(page.locator(".msg.inbox")).to_contain_text("home")
     await page.reload()  # the inbox is kept: it is there after a reload, once
     await expect(page.locator(".msg.inbox")).to_have_count(1)
+    await expect(page.locator(".msg.halo[data-history]")).to_contain_text("You are Wags")
+    await screenshot(page, tmp_path / "chat-desktop.png", DESKTOP)
+    await screenshot(page, tmp_path / "chat-phone.png", PHONE)
     assert problems == []
+
+    # Signing out ends the session in halo, not only on this page: a reload finds it signed out.
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(page.locator("body[data-signed-in=false]")).to_have_count(1)
+    await page.reload()
+    await expect(page.locator("#signin")).to_be_visible()
+    assert await page.locator(".msg").count() == 0
 
     # A member's own web token works as well, from a browser with no cookie; a wrong one is said so.
     other, _ = await open_dashboard(browser, harness.local.base + "/chat", PHONE)
@@ -333,3 +418,89 @@ async def test_the_chat_page_signs_in_like_the_dashboard_and_shows_what_halo_say
     await other.locator("#token-form button").click()
     await expect(other.locator("#who")).to_contain_text("Aarav")
     await expect(other.locator(".msg.inbox")).to_have_count(0)  # Wags's alert is Wags's
+
+
+SPEND_YAML = """
+llm:
+  prices:
+    gpt-big: {input: 10.0, output: 30.0}
+    gpt-small: {input: 1.0, output: 2.0}
+budget: {daily_usd: 1.0, member_daily_usd: 0.5}
+"""
+
+
+async def test_the_spend_panel_shows_today_and_this_month_against_the_budget(admin, browser, tmp_path: Path):
+    """Mom has spent more than her day's budget today: the panel says so (not "Nothing spent"),
+    per person and per model, with amounts on the bars, the budget line and what is left."""
+    import time
+
+    from playwright.async_api import expect
+
+    from halo.usage.store import UsageRecord
+    from tests.admin.conftest import ADMIN_YAML
+
+    harness = await admin(ADMIN_YAML + SPEND_YAML)
+    meter = harness.halo.usage
+    today, now = meter.today(), time.time()
+    first = today[:8] + "01"
+    calls = [  # (day, model, member, input tokens, output tokens): $0.60, $0.02 and $0.10 today
+        (today, "gpt-big", "mom", 30_000, 10_000),
+        (today, "gpt-small", "wags", 10_000, 5_000),
+        (today, "gpt-big", "wags", 4_000, 2_000),
+    ]
+    if first != today:
+        calls.append((first, "gpt-big", "mom", 100_000, 0))  # $1.00 on the 1st
+    await meter.store.add_many(
+        UsageRecord(ts=now, day=day, model=model, purpose="reply", input_tokens=inp, cached_tokens=0,
+                    output_tokens=out, member_id=who, scope_id=f"web:{who}", level="L3")
+        for day, model, who, inp, out in calls
+    )  # fmt: skip
+    page, problems = await open_dashboard(browser, login_link(harness), DESKTOP)
+    await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
+
+    today_box = page.locator("#spend-today")
+    await expect(today_box.locator("h3")).to_contain_text(": $0.72")
+    await expect(today_box.locator('[data-spend="mom"]')).to_contain_text("Mom")
+    await expect(today_box.locator('[data-spend="mom"] .amount')).to_have_text("$0.60")
+    await expect(today_box.locator('[data-spend="wags"] .amount')).to_have_text("$0.12")
+    await expect(today_box.locator('[data-spend="gpt-big"] .amount')).to_have_text("$0.70")
+    await expect(today_box.locator('[data-spend="gpt-small"] .amount')).to_have_text("$0.02")
+    await expect(today_box).to_contain_text("Family's daily budget $1.00: $0.28 left")
+    await expect(today_box.locator('[data-left="mom"]')).to_have_text("Mom: $0.50 a day, spent ($0.10 over)")
+    await expect(today_box.locator('[data-left="wags"]')).to_have_text("Wags: $0.38 of $0.50 left today")
+    month = page.locator("#spend-month")
+    month_total = "$1.72" if first != today else "$0.72"
+    await expect(month.locator("h3")).to_contain_text(
+        f"This month (since {await page.evaluate('(d) => day(d)', first)}): {month_total}"
+    )
+    chart = page.locator("#spend-chart")
+    await expect(chart.locator(".budget-line")).to_have_count(1)
+    await expect(chart).to_contain_text("budget $1.00")
+    await expect(chart.locator(".bar-amount").last).to_have_text("$0.72")  # today's bar, amount on it
+    await expect(page.locator("#spend-total")).to_have_text(f"$0.72 today · {month_total} this month")
+    await screenshot(page, tmp_path / "dashboard-spend-desktop.png", DESKTOP)
+    if SHOTS:
+        await page.locator("#spend").screenshot(path=os.path.join(SHOTS, "spend-panel-desktop.png"))
+    await page.locator("#spend").scroll_into_view_if_needed()
+    await screenshot(page, tmp_path / "dashboard-spend-phone.png", PHONE)
+    assert problems == []
+
+
+async def test_an_embedder_that_cannot_load_is_one_warning_in_words(admin, browser, tmp_path: Path):
+    from playwright.async_api import expect
+
+    harness = await admin(memory={"semantic": {"embedder": "model2vec", "model": str(tmp_path / "no-such-model")}})
+    await harness.seed()  # the index syncs and the embedder is tried
+    page, problems = await open_dashboard(browser, login_link(harness), DESKTOP)
+    await expect(page.locator("body[data-loaded=true]")).to_have_count(1)
+    warnings = page.locator("#problems li")
+    await expect(warnings.filter(has_text="meaning")).to_have_count(1)
+    await expect(warnings.filter(has_text="meaning")).to_contain_text("finds memories by their words only")
+    error = harness.halo.semantic.embedder_error
+    assert error and error not in await page.locator("body").inner_text()  # the exception text is nowhere
+    await expect(page.locator("#semantic-health")).to_contain_text("search: full-text only")
+    await screenshot(page, tmp_path / "dashboard-warning-desktop.png", DESKTOP)
+    if SHOTS:
+        await page.locator("#overview").screenshot(path=os.path.join(SHOTS, "overview-desktop.png"))
+    await screenshot(page, tmp_path / "dashboard-warning-phone.png", PHONE)
+    assert problems == []
