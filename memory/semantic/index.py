@@ -403,6 +403,15 @@ class ScopeIndex:
             ).fetchall()
         return {int(r[0]): ChunkRow(*r) for r in rows}
 
+    def source_counts(self) -> dict[str, int]:
+        """Chunks by kind of source: `transcript`, `daily`, `files`, or the file's name (MEMORY.md)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "select case when source like 'daily/%' then 'daily' when source like 'files/%' then 'files' "
+                "else source end, count(*) from chunks group by 1"
+            ).fetchall()
+        return {str(kind): int(n) for kind, n in rows}
+
     def stats(self) -> dict[str, Any]:
         with self._lock:
             chunks = int(self._conn.execute("select count(*) from chunks").fetchone()[0])
