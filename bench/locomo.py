@@ -446,6 +446,9 @@ def main() -> int:
     parser.add_argument("--embedder", default="default", help="default (halo's, offline) or minilm")
     parser.add_argument("--sample", type=int, default=50, help="MEMORY.md lines sampled for judging")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a memory.semantic setting to try"
+    )
     args = parser.parse_args()
     data = args.data or default_data()
     files = sorted(data.glob("*.json"))
@@ -453,7 +456,8 @@ def main() -> int:
         raise SystemExit(f"no LoCoMo files in {data}")
     files = files[: 1 if args.one else args.limit]
     days = args.ask_after_days or [1, 365]
-    result = asyncio.run(run(files, days, SemanticSettings(), embedder_loader(args.embedder)))
+    semantic = SemanticSettings(**dict(item.split("=", 1) for item in args.set))
+    result = asyncio.run(run(files, days, semantic, embedder_loader(args.embedder)))
     fig = figures(result)
     if args.json:
         print(json.dumps({**fig, "memory_md": result.facts}, indent=2))

@@ -22,6 +22,7 @@ MMR finally picks results that are relevant and unlike the ones already picked.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
@@ -97,6 +98,7 @@ class SearchParams:
     vector_weight: float = 0.6
     half_life_days: float = 90.0
     mmr_lambda: float = 0.7
+    window_turns: int = 2
     max_mirrored: int = 300_000
     now: float | None = None  # epoch seconds; tests pin it
 
@@ -283,4 +285,33 @@ def search(
     found: list[Hit] = []
     for index in indexes:
         found.extend(scope_candidates(index, query, query_vector, params, text_only=text_only, vector_only=vector_only))
-    return mmr(found, params.limit, params.mmr_lambda)
+    if params.window_turns <= 0:
+        return mmr(found, params.limit, params.mmr_lambda)
+    picked = mmr(found, 2 * params.limit, params.mmr_lambda)
+    return widen({i.scope_id: i for i in indexes}, picked, params.window_turns, params.limit)
+
+
+def widen(indexes: dict[str, ScopeIndex], hits: Sequence[Hit], turns: int, limit: int) -> list[Hit]:
+    """A recalled turn comes with the `turns` said just before and after it: a question is
+    often answered in the next turn, and a turn often makes sense only with the one it answers.
+    A hit already inside an earlier hit's window is not repeated."""
+    shown: set[tuple[str, int]] = set()
+    out: list[Hit] = []
+    for hit in hits:
+        if len(out) >= limit:
+            break
+        if hit.source != TRANSCRIPT_SOURCE:
+            out.append(hit)
+            continue
+        if (hit.scope_id, hit.start_line) in shown:
+            continue
+        before, after = indexes[hit.scope_id].neighbours(hit.source, hit.start_line, hit.end_line, turns)
+        rows = [r for r in (*before, *after) if (hit.scope_id, r.start_line) not in shown]
+        shown.update((hit.scope_id, r.start_line) for r in (*rows, hit))
+        earlier = [r for r in rows if r.start_line < hit.start_line]
+        later = [r for r in rows if r.start_line > hit.start_line]
+        text = "\n".join([*(r.text for r in earlier), hit.text, *(r.text for r in later)])
+        start = earlier[0].start_line if earlier else hit.start_line
+        end = later[-1].end_line if later else hit.end_line
+        out.append(dataclasses.replace(hit, text=text, start_line=start, end_line=end))
+    return out
