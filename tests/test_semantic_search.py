@@ -60,7 +60,7 @@ async def test_recall_at_5_on_the_labelled_set(paths, embedder, capsys) -> None:
     await semantic.close()
 
 
-async def test_daily_notes_decay_memory_does_not(paths, embedder) -> None:
+async def test_recency_weighs_only_when_the_question_asks_for_it(paths, embedder) -> None:
     folder = paths.scope_dir(SCOPE)
     (folder / "daily").mkdir(parents=True)
     same = "The plumber fixed the bathroom tap."
@@ -69,13 +69,19 @@ async def test_daily_notes_decay_memory_does_not(paths, embedder) -> None:
     (folder / "daily" / "2026-10-30.md").write_text(same + " New note.\n")
     semantic = make(paths, embedder)
     await semantic.sync_scope(SCOPE)
+
     hits = await semantic.search([SCOPE], "plumber bathroom tap", params=semantic.params(limit=3, now=NOW))
     by_source = {h.source: h for h in hits}
     assert set(by_source) == {"MEMORY.md", "daily/2025-11-01.md", "daily/2026-10-30.md"}, "old but relevant stays"
+    old, new = by_source["daily/2025-11-01.md"], by_source["daily/2026-10-30.md"]
+    assert old.score > 0.99 * old.relevance, "a year old and not asked for the recent: not buried"
+    assert hits.index(new) < hits.index(old), "the newer first when they are as relevant"
+
+    hits = await semantic.search([SCOPE], "plumber bathroom tap lately", params=semantic.params(limit=3, now=NOW))
+    by_source = {h.source: h for h in hits}
     memory, old, new = by_source["MEMORY.md"], by_source["daily/2025-11-01.md"], by_source["daily/2026-10-30.md"]
     assert memory.score == memory.relevance, "MEMORY.md does not decay"
-    assert old.score < 0.1 * old.relevance * 2 and new.score > 0.95 * new.relevance
-    assert hits.index(new) < hits.index(old)
+    assert old.score < 0.1 * old.relevance * 2 and new.score > 0.95 * new.relevance, "'lately' asks for the recent"
     await semantic.close()
 
 

@@ -188,7 +188,7 @@ async def test_transcript_watermark_holds_a_turn_awaiting_its_reply(paths, embed
     await say(store, "user", "The flu shot is done", now - timedelta(hours=1))
     await say(store, "assistant", "Good.", now)
     await semantic.sync_scope(SCOPE)
-    hits = await semantic.search([SCOPE], "flu shot")
+    hits = await semantic.search([SCOPE], "flu shot", params=semantic.params(window_turns=0))
     assert hits and (hits[0].start_line, hits[0].end_line) == (4, 5)
     lines = store.path(SCOPE).read_text().splitlines()
     assert "flu shot" in lines[3]
@@ -288,3 +288,44 @@ def test_chunks_carry_no_secrets() -> None:
     assert "hunter2" not in chunk.text and "[redacted]" in chunk.text
     (note,) = chunk_markdown("MEMORY.md", "- bank pin: 4321\n- api key = sk-abcdefghijklmnopqrstuv\n")
     assert "4321" not in note.text and "sk-abcdefghijkl" not in note.text
+
+
+def test_a_day_file_adds_only_its_own_lines() -> None:
+    """The day's log and the notes distillation copied from turns are the transcript again: the
+    index holds each turn once (from the transcript); a line a person wrote is still found."""
+    day = (
+        "# 2026-10-03 (Saturday)\n\n<!-- What happened in web:mom on 2026-10-03. You may edit or delete lines. -->\n\n"
+        "## Notes\n\n- [09:15] Mom: we went to the zoo\n- the zoo pass is in the blue folder\n\n"
+        "## Transcript\n\n- [09:15] [user] Mom: we went to the zoo\n"
+    )
+    (chunk,) = chunk_markdown("daily/2026-10-03.md", day)
+    assert "blue folder" in chunk.text and "went to the zoo" not in chunk.text
+    assert chunk_markdown("daily/2026-10-03.md", day.replace("- the zoo pass is in the blue folder\n", "")) == []
+
+
+async def test_a_recalled_turn_comes_with_its_neighbours_once(paths, embedder) -> None:
+    semantic = service(paths, None)
+    store = TranscriptStore(paths.transcripts)
+    start = datetime(2026, 10, 3, 9, tzinfo=UTC)
+    said = [
+        "How was the weekend?",
+        "We drove to the lake.",
+        "Which lake was it?",
+        "Lake Tahoe, the kids swam in the lake all day.",
+        "Sounds lovely!",
+        "The dentist moved Aarav's appointment.",
+        "To when?",
+        "Next Friday at nine.",
+    ]
+    for n, text in enumerate(said):
+        await say(store, "user", text, start + timedelta(minutes=n), speaker="mom" if n % 2 else "wags")
+    await semantic.sync_scope(SCOPE)
+    hits = await semantic.search([SCOPE], "Tahoe lake swam", params=semantic.params(limit=5, window_turns=1))
+    texts = [h.text for h in hits]
+    first = texts[0].splitlines()
+    assert len(first) == 3 and "Which lake" in first[0] and "Tahoe" in first[1] and "Sounds lovely" in first[2]
+    assert sum(t.count("Tahoe") for t in texts) == 1, "a turn inside an earlier hit's window is not repeated"
+    assert (hits[0].start_line, hits[0].end_line) == (3, 5), "the location says the window's lines"
+    alone = await semantic.search([SCOPE], "Tahoe lake swam", params=semantic.params(limit=5, window_turns=0))
+    assert alone[0].text.count("\n") == 0
+    await semantic.close()

@@ -19,7 +19,7 @@ from memory.redact import redact
 from transcripts import TranscriptLine
 from transcripts.text import clean_text
 
-CHUNKING_VERSION = "md-400-80/tx-pair-1/redacted"
+CHUNKING_VERSION = "md-400-80/tx-pair-1/redacted/daily-own-2"
 CHUNK_TOKENS = 400
 OVERLAP_TOKENS = 80
 CHARS_PER_TOKEN = 4  # the same estimate the context budget uses
@@ -27,6 +27,11 @@ TRANSCRIPT_SOURCE = "transcript"
 
 _HEADING = re.compile(r"^#{1,6}\s")
 _DAILY = re.compile(r"(?:^|/)(\d{4}-\d{2}-\d{2})\.md$")
+_BLANK_RUN = re.compile(r"\n\s*\n(?:\s*\n)+")
+_SECTION = re.compile(r"^##\s+(.+?)\s*$")
+_COMMENT_LINE = re.compile(r"^\s*<!--.*-->\s*$")
+# a line distillation copied from the transcript into a day's notes: "- [09:15] Mom: …"
+_COPIED_NOTE = re.compile(r"^\s*-\s\[\d{2}:\d{2}\]\s[^:]{1,80}:\s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +81,16 @@ def chunk_markdown(
     keywords = date_words(day) if day else ""
     max_chars, overlap_chars = max_tokens * CHARS_PER_TOKEN, overlap_tokens * CHARS_PER_TOKEN
     lines = [_wrap(line, max_chars) for line in text.splitlines()]
+    if day is not None:
+        lines = own_lines(lines)
+        if not any(line.strip() and not _HEADING.match(line) for line in lines):
+            return []  # nothing of its own: the day's turns are indexed from the transcript
     chunks: list[Chunk] = []
     current: list[tuple[int, str]] = []  # (line number, text)
     size = 0
 
     def flush() -> None:
-        body = redact("\n".join(t for _, t in current).strip())
+        body = redact(_BLANK_RUN.sub("\n\n", "\n".join(t for _, t in current)).strip())
         if body:
             chunks.append(Chunk(source, current[0][0], current[-1][0], body, ts, keywords))
 
@@ -103,6 +112,21 @@ def chunk_markdown(
         size += len(line) + 1
     flush()
     return chunks
+
+
+def own_lines(lines: list[str]) -> list[str]:
+    """A daily file's lines with what the transcript already holds blanked (line numbers stay):
+    the `## Transcript` log and the notes distillation copied from turns. Each turn is then
+    indexed once, from the transcript; what a person or a model wrote into the day stays."""
+    kept: list[str] = []
+    in_log = False
+    for line in lines:
+        section = _SECTION.match(line)
+        if section is not None:
+            in_log = section.group(1).casefold() == "transcript"
+        copied = in_log or _COPIED_NOTE.match(line) is not None or _COMMENT_LINE.match(line) is not None
+        kept.append("" if copied and section is None else line)
+    return kept
 
 
 def _wrap(line: str, max_chars: int) -> str:

@@ -55,7 +55,7 @@ create table if not exists chunks (
   ts real,
   embedding_id integer references embeddings(id) on delete set null
 );
-create index if not exists chunks_source on chunks(source);
+create index if not exists chunks_source on chunks(source, start_line);
 create index if not exists chunks_hash on chunks(hash);
 create index if not exists chunks_embedding on chunks(embedding_id);
 create virtual table if not exists chunks_fts using fts5(
@@ -402,6 +402,29 @@ class ScopeIndex:
                 wanted,
             ).fetchall()
         return {int(r[0]): ChunkRow(*r) for r in rows}
+
+    def source_counts(self) -> dict[str, int]:
+        """Chunks by kind of source: `transcript`, `daily`, `files`, or the file's name (MEMORY.md)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "select case when source like 'daily/%' then 'daily' when source like 'files/%' then 'files' "
+                "else source end, count(*) from chunks group by 1"
+            ).fetchall()
+        return {str(kind): int(n) for kind, n in rows}
+
+    def neighbours(self, source: str, start_line: int, end_line: int, turns: int) -> tuple[list[ChunkRow], list[ChunkRow]]:
+        """Up to `turns` chunks of `source` just before and just after these lines, in order."""
+        columns = "id, source, start_line, end_line, text, ts, embedding_id"
+        with self._lock:
+            before = self._conn.execute(
+                f"select {columns} from chunks where source = ? and start_line < ? order by start_line desc limit ?",
+                (source, start_line, turns),
+            ).fetchall()
+            after = self._conn.execute(
+                f"select {columns} from chunks where source = ? and start_line > ? order by start_line limit ?",
+                (source, end_line, turns),
+            ).fetchall()
+        return [ChunkRow(*r) for r in reversed(before)], [ChunkRow(*r) for r in after]
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

@@ -11,15 +11,18 @@ The cosine is absolute (a property of the text pair, not of the query's other re
 the BM25 part is relative, but only chunks that share a word with the query get it. With
 no vectors (embedder `none` or unavailable) the score is the BM25 part alone.
 
-The minimum score is a relevance gate applied before decay; decay (dated notes and
-transcript turns, half-life in days; MEMORY.md never decays) then orders what passed, so
-an old but clearly relevant note is still found, and among similar ones the recent wins.
+The minimum score is a relevance gate. Recency is not a multiplier on everything: a family's
+old but unique memory ("when did we first go to the support group?") must not lose to a
+recent near-miss. A question that asks for the recent ("lately", "this week", "latest")
+orders what passed by relevance times decay (dated notes and transcript turns, half-life in
+days; MEMORY.md never decays); any other question by relevance, the newer first only on a tie.
 A chunk whose date the question names ("what happened on March 14") does not decay.
 MMR finally picks results that are relevant and unlike the ones already picked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
@@ -44,6 +47,7 @@ while who whom why will with would you your yours yourself yourselves tell told 
 thing things please halo hey hi hello thanks thank ok okay yes yeah maybe really also still ever much many
 lot get gets got getting go goes going went one ones need needs want wants like make makes made let us
 last next ago day days week weeks month months year years today yesterday tomorrow time
+recent recently lately latest newest currently nowadays
 """.split()  # noqa: SIM905 (a word list reads better as text)
 )
 
@@ -73,6 +77,19 @@ _DATE_WORDS = frozenset(
 )
 
 
+# "lately", "this week", "the latest": the question asks for the recent, so recency may weigh
+_RECENT = re.compile(
+    r"\b(?:recent(?:ly)?|lately|latest|newest|currently|nowadays|these days|right now|"
+    r"(?:this|last|past) (?:few )?(?:days?|week|weekend|month)|today|yesterday|tonight|so far)\b",
+    re.I,
+)
+TIE_BREAK = 1e-3  # without a recency intent: the newer of two equally relevant chunks first
+
+
+def asks_for_recent(text: str) -> bool:
+    return _RECENT.search(text) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class SearchParams:
     limit: int = 5
@@ -81,6 +98,7 @@ class SearchParams:
     vector_weight: float = 0.6
     half_life_days: float = 90.0
     mmr_lambda: float = 0.7
+    window_turns: int = 2
     max_mirrored: int = 300_000
     now: float | None = None  # epoch seconds; tests pin it
 
@@ -94,7 +112,7 @@ class Hit:
     start_line: int
     end_line: int
     text: str
-    score: float  # after decay; what results are ordered by
+    score: float  # what results are ordered by: relevance, decayed when the question asks for the recent
     relevance: float  # before decay; what the minimum score is compared with
     text_score: float
     vector_score: float | None
@@ -153,10 +171,11 @@ def scope_candidates(
     """Every chunk of one scope that passes the relevance gate, scored and decayed."""
     now = params.now if params.now is not None else time.time()
     match = fts_query(query)
-    text = [] if vector_only else index.text_candidates(match, params.candidates)
+    wanted = max(params.candidates, 4 * params.limit)
+    text = [] if vector_only else index.text_candidates(match, wanted)
     use_vectors = query_vector is not None and not text_only
     vector_hits = (
-        index.vector_candidates(query_vector, params.candidates, params.max_mirrored)
+        index.vector_candidates(query_vector, wanted, params.max_mirrored)
         if use_vectors and query_vector is not None
         else []
     )
@@ -170,6 +189,7 @@ def scope_candidates(
     text_scores = {i: (s / best_text if best_text > 0 else 0.0) for i, s in text}
     weight = params.vector_weight if use_vectors and query_vector is not None and vectors else 0.0
     asked_for_day = index.date_matches(match, text_scores) if text_scores and names_a_day(query) else set()
+    recent = asks_for_recent(query)
     hits: list[Hit] = []
     for chunk_id, row in rows.items():
         vector = vectors.get(row.embedding_id) if row.embedding_id is not None else None
@@ -184,7 +204,8 @@ def scope_candidates(
         if relevance < params.min_score:
             continue
         age = 1.0 if chunk_id in asked_for_day else decay(row.ts, row.source, now, params.half_life_days)
-        hits.append(_hit(index.scope_id, row, relevance * age, relevance, t, cosine, vector))
+        score = relevance * age if recent else relevance + TIE_BREAK * age
+        hits.append(_hit(index.scope_id, row, score, relevance, t, cosine, vector))
     return hits
 
 
@@ -264,4 +285,33 @@ def search(
     found: list[Hit] = []
     for index in indexes:
         found.extend(scope_candidates(index, query, query_vector, params, text_only=text_only, vector_only=vector_only))
-    return mmr(found, params.limit, params.mmr_lambda)
+    if params.window_turns <= 0:
+        return mmr(found, params.limit, params.mmr_lambda)
+    picked = mmr(found, 2 * params.limit, params.mmr_lambda)
+    return widen({i.scope_id: i for i in indexes}, picked, params.window_turns, params.limit)
+
+
+def widen(indexes: dict[str, ScopeIndex], hits: Sequence[Hit], turns: int, limit: int) -> list[Hit]:
+    """A recalled turn comes with the `turns` said just before and after it: a question is
+    often answered in the next turn, and a turn often makes sense only with the one it answers.
+    A hit already inside an earlier hit's window is not repeated."""
+    shown: set[tuple[str, int]] = set()
+    out: list[Hit] = []
+    for hit in hits:
+        if len(out) >= limit:
+            break
+        if hit.source != TRANSCRIPT_SOURCE:
+            out.append(hit)
+            continue
+        if (hit.scope_id, hit.start_line) in shown:
+            continue
+        before, after = indexes[hit.scope_id].neighbours(hit.source, hit.start_line, hit.end_line, turns)
+        rows = [r for r in (*before, *after) if (hit.scope_id, r.start_line) not in shown]
+        shown.update((hit.scope_id, r.start_line) for r in (*rows, hit))
+        earlier = [r for r in rows if r.start_line < hit.start_line]
+        later = [r for r in rows if r.start_line > hit.start_line]
+        text = "\n".join([*(r.text for r in earlier), hit.text, *(r.text for r in later)])
+        start = earlier[0].start_line if earlier else hit.start_line
+        end = later[-1].end_line if later else hit.end_line
+        out.append(dataclasses.replace(hit, text=text, start_line=start, end_line=end))
+    return out

@@ -276,6 +276,7 @@ class SemanticMemory:
             "vector_weight": s.vector_weight,
             "half_life_days": s.half_life_days,
             "mmr_lambda": s.mmr_lambda,
+            "window_turns": s.window_turns,
             "max_mirrored": s.max_mirrored_vectors,
         }
         values.update(overrides)
