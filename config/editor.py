@@ -78,7 +78,12 @@ def _closest_style(data: CommentedMap, text: str) -> tuple[int, int, int]:
         dumped = buffer.getvalue().splitlines()
         return sum(a != b for a, b in zip(original, dumped, strict=False)) + abs(len(original) - len(dumped))
 
-    return min(_STYLES, key=differing_lines)
+    differing = {}
+    for style in _STYLES:  # the first that reproduces the file is the one: most files take one dump
+        differing[style] = differing_lines(style)
+        if differing[style] == 0:
+            return style
+    return min(_STYLES, key=differing.__getitem__)
 
 
 def edit_config(path: Path, change: Callable[[CommentedMap], None], validate: Callable[[Any], T]) -> T:

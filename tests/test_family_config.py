@@ -4,6 +4,7 @@ anywhere and says why; each process keeps its own `storage` and `admin` keys."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -165,7 +166,10 @@ async def test_two_halo_processes_run_the_same_config_version_after_an_edit_thro
                 "memory:\n", "  - {id: nani, name: Nani, role: parent, web_token: nani-token}\nmemory:\n"
             )
         )
+        edited = time.time()
         await eventually(lambda: versions(2), within=30, what="both processes on version 2 after a's edit")
+        applied = [(await _status(http, serve) or {})["config_reload"]["last_applied_at"] for serve in serves]
+        print(f"version 2 applied {applied[0] - edited:.2f} s (a) and {applied[1] - edited:.2f} s (b) after the edit")
 
         async def b_knows_nani() -> bool:
             async with http.post(

@@ -40,6 +40,7 @@ from halo.storage.config_rows import ConfigRows, StoredConfig, sha256_of
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
+FOLLOW_SECONDS = 0.5  # PostgreSQL: how often the newest stored version is looked at (one indexed row)
 
 # halo.yaml keys applied live, as they are named in the file (`home:` is Settings.home_events)
 LIVE_KEYS = ("family", "members", "owner", "parents_group", "family_group", "work", "safety", "home")
@@ -100,33 +101,46 @@ class ConfigReload:
 
     async def _watch(self) -> None:
         joined = self.record is None
+        tick = self.poll_seconds if self.record is None else min(self.poll_seconds, FOLLOW_SECONDS)
+        file_due = 0.0
         while True:
             try:
                 if not joined:
                     await self.join()
                     joined = True
-                await self.poll()
+                if time.monotonic() >= file_due:
+                    file_due = time.monotonic() + self.poll_seconds
+                    await self.poll_file()
+                if self.record is not None:
+                    await self.follow()
             except Exception:
                 log.exception("watching halo.yaml failed; trying again shortly")
-            await asyncio.sleep(self.poll_seconds)
+            await asyncio.sleep(tick)
 
     async def poll(self) -> None:
-        """Reload when the file changed since it was last applied and held still for one poll;
-        then (PostgreSQL) follow a newer stored version."""
+        """The file, then (PostgreSQL) the stored versions: one turn of the watch."""
+        await self.poll_file()
+        if self.record is not None:
+            await self.follow()
+
+    async def poll_file(self) -> None:
+        """Reload when the file changed since it was last applied and held still for one poll."""
         digest = self._digest()
         settled = digest == self._seen
         self._seen = digest
         if settled and digest != self.applied_digest:
             await self.reload("watch")
-        if self.record is not None:
-            await self.follow()
 
     async def join(self) -> None:
         """At start (PostgreSQL): the first process stores its halo.yaml as version 1; a file
         edited while halo was stopped (a text no version has) is stored as an edit; a file that
         is merely behind follows the newest version."""
         assert self.record is not None
-        mine = family_part(await asyncio.to_thread(self._text), self.path)
+        try:
+            mine = family_part(await asyncio.to_thread(self._text), self.path)
+        except ConfigError:
+            await self.reload("start")  # refused, and said, as any invalid edit
+            return
         newest = await self.record.newest()
         if newest is None or (
             newest.sha256 != sha256_of(mine) and await self.record.version_of(sha256_of(mine)) is None
@@ -143,13 +157,13 @@ class ConfigReload:
             return
         async with self._lock:
             local = await asyncio.to_thread(self._text)
-            if family_part(local, self.path) == newest.text:
-                self.version = newest.version  # the file says it already (this process stored it)
-                return
-            text = with_local_part(newest.text, local, self.path)
             try:
+                if family_part(local, self.path) == newest.text:
+                    self.version = newest.version  # the file says it already (this process stored it)
+                    return
+                text = with_local_part(newest.text, local, self.path)
                 new = self._validated(text)
-            except ConfigError as exc:
+            except ConfigError as exc:  # the stored version, or this file's own keys, do not read
                 self._refused_version = newest.version
                 self.error = f"version {newest.version} of the family's halo.yaml is not valid here: {exc}"
                 log.error("%s; the running config is kept", self.error)
