@@ -184,3 +184,17 @@ async def test_two_halo_processes_run_the_same_config_version_after_an_edit_thro
             assert serve.proc is not None
             serve.proc.terminate()
             await serve.proc.wait()
+
+
+async def test_an_edit_that_would_change_the_family_id_is_refused(database: str, tmp_path: Path) -> None:
+    """A new family.name without storage.family_id would change the id the rows are read by."""
+    from tests.conftest import FAMILY_YAML
+
+    a = Process(tmp_path / "a", database, family_yaml=FAMILY_YAML)
+    await a.config.join()
+    path = a.settings.paths.config_file
+    path.write_text(path.read_text().replace("{name: Sharma}", "{name: The Sharmas}"))
+    assert not await a.config.reload("api")
+    assert a.config.error is not None and "storage.family_id: sharma" in a.config.error
+    assert a.config.version == 1
+    await a.db.close()

@@ -61,7 +61,8 @@ class HaloDB:
             connect_args={"timeout": CONNECT_TIMEOUT_SECONDS} if url.startswith("postgresql") else {},
         )
         self.backend = self.engine.dialect.name  # "sqlite" | "postgresql"
-        bind_family(self.engine.sync_engine, family_id)
+        if self.backend == "postgresql":  # a shared database; SQLite's file is one family's, rows stamped on write
+            bind_family(self.engine.sync_engine, family_id)
         if self.backend == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_durable_pragmas)
         # each statement its own transaction: no BEGIN and COMMIT round trips around one INSERT

@@ -134,18 +134,19 @@ class ConfigReload:
     async def join(self) -> None:
         """At start (PostgreSQL): the first process stores its halo.yaml as version 1; a file
         edited while halo was stopped (a text no version has) is stored as an edit; a file that
-        is merely behind follows the newest version."""
+        is merely behind follows the newest version. What halo started with runs already: a
+        file stored here is not applied again."""
         assert self.record is not None
         try:
             mine = family_part(await asyncio.to_thread(self._text), self.path)
         except ConfigError:
-            await self.reload("start")  # refused, and said, as any invalid edit
-            return
+            return  # changed since start and unreadable: the watch refuses it, and says so
         newest = await self.record.newest()
         if newest is None or (
             newest.sha256 != sha256_of(mine) and await self.record.version_of(sha256_of(mine)) is None
         ):
-            await self.reload("start")
+            async with self._lock:
+                self.version = (await self.record.add(mine)).version
         else:
             await self.follow()
 
@@ -162,7 +163,7 @@ class ConfigReload:
                     self.version = newest.version  # the file says it already (this process stored it)
                     return
                 text = with_local_part(newest.text, local, self.path)
-                new = self._validated(text)
+                new = self._same_family(self._validated(text))
             except ConfigError as exc:  # the stored version, or this file's own keys, do not read
                 self._refused_version = newest.version
                 self.error = f"version {newest.version} of the family's halo.yaml is not valid here: {exc}"
@@ -190,7 +191,7 @@ class ConfigReload:
                 if digest is None:
                     raise ConfigError(f"{self.path}: cannot be read (moved or deleted?)")
                 text = await asyncio.to_thread(self._text)
-                new = self._validated(text)
+                new = self._same_family(self._validated(text))
             except ConfigError as exc:
                 self._refused(str(exc), digest)
                 return False
@@ -229,6 +230,16 @@ class ConfigReload:
         else:
             log.info("halo.yaml applied (%s%s)", trigger, f", version {self.version}" if stored else "")
         return True
+
+    def _same_family(self, new: Settings) -> Settings:
+        """On PostgreSQL the family id picks the rows halo sees: an edit that changes it (a new
+        `family.name` without `storage.family_id`) would hide every row after a restart."""
+        if self.record is not None and new.family_id != self.started.family_id:
+            raise ConfigError(
+                f"{self.path}: this edit changes the family id every stored row carries ({self.started.family_id} "
+                f"→ {new.family_id}); keep it with storage.family_id: {self.started.family_id}"
+            )
+        return new
 
     def _text(self) -> str:
         return self.path.read_text(encoding="utf-8") if self.path.exists() else ""
