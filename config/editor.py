@@ -50,8 +50,11 @@ _STYLES = ((2, 4, 2), (2, 2, 0), (4, 4, 2), (4, 6, 4), (4, 4, 0), (4, 2, 0), (2,
 
 
 def _load(path: Path) -> tuple[CommentedMap, YAML]:
+    return _parse(path.read_text(encoding="utf-8") if path.exists() else "", path)
+
+
+def _parse(text: str, path: Path | str) -> tuple[CommentedMap, YAML]:
     yaml = _yaml()
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
     try:
         data = yaml.load(text)
     except YAMLError as exc:
@@ -75,7 +78,12 @@ def _closest_style(data: CommentedMap, text: str) -> tuple[int, int, int]:
         dumped = buffer.getvalue().splitlines()
         return sum(a != b for a, b in zip(original, dumped, strict=False)) + abs(len(original) - len(dumped))
 
-    return min(_STYLES, key=differing_lines)
+    differing = {}
+    for style in _STYLES:  # the first that reproduces the file is the one: most files take one dump
+        differing[style] = differing_lines(style)
+        if differing[style] == 0:
+            return style
+    return min(_STYLES, key=differing.__getitem__)
 
 
 def edit_config(path: Path, change: Callable[[CommentedMap], None], validate: Callable[[Any], T]) -> T:
@@ -89,6 +97,44 @@ def edit_config(path: Path, change: Callable[[CommentedMap], None], validate: Ca
         yaml.dump(data, buffer)
         _replace_atomically(path, buffer.getvalue())
         return result
+
+
+# what each process keeps to itself: how it reaches its database and where it listens (its
+# bootstrap). Everything else in halo.yaml is the family's, shared by its processes.
+LOCAL_KEYS = ("storage", "admin")
+
+
+def family_part(text: str, where: Path | str = "halo.yaml") -> str:
+    """halo.yaml's text without this process's own keys (`LOCAL_KEYS`): what PostgreSQL keeps
+    as the family's config. Comments and layout elsewhere survive."""
+    data, yaml = _parse(text, where)
+    for key in LOCAL_KEYS:
+        data.pop(key, None)
+    return _dumped(yaml, data)
+
+
+def with_local_part(family_text: str, local_text: str, where: Path | str = "halo.yaml") -> str:
+    """The family's config with this process's own keys, as its halo.yaml has them, put back."""
+    data, yaml = _parse(family_text, "the family's stored halo.yaml")
+    local, _ = _parse(local_text, where)
+    for key in LOCAL_KEYS:
+        if key in local:
+            data[key] = local[key]
+    return _dumped(yaml, data)
+
+
+def _dumped(yaml: YAML, data: CommentedMap) -> str:
+    if not data:
+        return ""
+    buffer = io.StringIO()
+    yaml.dump(data, buffer)
+    return buffer.getvalue()
+
+
+def replace_config(path: Path, text: str) -> None:
+    """Write halo.yaml whole (a version another process stored), under the editors' lock."""
+    with FileLock(str(path.with_name(f".{path.name}.lock"))):
+        _replace_atomically(path, text)
 
 
 def append_member(entry: dict[str, Any]) -> Callable[[CommentedMap], None]:

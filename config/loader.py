@@ -54,10 +54,15 @@ def _describe(path: Path, data: Any, err: ValidationError) -> str:
 
 
 def read_yaml(path: Path) -> Any:
+    with path.open(encoding="utf-8") as fh:
+        return parse_yaml(fh.read(), path)
+
+
+def parse_yaml(text: str, path: Path) -> Any:
+    """halo.yaml's text as data (`path` only names it in an error)."""
     yaml = YAML(typ="rt")
     try:
-        with path.open(encoding="utf-8") as fh:
-            data = yaml.load(fh)
+        data = yaml.load(text)
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -27,7 +27,7 @@ from halo.inventory import Halo
 from halo.runtime.app import build_halo
 from halo.storage.move import MoveError, from_postgres, to_postgres
 from halo.storage.move.digest import Digest, canonical
-from halo.workspace.backups import import_workspace
+from halo.workspace.backups import export_workspace, import_workspace
 from memory.mirror import local_files
 from tests import processes
 from tests.conftest import Outbox, free_port, llm_yaml, write_home
@@ -428,3 +428,40 @@ async def test_an_older_halo_db_gets_the_family_id_and_a_foreign_one_is_refused(
     conn.close()
     with pytest.raises(MoveError, match=r"halo\.db's table tasks has colour, unlike PostgreSQL's schema"):
         await to_postgres(family_home, database, family_id=FAMILY_ID, force=True)
+
+
+async def test_a_second_family_moves_in_beside_the_first_and_out_alone(
+    family_home: Path, database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A database several families share: a move counts, replaces and copies its own family's
+    rows only (its connection is bound to the family, halo/storage/family.py)."""
+    await to_postgres(family_home, database, family_id=FAMILY_ID)
+    moved = await to_postgres(family_home, database, family_id="jones")  # not refused: the Sharmas' rows are theirs
+    assert all(m.ok for m in moved)
+    per_family = "SELECT family_id, count(*) FROM tasks GROUP BY family_id ORDER BY family_id"
+    assert await pg_rows(database, per_family) == [("jones", 1), ("sharma", 1)]
+    await to_postgres(family_home, database, family_id="jones", force=True)  # replaces the Joneses' alone
+    assert await pg_rows(database, per_family) == [("jones", 1), ("sharma", 1)]
+    lists_before = await pg_rows(database, "SELECT family_id, text FROM list_items ORDER BY family_id, id")
+
+    back = tmp_path / "jones-home"
+    await from_postgres(back, database, family_id="jones")
+    with sqlite3.connect(back / "halo.db") as copied:
+        assert copied.execute("SELECT DISTINCT family_id FROM list_items").fetchall() == [("jones",)]
+    assert await pg_rows(database, "SELECT family_id, text FROM list_items ORDER BY family_id, id") == lists_before
+
+    monkeypatch.setenv("HALO_STORAGE__FAMILY_ID", "jones")  # the family this home serves
+    archive = tmp_path / "jones.tar.gz"
+    await asyncio.to_thread(export_workspace, family_home, archive, storage_url=database)
+    import_workspace(archive, restored := tmp_path / "restored")
+    with sqlite3.connect(restored / "halo.db") as exported:
+        assert exported.execute("SELECT DISTINCT family_id FROM tasks").fetchall() == [("jones",)]
+
+
+async def pg_rows(url: str, query: str) -> list[tuple[Any, ...]]:
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return [tuple(r) for r in (await conn.execute(text(query))).all()]
+    finally:
+        await engine.dispose()

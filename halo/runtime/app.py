@@ -82,6 +82,7 @@ from halo.safety.notify import Notifier
 from halo.safety.profiles import model_name
 from halo.storage import HaloDB
 from halo.storage.audit_rows import AuditRows
+from halo.storage.config_rows import ConfigRows
 from halo.storage.transcript_rows import TranscriptRows
 from halo.tools.approvals import Approvals
 from halo.tools.guarded import default_tools
@@ -207,7 +208,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         family.replace(new.family_view())  # every part reads the family from here
         await home.apply(new.home_events)
 
-    config = ConfigReload(settings, apply_config)
+    config_record = ConfigRows(db) if db.backend == "postgresql" else None  # the family's versions
+    config = ConfigReload(settings, apply_config, record=config_record)
     approvals = Approvals(db, delivery, transcripts, family.current, audit, minutes=settings.tools.approval_minutes)
 
     # -- the turn: context, tools, the agents, commands, the gateway

@@ -63,7 +63,8 @@ def cmd_storage_migrate(args: argparse.Namespace) -> int:
             moved = asyncio.run(to_postgres(home, url, family_id=family_id, force=args.force, progress=progress))
         else:
             print(f"halo: copying PostgreSQL at {shown(url)} into {home}", file=sys.stderr)
-            moved = asyncio.run(from_postgres(home, url, force=args.force, progress=progress))
+            family = settings.family_id if settings is not None else None  # None: the whole database
+            moved = asyncio.run(from_postgres(home, url, family_id=family, force=args.force, progress=progress))
     except MoveError as exc:
         for line in report(getattr(exc, "moved", [])):
             print(line)

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, MetaData, event, inspect, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH, FAMILY_OPTION, carry_family
+from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH, FAMILY_OPTION, bind_family, carry_family
 from transcripts.sqlite import durable_sqlite_connection, use_wal
 
 CONNECT_TIMEOUT_SECONDS = 10  # PostgreSQL: a server that does not answer stops the start this soon
@@ -61,6 +61,8 @@ class HaloDB:
             connect_args={"timeout": CONNECT_TIMEOUT_SECONDS} if url.startswith("postgresql") else {},
         )
         self.backend = self.engine.dialect.name  # "sqlite" | "postgresql"
+        if self.backend == "postgresql":  # a shared database; SQLite's file is one family's, rows stamped on write
+            bind_family(self.engine.sync_engine, family_id)
         if self.backend == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_durable_pragmas)
         # each statement its own transaction: no BEGIN and COMMIT round trips around one INSERT

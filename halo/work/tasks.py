@@ -15,9 +15,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, get_args
 
-from sqlalchemy import Column, Float, ForeignKey, Integer, MetaData, String, Table, Text, insert, select, update
+from sqlalchemy import (
+    Column,
+    Float,
+    ForeignKeyConstraint,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    insert,
+    select,
+    update,
+)
 
 from halo.storage import HaloDB
+from halo.storage.family import FAMILY_COLUMN, family_column
 
 Status = Literal["todo", "doing", "blocked", "done"]
 STATUSES: tuple[Status, ...] = get_args(Status)
@@ -39,16 +52,19 @@ tasks_table = Table(
     Column("scope_id", String(128), nullable=False, index=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    family_column(),  # declared here for the notes' key to name it
 )
 notes_table = Table(
     "task_notes",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("task_number", Integer, ForeignKey("tasks.number"), nullable=False, index=True),
+    Column("task_number", Integer, nullable=False, index=True),
     Column("at", Float, nullable=False, index=True),
     Column("event", String(16), nullable=False),
     Column("text", Text, nullable=False, default=""),
     Column("by", String(64)),
+    family_column(),
+    ForeignKeyConstraint([FAMILY_COLUMN, "task_number"], [tasks_table.c.family_id, tasks_table.c.number]),
 )
 
 

@@ -90,11 +90,16 @@ def workspace_files(home: Path) -> Iterator[Path]:
 def _stored_in_postgres(home: Path, storage_url: str, staging: Path) -> dict[str, Path]:
     """What PostgreSQL keeps of the family, written into `staging` as HALO_HOME would hold it
     (halo.db's tables, …): the files that stand in for HALO_HOME's own in the archive."""
+    from config.loader import ConfigError, load_settings
     from halo.storage.move import MoveError, stage_from_postgres
 
+    try:  # the database may hold several families: the archive is this home's family alone
+        family_id = load_settings(home).family_id
+    except ConfigError as exc:
+        raise BackupError(f"cannot tell which family to archive: {exc}") from None
     staging.mkdir(mode=0o700)
     try:
-        asyncio.run(stage_from_postgres(home, storage_url, staging))
+        asyncio.run(stage_from_postgres(home, storage_url, staging, family_id=family_id))
     except MoveError as exc:
         raise BackupError(f"cannot read the family's data from PostgreSQL: {exc}") from None
     return {p.relative_to(staging).as_posix(): p for p in sorted(staging.rglob("*")) if p.is_file()}

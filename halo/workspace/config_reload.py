@@ -12,6 +12,14 @@ their tokens, the owner, the groups, the work channels, the safety settings (but
 profile's model), the family's time zone, and the `home:` section (rules, quiet hours). The
 rest is wired into clients, servers and schedules at start-up; a change there is reported as
 needing a restart (`restart_needed`), never half-applied.
+
+On PostgreSQL the family's config is a versioned row (`ConfigRows`), the store of record: a
+valid edit through any process (the watch, SIGHUP, `POST /reload`) is stored as the next
+version before it is applied, and every poll also looks at the newest version: one this
+process does not run yet is written into its halo.yaml (with this process's own `storage`
+and `admin` keys kept, `config.editor.LOCAL_KEYS`), validated and applied. At start a
+halo.yaml edited while halo was stopped is stored as an edit; one that is merely behind
+follows the store. `version` is the version this process runs.
 """
 
 from __future__ import annotations
@@ -24,12 +32,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from config.loader import ConfigError, load_settings
+from config.editor import family_part, replace_config, with_local_part
+from config.loader import ConfigError, parse_yaml, settings_from
 from config.settings import Settings
+from halo.storage.config_rows import ConfigRows, StoredConfig, sha256_of
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
+FOLLOW_SECONDS = 0.5  # PostgreSQL: how often the newest stored version is looked at (one indexed row)
 
 # halo.yaml keys applied live, as they are named in the file (`home:` is Settings.home_events)
 LIVE_KEYS = ("family", "members", "owner", "parents_group", "family_group", "work", "safety", "home")
@@ -38,7 +49,7 @@ _LIVE_FIELDS = {"home": "home_events"}
 RESTART_KEYS = ("llm", "telegram", "discord", "mqtt", "admin", "memory", "sessions", "backups", "tools")
 RESTART_SUBKEYS = (("work", "digest"),)  # its schedule is set at start-up; the channels are live
 
-Trigger = Literal["watch", "signal", "api"]
+Trigger = Literal["start", "watch", "signal", "api", "store"]
 Apply = Callable[[Settings], Awaitable[None]]
 
 
@@ -46,7 +57,9 @@ class ConfigReload:
     """Reads and validates halo.yaml and hands a good one to `apply`, which takes its live keys
     (`live_part`). `started` is what halo started with: what the restart keys still are."""
 
-    def __init__(self, started: Settings, apply: Apply, *, poll_seconds: float = POLL_SECONDS) -> None:
+    def __init__(
+        self, started: Settings, apply: Apply, *, poll_seconds: float = POLL_SECONDS, record: ConfigRows | None = None
+    ) -> None:
         self.started = started
         self.current = started  # what runs now: the start-up settings with the live keys reloaded
         self.apply = apply
@@ -58,6 +71,9 @@ class ConfigReload:
         self.last_applied_at: float | None = None
         self.error: str | None = None
         self.restart_needed: list[str] = []
+        self.record = record  # PostgreSQL: the family's versions; None on the embedded store
+        self.version: int | None = None  # the stored version this process runs
+        self._refused_version: int | None = None  # a stored version invalid here: said once
         self._seen = self.applied_digest
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -84,20 +100,77 @@ class ConfigReload:
         self._task = None
 
     async def _watch(self) -> None:
+        joined = self.record is None
+        tick = self.poll_seconds if self.record is None else min(self.poll_seconds, FOLLOW_SECONDS)
+        file_due = 0.0
         while True:
-            await asyncio.sleep(self.poll_seconds)
             try:
-                await self.poll()
+                if not joined:
+                    await self.join()
+                    joined = True
+                if time.monotonic() >= file_due:
+                    file_due = time.monotonic() + self.poll_seconds
+                    await self.poll_file()
+                if self.record is not None:
+                    await self.follow()
             except Exception:
                 log.exception("watching halo.yaml failed; trying again shortly")
+            await asyncio.sleep(tick)
 
     async def poll(self) -> None:
+        """The file, then (PostgreSQL) the stored versions: one turn of the watch."""
+        await self.poll_file()
+        if self.record is not None:
+            await self.follow()
+
+    async def poll_file(self) -> None:
         """Reload when the file changed since it was last applied and held still for one poll."""
         digest = self._digest()
         settled = digest == self._seen
         self._seen = digest
         if settled and digest != self.applied_digest:
             await self.reload("watch")
+
+    async def join(self) -> None:
+        """At start (PostgreSQL): the first process stores its halo.yaml as version 1; a file
+        edited while halo was stopped (a text no version has) is stored as an edit; a file that
+        is merely behind follows the newest version. What halo started with runs already: a
+        file stored here is not applied again."""
+        assert self.record is not None
+        try:
+            mine = family_part(await asyncio.to_thread(self._text), self.path)
+        except ConfigError:
+            return  # changed since start and unreadable: the watch refuses it, and says so
+        newest = await self.record.newest()
+        if newest is None or (
+            newest.sha256 != sha256_of(mine) and await self.record.version_of(sha256_of(mine)) is None
+        ):
+            async with self._lock:
+                self.version = (await self.record.add(mine)).version
+        else:
+            await self.follow()
+
+    async def follow(self) -> None:
+        """Run the newest stored version, when it is not the one this process runs."""
+        assert self.record is not None
+        newest = await self.record.newest()
+        if newest is None or newest.version in (self.version, self._refused_version):
+            return
+        async with self._lock:
+            local = await asyncio.to_thread(self._text)
+            try:
+                if family_part(local, self.path) == newest.text:
+                    self.version = newest.version  # the file says it already (this process stored it)
+                    return
+                text = with_local_part(newest.text, local, self.path)
+                new = self._same_family(self._validated(text))
+            except ConfigError as exc:  # the stored version, or this file's own keys, do not read
+                self._refused_version = newest.version
+                self.error = f"version {newest.version} of the family's halo.yaml is not valid here: {exc}"
+                log.error("%s; the running config is kept", self.error)
+                return
+            await asyncio.to_thread(replace_config, self.path, text)
+            await self._applied(new, self._digest(), "store", newest)
 
     def ask(self, trigger: Trigger = "signal") -> None:
         """Reload soon, from a signal handler (which cannot await)."""
@@ -108,38 +181,72 @@ class ConfigReload:
     # --- reloading -------------------------------------------------------------------
 
     async def reload(self, trigger: Trigger) -> bool:
-        """Read, validate and apply halo.yaml now. False (and `error` set, the running config
-        kept) when it is invalid. Never raises for a bad file."""
+        """Read, validate and apply halo.yaml now (on PostgreSQL: stored first, as the next
+        version). False (and `error` set, the running config kept) when it is invalid. Never
+        raises for a bad file."""
         async with self._lock:
             digest = self._digest()
             self.last_trigger = trigger
             try:
                 if digest is None:
                     raise ConfigError(f"{self.path}: cannot be read (moved or deleted?)")
-                new = await asyncio.to_thread(load_settings, self.started.home)
+                text = await asyncio.to_thread(self._text)
+                new = self._same_family(self._validated(text))
             except ConfigError as exc:
                 self._refused(str(exc), digest)
                 return False
             except OSError as exc:  # unreadable now (permissions, a vanished mount)
                 self._refused(f"{self.path}: cannot be read: {exc.strerror or exc}", digest)
                 return False
-            try:
-                await self.apply(new)
-            except Exception as exc:  # a part refused it: say so, keep what runs
-                log.exception("applying halo.yaml failed")
-                self._refused(f"{self.path}: could not be applied: {type(exc).__name__}: {exc}", digest)
-                return False
-            self.current = self.current.model_copy(update=live_part(new))
-            self.restart_needed = restart_needed(self.started, new)
-            self.applied_digest = self._seen = digest
-            self.error = None
-            self.reloads += 1
-            self.last_applied_at = time.time()
+            stored = None
+            if self.record is not None:
+                try:
+                    stored = await self.record.add(family_part(text, self.path))
+                except Exception as exc:  # the store of record refused it: no process runs it, nor this one
+                    log.exception("storing halo.yaml failed")
+                    self._refused(f"{self.path}: could not be stored: {type(exc).__name__}: {exc}", digest)
+                    return False
+            return await self._applied(new, digest, trigger, stored)
+
+    async def _applied(self, new: Settings, digest: str | None, trigger: Trigger, stored: StoredConfig | None) -> bool:
+        """Hand a valid config to `apply` (under the lock); False when a part refused it."""
+        try:
+            await self.apply(new)
+        except Exception as exc:  # a part refused it: say so, keep what runs
+            log.exception("applying halo.yaml failed")
+            self._refused(f"{self.path}: could not be applied: {type(exc).__name__}: {exc}", digest)
+            return False
+        self.current = self.current.model_copy(update=live_part(new))
+        self.restart_needed = restart_needed(self.started, new)
+        self.applied_digest = self._seen = digest
+        self.error = None
+        self.reloads += 1
+        self.last_trigger = trigger
+        self.last_applied_at = time.time()
+        if stored is not None:
+            self.version = stored.version
         if self.restart_needed:
             log.warning("halo.yaml applied; restart halo for: %s", ", ".join(self.restart_needed))
         else:
-            log.info("halo.yaml applied (%s)", trigger)
+            log.info("halo.yaml applied (%s%s)", trigger, f", version {self.version}" if stored else "")
         return True
+
+    def _same_family(self, new: Settings) -> Settings:
+        """On PostgreSQL the family id picks the rows halo sees: an edit that changes it (a new
+        `family.name` without `storage.family_id`) would hide every row after a restart."""
+        if self.record is not None and new.family_id != self.started.family_id:
+            raise ConfigError(
+                f"{self.path}: this edit changes the family id every stored row carries ({self.started.family_id} "
+                f"→ {new.family_id}); keep it with storage.family_id: {self.started.family_id}"
+            )
+        return new
+
+    def _text(self) -> str:
+        return self.path.read_text(encoding="utf-8") if self.path.exists() else ""
+
+    def _validated(self, text: str) -> Settings:
+        """The settings `text` makes, read exactly as at start-up (with the HALO_* environment)."""
+        return settings_from(self.started.paths, parse_yaml(text, self.path))
 
     def _refused(self, error: str, digest: str | None) -> None:
         self.error = error
@@ -149,6 +256,7 @@ class ConfigReload:
     def status(self) -> dict[str, Any]:
         return {
             "file": str(self.path),
+            "version": self.version,
             "watching": self._task is not None and not self._task.done(),
             "reloads": self.reloads,
             "last_trigger": self.last_trigger,

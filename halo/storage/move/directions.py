@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from halo.storage.audit_rows import audit_events
 from halo.storage.db import CONNECT_TIMEOUT_SECONDS
+from halo.storage.family import FAMILY_OPTION, bind_family
 from halo.storage.memory_rows import memory_files
 from halo.storage.migrate import current_revision, head_revision, upgrade_in
 from halo.storage.move.audit_part import AuditPart
@@ -56,15 +57,21 @@ def parts_for(schema: MetaData, family_id: str) -> list[Part]:
     return [*table_parts(schema, family_id, skip=owned | RUNNING_STATE), *files]
 
 
-def _engine(url: str) -> AsyncEngine:
-    return create_async_engine(url, connect_args={"timeout": CONNECT_TIMEOUT_SECONDS})
+def _engine(url: str, family_id: str | None) -> AsyncEngine:
+    """With `family_id`, bound to that family as `HaloDB` is (halo/storage/family.py): on a
+    database several families share, the move counts, reads, replaces and writes only its own."""
+    options = {FAMILY_OPTION: family_id} if family_id else {}
+    engine = create_async_engine(url, connect_args={"timeout": CONNECT_TIMEOUT_SECONDS}, execution_options=options)
+    if family_id:
+        bind_family(engine.sync_engine, family_id)
+    return engine
 
 
 @asynccontextmanager
-async def _postgres(url: str, *, read_only: bool = False) -> AsyncIterator[AsyncConnection]:
+async def _postgres(url: str, family_id: str | None, *, read_only: bool = False) -> AsyncIterator[AsyncConnection]:
     """One connection in one transaction (committed when the block ends without an error);
     a server that cannot be reached or refuses halo is a `MoveError` naming it."""
-    engine = _engine(url)
+    engine = _engine(url, family_id)
     try:
         try:
             conn = await engine.connect()
@@ -116,7 +123,7 @@ async def to_postgres(
     home: Path, url: str, *, family_id: str, force: bool = False, progress: Progress | None = None
 ) -> list[Moved]:
     """Copy HALO_HOME's data into the PostgreSQL database at `url` (its schema migrated first)."""
-    async with _postgres(url) as conn:
+    async with _postgres(url, family_id) as conn:
         await upgrade_in(conn)
         schema = await _reflect(conn)
         parts = parts_for(schema, family_id)
@@ -128,8 +135,8 @@ async def to_postgres(
 
 
 @asynccontextmanager
-async def _postgres_at_head(url: str) -> AsyncIterator[tuple[Postgres, list[Part]]]:
-    async with _postgres(url, read_only=True) as conn:
+async def _postgres_at_head(url: str, family_id: str | None) -> AsyncIterator[tuple[Postgres, list[Part]]]:
+    async with _postgres(url, family_id, read_only=True) as conn:
         found, head = await conn.run_sync(current_revision), head_revision()
         if found is None:
             raise MoveError(f"PostgreSQL at {shown(url)} holds no halo schema: there is nothing to copy")
@@ -143,11 +150,13 @@ async def _postgres_at_head(url: str) -> AsyncIterator[tuple[Postgres, list[Part
         yield Postgres(conn, schema), parts_for(schema, "")
 
 
-async def stage_from_postgres(home: Path, url: str, staging: Path, progress: Progress | None = None) -> list[Moved]:
-    """PostgreSQL's data written into `staging` as HALO_HOME would hold it, and checked.
-    halo.db starts as a copy of HALO_HOME's, so its tables PostgreSQL does not hold
-    (distillation's progress) stay."""
-    async with _postgres_at_head(url) as (source, parts):
+async def stage_from_postgres(
+    home: Path, url: str, staging: Path, progress: Progress | None = None, *, family_id: str | None = None
+) -> list[Moved]:
+    """PostgreSQL's data (with `family_id`, that family's alone; without, the whole database)
+    written into `staging` as HALO_HOME would hold it, and checked. halo.db starts as a copy
+    of HALO_HOME's, so its tables PostgreSQL does not hold (distillation's progress) stay."""
+    async with _postgres_at_head(url, family_id) as (source, parts):
         if (home / HALO_DB).exists():
             backup_copy(home / HALO_DB, staging / HALO_DB)
         else:
@@ -156,10 +165,13 @@ async def stage_from_postgres(home: Path, url: str, staging: Path, progress: Pro
             return await copy_parts(parts, source, target, progress)
 
 
-async def from_postgres(home: Path, url: str, *, force: bool = False, progress: Progress | None = None) -> list[Moved]:
-    """Copy the PostgreSQL database at `url` into HALO_HOME (created if need be)."""
+async def from_postgres(
+    home: Path, url: str, *, family_id: str | None = None, force: bool = False, progress: Progress | None = None
+) -> list[Moved]:
+    """Copy the PostgreSQL database at `url` (with `family_id`, that family's rows) into
+    HALO_HOME (created if need be)."""
     home.mkdir(mode=0o700, parents=True, exist_ok=True)  # noqa: ASYNC240 (once, before anything waits)
-    async with _postgres_at_head(url) as (_, parts), _embedded(home) as existing:
+    async with _postgres_at_head(url, family_id) as (_, parts), _embedded(home) as existing:
         found = await occupied(parts, existing)
     if found and not force:
         raise _refusal(found, str(home))
@@ -167,7 +179,7 @@ async def from_postgres(home: Path, url: str, *, force: bool = False, progress: 
     staging = home / f".migrate-{stamp}"
     staging.mkdir(mode=0o700)
     try:
-        moved = await stage_from_postgres(home, url, staging, progress)
+        moved = await stage_from_postgres(home, url, staging, progress, family_id=family_id)
         replaced = [path for part in parts for path in part.local_paths(home)]
         _place(staging, home, replaced, home / "backups" / f"before-migrate-{stamp}")
     finally:

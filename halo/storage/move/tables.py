@@ -36,12 +36,15 @@ Row = dict[str, Any]
 
 
 def generic_table(table: Table, metadata: MetaData) -> Table:
-    """`table` (reflected from PostgreSQL) with generic types and no server defaults, for SQLite."""
+    """`table` (reflected from PostgreSQL) with generic types and no server defaults, for SQLite.
+    A counted key is (family_id, n) on PostgreSQL and n alone here: one family a file, and
+    SQLite counts only a key of one column."""
+    counted = [c for c in table.primary_key.columns if c.autoincrement is True and isinstance(c.type, Integer)]
     columns = [
         Column(
             c.name,
             c.type.as_generic(),
-            primary_key=c.primary_key,
+            primary_key=c.primary_key and (not counted or c in counted),
             nullable=c.nullable,
             autoincrement=c.autoincrement if c.primary_key else False,
         )
@@ -132,7 +135,8 @@ class TablePart:
             rows: list[Row] = []
             for row in chunk:
                 values = dict(zip(names, row, strict=True))
-                values.setdefault(FAMILY_COLUMN, self.family_id)
+                if isinstance(side, Embedded) and self.family_id:  # a home's rows are the family it moves as
+                    values[FAMILY_COLUMN] = self.family_id
                 rows.append(values)
             yield rows
 
@@ -166,8 +170,12 @@ class TablePart:
             ).scalar_one()
             if sequence is None:
                 continue
-            highest = f'COALESCE((SELECT MAX("{column.name}") FROM "{self.name}"), 0)'
-            await side.conn.execute(text(f"SELECT setval(:sequence, {highest} + 1, false)"), {"sequence": sequence})
+            # never backwards: on a database several families share, other families' keys may be higher
+            highest = f'COALESCE((SELECT MAX("{column.name}") FROM "{self.name}"), 0) + 1'
+            await side.conn.execute(
+                text(f"SELECT setval(:sequence, GREATEST({highest}, nextval(:sequence)), false)"),
+                {"sequence": sequence},
+            )
 
     def local_paths(self, home: Path) -> list[Path]:
         return []
