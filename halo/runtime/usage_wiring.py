@@ -13,6 +13,7 @@ from agents import Model
 
 from config.family import Family
 from config.settings import Settings
+from halo.core.live_settings import LiveSettings
 from halo.routing.levels import Level
 from halo.routing.router import Router, Triage
 from halo.runtime.providers import build_model
@@ -78,14 +79,17 @@ def build_levels(settings: Settings, db: HaloDB, override: Model | None) -> Leve
 
 def build_routing(
     settings: Settings,
+    live: LiveSettings,
+    prices: Prices,
     levels: Levels,
     transcripts: TranscriptStore,
     tell_parents: TellParents,
     family: Callable[[], Family],
 ) -> tuple[Router, Budget]:
-    prices = Prices(settings.llm.prices)
+    """The router and the budget, both reading `routing:` and `budget:` from `live` at each
+    message (they apply live); the triage model is built once, from `llm`."""
     budget = Budget(
-        settings.budget,
+        live.budget,
         levels.meter.store,
         levels.meter,
         prices,
@@ -110,7 +114,7 @@ def build_routing(
                 return line.text
         return None
 
-    return Router(settings.routing, triage=triage, budget=budget, last_reply=last_reply), budget
+    return Router(live.routing, triage=triage, budget=budget, last_reply=last_reply), budget
 
 
 def _name(family: Family, member_id: str) -> str:
