@@ -28,7 +28,7 @@ from halo.core.scopes import resolve_scope
 from halo.inventory import Halo
 from halo.routing.levels import Level
 from halo.runtime.app import build_halo
-from tests.conftest import FAMILY_YAML, llm_yaml, write_home
+from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 
 # halo.yaml keys whose Settings field is named otherwise, and the one field that is no key
@@ -302,7 +302,9 @@ def message(halo: Halo, member_id: str, text: str) -> Envelope:
     member = halo.family.member(member_id)
     assert member is not None
     user_id = str(member.telegram_user_id)
-    return Envelope("telegram", resolve_scope(halo.family, f"telegram:{user_id}"), Speaker(user_id, member=member), text)
+    return Envelope(
+        "telegram", resolve_scope(halo.family, f"telegram:{user_id}"), Speaker(user_id, member=member), text
+    )
 
 
 @pytest.fixture
@@ -353,7 +355,9 @@ async def test_routing_and_prices_edited_while_halo_runs_take_effect_on_the_next
 
     config = home / "halo.yaml"
     text = config.read_text().replace("routing: {enabled: false}", "routing: {enabled: true, triage: false}")
-    config.write_text(text.replace("fake-model: {input: 100, output: 200}", "fake-model: {input: 10000, output: 20000}"))
+    config.write_text(
+        text.replace("fake-model: {input: 100, output: 200}", "fake-model: {input: 10000, output: 20000}")
+    )
     assert await halo.config.reload("api") and halo.config.restart_needed == []
 
     calls = len(fake_llm.model_requests)

@@ -233,7 +233,9 @@ def cmd_reload(args: argparse.Namespace) -> int:
         status, body = ask_running_halo(settings)
     except OSError as exc:
         where = f"{settings.admin.host}:{settings.admin.port}"
-        print(f"halo: no halo answers on {where} ({exc}); the next `halo serve` reads halo.yaml", file=sys.stderr)
+        print(
+            f"halo: no halo answers on {where} ({exc}); the next `uv run halo serve` reads halo.yaml", file=sys.stderr
+        )
         return 1
     if status != 200:
         print(f"halo: halo.yaml was not applied.\n{body.get('error', body)}", file=sys.stderr)
@@ -280,7 +282,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     home, archive = default_home(), Path(args.path).expanduser()
     if not archive.is_file():
-        raise StartupError(f"no archive at {archive} (make one with `halo export <path>`)")
+        raise StartupError(f"no archive at {archive} (make one with `uv run halo export <path>`)")
     try:
         restored = import_workspace(archive, home, force=args.force)
     except BackupError as exc:
