@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
+import logging
 import re
 import types
 import typing
@@ -366,3 +367,16 @@ async def test_routing_and_prices_edited_while_halo_runs_take_effect_on_the_next
     assert len(fake_llm.model_requests) == calls, "routing on: thanks needs no model"
     # the same tokens at the new price: a hundred times what they cost before
     assert await today_usd(halo) == pytest.approx(100 * before, rel=0.01)
+
+
+async def test_a_budget_set_while_halo_runs_says_which_models_it_cannot_count(
+    running: Halo, home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = home / "halo.yaml"
+    unpriced = config.read_text().replace(
+        "    fake-model: {input: 100, output: 200}\n", "    other-model: {input: 1, output: 1}\n"
+    )
+    config.write_text(unpriced + "budget: {daily_usd: 1}\n")
+    with caplog.at_level(logging.WARNING, logger="halo.runtime.usage_wiring"):
+        assert await running.config.reload("api")
+    assert "budget: fake-model has no known price (set llm.prices): its calls do not count" in caplog.text

@@ -75,7 +75,7 @@ from halo.runtime.graph_wiring import build_graph
 from halo.runtime.memory_wiring import build_memory, memory_after_turn, memory_record, scope_takers
 from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
-from halo.runtime.usage_wiring import Levels, build_levels, build_routing, usage_after_turn
+from halo.runtime.usage_wiring import Levels, build_levels, build_routing, say_unpriced, usage_after_turn
 from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
 from halo.safety.notify import Notifier
@@ -204,6 +204,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         write_default_user_files(paths, new.members, record)
         family.replace(new.family_view())  # every part reads the family from here
         await home.apply(new.home_events)
+        if (new.budget, new.llm.prices) != (live.current().budget, live.current().llm.prices):
+            say_unpriced(new, levels)
 
     config = ConfigReload(live, apply_config)
     approvals = Approvals(db, delivery, transcripts, family.current, audit, minutes=settings.tools.approval_minutes)

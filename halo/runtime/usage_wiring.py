@@ -96,11 +96,7 @@ def build_routing(
         tell_parents,
         names=lambda member_id: _name(family(), member_id),
     )
-    if budget.active:
-        for model in {levels.main, levels.cheap, levels.strong} - {None}:
-            name = model_name(model)  # type: ignore[arg-type]
-            if prices.of(name) is None:
-                log.warning("budget: %s has no known price (set llm.prices): its calls do not count", name)
+    say_unpriced(settings, levels)
     # a triage call only earns its cost when its answer can change the model: with one model at
     # every level (no cheap_model or strong_model), each message would pay a second run for nothing
     distinct = {model_name(m) for m in (levels.cheap, levels.main, levels.strong) if m is not None}
@@ -115,6 +111,19 @@ def build_routing(
         return None
 
     return Router(live.routing, triage=triage, budget=budget, last_reply=last_reply), budget
+
+
+def say_unpriced(settings: Settings, levels: Levels) -> None:
+    """With a budget, a model of no known price is one whose calls it cannot count: said at
+    start and when a reloaded halo.yaml sets a budget or prices."""
+    budget = settings.budget
+    if budget.daily_usd is None and budget.member_daily_usd is None:
+        return
+    prices = Prices(settings.llm.prices)
+    for model in {levels.main, levels.cheap, levels.strong} - {None}:
+        name = model_name(model)  # type: ignore[arg-type]
+        if prices.of(name) is None:
+            log.warning("budget: %s has no known price (set llm.prices): its calls do not count", name)
 
 
 def _name(family: Family, member_id: str) -> str:
