@@ -64,6 +64,7 @@ RESTART = (
     "backups",
     "tools",
     "storage",
+    "family.name",  # unless storage.family_id is set, the id halo.db's rows carry (set at start)
     "work.digest",  # its schedule is set at start-up; the channels are live
     "safety.profiles.*.model",  # built at start-up
 )
