@@ -21,7 +21,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.representer import RoundTripRepresenter
 
-from config.loader import ConfigError
+from config.loader import ConfigError, yaml_mistake
 
 T = TypeVar("T")
 
@@ -58,7 +58,7 @@ def _parse(text: str, path: Path | str) -> tuple[CommentedMap, YAML]:
     try:
         data = yaml.load(text)
     except YAMLError as exc:
-        raise ConfigError(f"{path}: is not valid YAML, so it was not changed: {exc}") from None
+        raise ConfigError(f"{path}: {yaml_mistake(exc)} (it was not changed)") from None
     if data is None:
         data = CommentedMap()
     if not isinstance(data, CommentedMap):

@@ -53,6 +53,35 @@ def _describe(path: Path, data: Any, err: ValidationError) -> str:
     return "\n".join(lines)
 
 
+# what is left open when the parser notices too late, and what probably closes it
+_UNCLOSED = {
+    "flow mapping": "a `}`",
+    "flow sequence": "a `]`",
+    "quoted scalar": "a closing quote",
+}
+
+
+def yaml_mistake(exc: YAMLError) -> str:
+    """Where a YAML syntax error is, in words. The parser notices an unclosed `{`, `[` or quote
+    only where the next key starts (its problem mark), often lines later; the context mark is
+    where the unclosed thing began, which is the line to fix, so it is named first."""
+    problem = getattr(exc, "problem", None) or str(exc)
+    mark, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    if mark is None:
+        return f"is not valid YAML: {problem}"
+    noticed = f"line {mark.line + 1}, column {mark.column + 1}"
+    began = getattr(exc, "context", None) or ""
+    if context is None or context.line == mark.line:
+        return f"{noticed} is not valid YAML: {problem}"
+    what = began.removeprefix("while parsing ").removeprefix("while scanning ").strip() or "what starts there"
+    closer = next((hint for kind, hint in _UNCLOSED.items() if kind in what), None)
+    hint = f" Is {closer} missing on line {context.line + 1}?" if closer else ""
+    return (
+        f"line {context.line + 1}, column {context.column + 1} is not valid YAML: {what} starts there "
+        f"and is not closed before line {mark.line + 1}, column {mark.column + 1} ({problem}).{hint}"
+    )
+
+
 def read_yaml(path: Path) -> Any:
     with path.open(encoding="utf-8") as fh:
         return parse_yaml(fh.read(), path)
@@ -64,10 +93,7 @@ def parse_yaml(text: str, path: Path) -> Any:
     try:
         data = yaml.load(text)
     except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}:{where} is not valid YAML: {problem}") from None
+        raise ConfigError(f"{path}: {yaml_mistake(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

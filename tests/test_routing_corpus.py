@@ -33,7 +33,8 @@ def routed(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Labelled, Lev
     home = write_home(Path(tmp_path_factory.mktemp("home")), family=CORPUS_FAMILY)
     settings = load_settings(home)
     policy = PolicyEngine(settings.family_view())
-    router = Router(RoutingSettings(enabled=True, triage=False))
+    routing = RoutingSettings(enabled=True, triage=False)
+    router = Router(lambda: routing)
 
     async def route_all() -> list[tuple[Labelled, Level, str]]:
         found = []

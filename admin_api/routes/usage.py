@@ -31,7 +31,7 @@ def _days_before(day: date, days: int) -> date:
 async def get_usage(request: web.Request) -> web.Response:
     """Tokens and USD per day, grouped `by` member, scope, model, purpose or level (default: member)."""
     halo = halo_of(request)
-    settings = halo.settings
+    settings = halo.config.current  # llm.prices and budget apply live
     today = date.fromisoformat(halo.usage.today())
     last = _day(request.query.get("to"), today, "to")
     first = _day(request.query.get("from"), _days_before(last, 13), "from")

@@ -7,10 +7,12 @@ with a visible marker, never silently.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from config.settings import RoutingSettings
 from transcripts.tokens import estimate_tokens
 
 if TYPE_CHECKING:
@@ -126,7 +128,7 @@ class ContextBuilder:
     """`lean_sources`: the ones a lean turn (`Turn.lean`, small talk at L1) is given — who is
     speaking where, how to talk to them and the durable memory — not recall or documents, which
     the rules found the message does not need (MemorySource leaves out the day's notes itself).
-    None: every source, always."""
+    None, or `routing.l1_recall` (read at each turn: it applies live): every source."""
 
     def __init__(
         self,
@@ -134,14 +136,16 @@ class ContextBuilder:
         budget_tokens: int = 6000,
         *,
         lean_sources: list[ContextSource] | None = None,
+        routing: Callable[[], RoutingSettings] = RoutingSettings,
     ) -> None:
         self.sources = sources
         self.lean_sources = sources if lean_sources is None else lean_sources
+        self.routing = routing
         self.budget = budget_tokens
 
     async def sections(self, turn: Turn) -> list[ContextSection]:
         found: list[ContextSection] = []
-        for source in self.lean_sources if turn.lean else self.sources:
+        for source in self.lean_sources if turn.lean and not self.routing().l1_recall else self.sources:
             found.extend(await source.sections(turn))
         return sorted(found, key=lambda s: s.priority)
 

@@ -131,6 +131,7 @@ class HomeEvents:
         hours from the next observation on. What a kept rule saw, fired and queued stays."""
         async with self._lock:
             self.settings = settings
+            self.store.keep = settings.keep_observations
             self.rules = list(settings.rules)
             self.reports = {r.id: self.reports.get(r.id) or RuleReport() for r in self.rules}
             self._recent = {r.id: self._recent.get(r.id) or deque() for r in self.rules}

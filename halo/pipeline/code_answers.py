@@ -4,9 +4,10 @@ the first answer wins."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from config.settings import RoutingSettings
 from halo.core.turn import Turn
 from halo.pipeline.reply import Answerer, ModelStartCallback
 
@@ -24,6 +25,26 @@ class CodeAnswers:
         text = await self.commands.run(turn, turn.envelope.text)
         if text is not None:
             return text
+        for answer in self.answerers:
+            text = await answer(turn, on_model_start)
+            if text is not None:
+                return text
+        return None
+
+
+class PlainWords:
+    """ "remind me to … at 5pm", "add milk to the list", "remember that …" answered in code (L0)
+    by `answerers`, while `routing.enabled` and `routing.plain_words` are on; both are read at
+    each message, so halo.yaml's `routing:` applies live."""
+
+    def __init__(self, answerers: Sequence[Answerer], routing: Callable[[], RoutingSettings]) -> None:
+        self.answerers = list(answerers)
+        self.routing = routing
+
+    async def __call__(self, turn: Turn, on_model_start: ModelStartCallback | None) -> str | None:
+        settings = self.routing()
+        if not (settings.enabled and settings.plain_words):
+            return None
         for answer in self.answerers:
             text = await answer(turn, on_model_start)
             if text is not None:

@@ -189,7 +189,7 @@ class Gateway:
         scope_id = turn.scope.id
         if route.small is None:
             return Reply(SPENT_REPLY, scope_id, "no_model", decision, route)
-        text = small_reply(route, turn, self.router.settings)
+        text = small_reply(route, turn, self.router.settings())
         return Reply(text, scope_id, "command" if text else "silent", decision, route)
 
     async def _close(self, turn: Turn, reply: Reply) -> Reply:

@@ -7,6 +7,7 @@ history even when the run fails."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from agents import (
@@ -23,6 +24,7 @@ from agents import (
 )
 from openai.types.responses import ResponseTextDeltaEvent
 
+from config.settings import RoutingSettings
 from halo.core.turn import Turn
 from halo.media.images import MODEL_CANNOT_SEE
 from halo.pipeline.intake import model_input
@@ -65,7 +67,7 @@ class ModelRun:
         llm: LLMSettings,
         health: ModelHealth,
         *,
-        l1_history_items: int | None = None,
+        routing: Callable[[], RoutingSettings] = RoutingSettings,
     ) -> None:
         self.agents = agents  # the agent for a turn at a level: model, tools, guardrails, instructions
         self.sessions = sessions  # the scope's history, read from its transcript
@@ -74,7 +76,9 @@ class ModelRun:
         self.audit = audit
         self.llm = llm
         self.health = health  # the last model failure until a call succeeds (/status)
-        self.l1_history_items = l1_history_items  # small talk needs the last few items, not the whole chat
+        # routing.l1_history_items: small talk needs the last few items, not the whole chat
+        # (read at each turn: it applies live)
+        self.routing = routing
         # built once (it reads the environment); the changing note goes after the stable prefix
         self.run_config = RunConfig(tracing_disabled=not llm.tracing, call_model_input_filter=agents.model_input)
 
@@ -115,7 +119,7 @@ class ModelRun:
         content: str | list[Any] = model_input(turn)
         if turn.images:
             content = [{"type": "input_text", "text": content}, *turn.images]
-        limit = self.l1_history_items if route.level == Level.L1 else None
+        limit = self.routing().l1_history_items if route.level == Level.L1 else None
         run_input = [*await session.get_items(limit), cast(TResponseInputItem, {"role": "user", "content": content})]
         max_turns = self.llm.max_model_turns
         try:

@@ -15,12 +15,13 @@ turn, and a provider's prefix cache reuses them in a long chat.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from agents import Agent, Model, ModelSettings, RunContextWrapper, Tool, TResponseInputItem
 from agents.run_config import CallModelData, ModelInputData
 
+from config.settings import RoutingSettings
 from halo.core.turn import Turn
 from halo.pipeline.sdk_identity import sign_once
 from halo.routing.levels import Level
@@ -47,7 +48,7 @@ class TurnAgents:
         model_settings: ModelSettings,
         tools: list[Tool],
         levels: Mapping[Level, Model] | None = None,
-        l1_tools: bool = False,
+        routing: Callable[[], RoutingSettings] = RoutingSettings,
     ) -> None:
         self.context = context
         self.policy = policy
@@ -58,7 +59,7 @@ class TurnAgents:
         self.levels = dict(levels or {})  # the model of each level (halo/routing); absent: `model`
         # L1 is small talk and short questions the rules found need no tool: no schemas to send
         # (the policy still decides what the other levels are offered, and each tool asks it again)
-        self.l1_tools = l1_tools
+        self.routing = routing  # routing.l1_tools, read at each turn: it applies live
         self._offered: OrderedDict[tuple[Any, ...], tuple[Tool, ...]] = OrderedDict()
         self._agents: OrderedDict[tuple[Any, ...], Agent[Turn]] = OrderedDict()
 
@@ -67,7 +68,7 @@ class TurnAgents:
         safety = self.safety if turn.safety is not None else None
         base = self.levels.get(level, self.model)
         model: Model | None = safety.model_for(turn, base) if safety else base
-        tools = self.offered_tools(turn) if level != Level.L1 or self.l1_tools else ()
+        tools = self.offered_tools(turn) if level != Level.L1 or self.routing().l1_tools else ()
         key = (id(model), tuple(id(t) for t in tools), safety is not None)
         if (agent := _get(self._agents, key)) is None:
             agent = sign_once(  # never changed once built: its SDK identity signature is computed once

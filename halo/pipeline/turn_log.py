@@ -6,9 +6,11 @@ the message open for the catch-up (halo/pipeline/missed.py), never answered twic
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
+from config.settings import RoutingSettings
 from halo.core.turn import Turn
 from halo.pipeline.intake import Taken, model_input
 from halo.pipeline.reply import Reply
@@ -26,14 +28,15 @@ class TurnLog:
         sessions: TranscriptSessions,
         audit: AuditLog,
         *,
-        l0_in_history: bool = False,
+        routing: Callable[[], RoutingSettings] = RoutingSettings,
     ) -> None:
         self.transcripts = transcripts
         self.sessions = sessions  # settled once the closing line is written
         self.audit = audit  # the level a reply was made at
         # a message that needed no answer (thanks, "ok" in a group) adds nothing the model needs:
-        # its line stays in the transcript, out of the model's history (routing.l0_in_history)
-        self.l0_in_history = l0_in_history
+        # its line stays in the transcript, out of the model's history (routing.l0_in_history,
+        # read at each turn: it applies live)
+        self.routing = routing
 
     async def message(self, taken: Taken) -> None:
         """The person's message, with what intake made of it and the model's view when it
@@ -67,7 +70,7 @@ class TurnLog:
             )
         elif reply.kind == "silent" or _budget_spent(reply):  # no answer needed (L0), or no model left
             what = "no reply needed" if reply.kind == "silent" else "the model budget is spent: the message was kept"
-            off_the_record = reply.kind == "silent" and not self.l0_in_history
+            off_the_record = reply.kind == "silent" and not self.routing().l0_in_history
             await self._append(turn, "event", what, answers=env.id, reply="silent" if off_the_record else None, **level)
         else:
             await self._append(turn, "assistant", reply.text or "", reply=reply.kind, answers=env.id, **level)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from config.family import Family, Member
+from config.settings import ReminderSettings
 from halo.core.envelope import Scope
 from halo.family.direct import DirectMessages
 from halo.outbound.delivery import Delivery
@@ -65,7 +66,7 @@ class ReminderScheduler:
         *,
         quiet_until: QuietUntil,
         audit: Audit | None = None,
-        catch_up: timedelta = timedelta(minutes=60),
+        settings: Callable[[], ReminderSettings] = ReminderSettings,
         clock: Callable[[], datetime] = _now,
     ) -> None:
         self.store = store
@@ -74,7 +75,7 @@ class ReminderScheduler:
         self.family = family
         self.quiet_until = quiet_until
         self.audit = audit
-        self.catch_up = catch_up
+        self.settings = settings  # reminders.catch_up_minutes, read at each firing: it applies live
         self.clock = clock
         self.fired = 0  # messages queued by this run (status, bench)
         self._wake = asyncio.Event()
@@ -145,7 +146,7 @@ class ReminderScheduler:
         zone = ZoneInfo(family.family.timezone)
         following = self._following(reminder, now, zone)
         scopes = [scope for m in self._targets(reminder, family) if (scope := self.direct.scope_of(m.id)) is not None]
-        if now - reminder.due_at > self.catch_up:
+        if now - reminder.due_at > timedelta(minutes=self.settings().catch_up_minutes):
             return self._missed(reminder, family, zone, now, following)
         if not reminder.urgent:
             ends = [end for scope in scopes if (end := self.quiet_until(scope, now)) is not None]

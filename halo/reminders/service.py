@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from config.family import Family, Member
+from config.settings import ReminderSettings
 from halo.core.member_words import find_member
 from halo.core.turn import Turn
 from halo.reminders.store import MAX_TEXT, PARENTS, Reminder, ReminderStore
@@ -54,12 +55,12 @@ class Reminders:
         self,
         store: ReminderStore,
         *,
-        children_may_remind_parents: bool,
+        settings: Callable[[], ReminderSettings],
         wake: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = _now,
     ) -> None:
         self.store = store
-        self.children_may_remind_parents = children_may_remind_parents
+        self.settings = settings  # read at each use: halo.yaml's `reminders:` applies live
         self.wake = wake
         self.clock = clock
 
@@ -104,7 +105,11 @@ class Reminders:
             names = ", ".join(m.name for m in turn.family.members)
             return f"I don't know who {who!r} is. I can remind: me, parents, {names}."
         refused = next(
-            (d for d in decide_remind(turn.policy, turn, target, self.children_may_remind_parents) if not d.allowed),
+            (
+                d
+                for d in decide_remind(turn.policy, turn, target, self.settings().children_may_remind_parents)
+                if not d.allowed
+            ),
             None,
         )
         if refused is not None:
@@ -195,7 +200,7 @@ class Reminders:
         allowed = [
             label
             for label, target in targets
-            if (d := decide_remind(turn.policy, turn, target, self.children_may_remind_parents, audit=False))
+            if (d := decide_remind(turn.policy, turn, target, self.settings().children_may_remind_parents, audit=False))
             and all(x.allowed for x in d)
         ]
         return f"- remind: {', '.join(allowed) or 'nobody'} (see `halo policy explain --action remind`)"

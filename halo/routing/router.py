@@ -77,21 +77,32 @@ class Triage:
 
 
 class Router:
+    """`settings` is read at each message (halo.yaml's `routing:` applies live); the rules are
+    rebuilt when it changes."""
+
     def __init__(
         self,
-        settings: RoutingSettings,
+        settings: Callable[[], RoutingSettings],
         *,
         triage: Triage | None = None,
         budget: SpendCap | None = None,
         last_reply: LastReply | None = None,
     ) -> None:
         self.settings = settings
-        self.rules = Rules(
-            acknowledgements=settings.acknowledgements, greetings=settings.greetings, think_hard=settings.think_hard
-        )
-        self.triage = triage if settings.triage else None
+        self._rules: tuple[RoutingSettings, Rules] | None = None
+        self.triage = triage
         self.budget = budget
         self.last_reply = last_reply
+
+    @property
+    def rules(self) -> Rules:
+        settings = self.settings()
+        if self._rules is None or self._rules[0] is not settings:
+            rules = Rules(
+                acknowledgements=settings.acknowledgements, greetings=settings.greetings, think_hard=settings.think_hard
+            )
+            self._rules = (settings, rules)
+        return self._rules[1]
 
     async def route(self, turn: Turn) -> Route:
         wanted = await self.wanted(turn)
@@ -100,7 +111,8 @@ class Router:
     async def wanted(self, turn: Turn) -> Route:
         """The least level that answers this message well, before any cap."""
         env = turn.envelope
-        if not self.settings.enabled:
+        settings = self.settings()
+        if not settings.enabled:
             return Route(Level.L2, "routing is off")
         attachment = env.attachment
         has_image = attachment is not None and attachment.kind == "image"
@@ -115,7 +127,7 @@ class Router:
             return Route(verdict.level, verdict.reason)
         if small is not None:  # "yes" to something halo asked: the model needs the conversation
             return Route(Level.L2, "answers halo's question")
-        if self.triage is not None:
+        if self.triage is not None and settings.triage:
             level = await self.triage.level(env.text)
             if level is not None:
                 return Route(level, f"triage: {level}")

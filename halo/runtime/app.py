@@ -26,6 +26,7 @@ from halo.context.memory import MemorySource
 from halo.context.recall import Recall, RecallSource, memory_files_in_context
 from halo.context.tone import ProfileSource
 from halo.core.live_family import LiveFamily
+from halo.core.live_settings import LiveSettings
 from halo.core.scope_locks import ScopeLocks
 from halo.core.scope_takers import ScopeTakers
 from halo.core.turn import Turn
@@ -49,7 +50,7 @@ from halo.media.voice import build_transcriber
 from halo.outbound.delivery import Delivery
 from halo.pipeline.admission import Admission
 from halo.pipeline.after_turn import AfterTurn
-from halo.pipeline.code_answers import CodeAnswers
+from halo.pipeline.code_answers import CodeAnswers, PlainWords
 from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.conversations import TranscriptConversations
 from halo.pipeline.gateway import Gateway
@@ -75,7 +76,7 @@ from halo.runtime.graph_wiring import build_graph
 from halo.runtime.memory_wiring import build_memory, memory_after_turn, memory_record, scope_takers
 from halo.runtime.providers import build_model, close_model, model_settings
 from halo.runtime.starter import write_default_soul, write_default_user_files
-from halo.runtime.usage_wiring import Levels, build_levels, build_routing, usage_after_turn
+from halo.runtime.usage_wiring import Levels, build_levels, build_routing, say_unpriced, usage_after_turn
 from halo.safety.classifier import RiskClassifier
 from halo.safety.gate import SafetyGate
 from halo.safety.notify import Notifier
@@ -152,6 +153,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     # -- the family and its policy; the one outbox; who may join
     policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
     family = LiveFamily(policy)
+    live = LiveSettings(settings)  # routing, budget, prices, reminders: read at each use, reloaded live
     delivery = Delivery(db, transcripts, family.current, audit=audit)
     pairing = Pairing(db, FamilyEditor(paths, family), policy, delivery, audit)
     groups = GroupGuard(db, policy, delivery, audit)
@@ -192,24 +194,23 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         family.current,
         quiet_until=home.quiet_until,
         audit=audit,
-        catch_up=timedelta(minutes=settings.reminders.catch_up_minutes),
+        settings=live.reminders,
     )
-    reminders = Reminders(
-        reminder_store,
-        children_may_remind_parents=settings.reminders.children_may_remind_parents,
-        wake=reminder_clock.wake,
-    )
+    reminders = Reminders(reminder_store, settings=live.reminders, wake=reminder_clock.wake)
     lists = Lists(ListStore(db))
 
     async def apply_config(new: Settings) -> None:
-        """A reloaded, valid halo.yaml: its live keys (the family and the policy's view of it,
-        the home rules) take effect now; the rest waits for a restart."""
+        """A reloaded, valid halo.yaml: the family (and the policy's view of it) and the home
+        rules take effect now; ConfigReload then hands the other live keys to `live`. The rest
+        waits for a restart."""
         write_default_user_files(paths, new.members, record)
         family.replace(new.family_view())  # every part reads the family from here
         await home.apply(new.home_events)
+        if (new.budget, new.llm.prices) != (live.current().budget, live.current().llm.prices):
+            say_unpriced(new, levels)
 
     config_record = ConfigRows(db) if db.backend == "postgresql" else None  # the family's versions
-    config = ConfigReload(settings, apply_config, record=config_record)
+    config = ConfigReload(live, apply_config, record=config_record)
     approvals = Approvals(db, delivery, transcripts, family.current, audit, minutes=settings.tools.approval_minutes)
 
     # -- the turn: context, tools, the agents, commands, the gateway
@@ -225,7 +226,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             RecallSource(recall, already_in_context=memory_files_in_context),
             graph_recall.source(),
         ],
-        lean_sources=None if settings.routing.l1_recall else [persona, tone, memory_source],  # small talk (L1)
+        lean_sources=[persona, tone, memory_source],  # small talk (L1)
+        routing=live.routing,  # routing.l1_recall: a lean turn gets every source too
     )
     tools: list[Tool] = [
         *default_tools(),
@@ -248,10 +250,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         model_settings=settings_for_model,
         tools=tools,
         levels=levels.reply_models(),
-        l1_tools=settings.routing.l1_tools,
+        routing=live.routing,
     )
+    prices = Prices(live.prices)  # llm.prices on top of halo's defaults, read at each use
     router, budget = build_routing(
-        settings, levels, transcripts, partial(notifier.notify_parents, kind="budget"), family.current
+        settings, live, prices, levels, transcripts, partial(notifier.notify_parents, kind="budget"), family.current
     )
     commands = CommandRegistry(
         [
@@ -273,7 +276,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             *home_commands(home),
             *reminder_commands(reminders),
             *list_commands(lists),
-            usage_command(levels.meter, Prices(settings.llm.prices)),
+            usage_command(levels.meter, prices),
         ]
     )
     # answered in code before any model is asked, in this order
@@ -283,15 +286,18 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             tasks,
             paths,
             # routed: the task list answers at L0, worded by rules; else llm.model words the same facts
-            model=None if settings.routing.enabled else levels.metered(levels.main, "status", Level.L2),
+            model=levels.metered(levels.main, "status", Level.L2),
+            routing=live.routing,
             model_settings=settings_for_model,
             tracing=settings.llm.tracing,
             deadline_seconds=settings.llm.timeout_seconds,
         ),
         approvals.answer,  # a parent's yes or no
     ]
-    if settings.routing.enabled and settings.routing.plain_words:  # L0: reminders, lists, "remember …"
-        answerers += [ReminderWords(reminders), ListWords(lists), RememberWords(memory_actions)]
+    # L0: reminders, lists, "remember …" in plain words, while routing.plain_words is on
+    answerers.append(
+        PlainWords([ReminderWords(reminders), ListWords(lists), RememberWords(memory_actions)], live.routing)
+    )
     model_health = ModelHealth()  # the last model failure until a call succeeds (/status)
     scope_locks = ScopeLocks()  # one turn at a time per scope; catch-up and admin scope work wait too
     gateway = Gateway(
@@ -301,7 +307,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         intake=Intake(
             build_transcriber(settings.llm, levels.sink("transcription")), build_photo_reader(settings.llm), documents
         ),
-        turn_log=TurnLog(transcripts, sessions, audit, l0_in_history=settings.routing.l0_in_history),
+        turn_log=TurnLog(transcripts, sessions, audit, routing=live.routing),
         safety=safety,
         code_answers=CodeAnswers(commands, answerers),
         router=router,
@@ -313,7 +319,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             audit,
             settings.llm,
             model_health,
-            l1_history_items=settings.routing.l1_history_items,
+            routing=live.routing,
         ),
         after_turn=AfterTurn(
             [

@@ -233,7 +233,9 @@ def cmd_reload(args: argparse.Namespace) -> int:
         status, body = ask_running_halo(settings)
     except OSError as exc:
         where = f"{settings.admin.host}:{settings.admin.port}"
-        print(f"halo: no halo answers on {where} ({exc}); the next `halo serve` reads halo.yaml", file=sys.stderr)
+        print(
+            f"halo: no halo answers on {where} ({exc}); the next `uv run halo serve` reads halo.yaml", file=sys.stderr
+        )
         return 1
     if status != 200:
         print(f"halo: halo.yaml was not applied.\n{body.get('error', body)}", file=sys.stderr)
@@ -280,7 +282,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     home, archive = default_home(), Path(args.path).expanduser()
     if not archive.is_file():
-        raise StartupError(f"no archive at {archive} (make one with `halo export <path>`)")
+        raise StartupError(f"no archive at {archive} (make one with `uv run halo export <path>`)")
     try:
         restored = import_workspace(archive, home, force=args.force)
     except BackupError as exc:
@@ -339,17 +341,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# libraries that say at INFO what nobody reading halo's log needs
+QUIET_LOGGERS = ("httpx", "openai", "aiohttp.access", "apscheduler")
+# and what only someone debugging wants: Alembic's seven lines at every PostgreSQL start (`halo -v`)
+VERBOSE_ONLY_LOGGERS = ("alembic",)
+
+
+def configure_logging(command: str, *, verbose: bool) -> None:
+    """Log lines go to stderr, except in `halo chat`: there the terminal is a conversation, and a
+    log line printed between a question and its answer lands in the prompt. Its lines go to
+    HALO_HOME/logs/chat.log instead (what stops halo from starting is still said on stderr)."""
+    from config.paths import default_home
+
+    if not logging.getLogger().handlers:  # in-process callers (tests) keep their own
+        handlers: list[logging.Handler] | None = None
+        if command == "chat":
+            logs = default_home() / "logs"
+            logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+            handlers = [logging.FileHandler(logs / "chat.log", encoding="utf-8")]
+        logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT, handlers=handlers)
+    for noisy in (*QUIET_LOGGERS, *(() if verbose else VERBOSE_ONLY_LOGGERS)):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from halo.workspace.private_files import private_umask
 
     private_umask()  # every file halo writes holds a family's private words or a token
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("httpx", "openai", "aiohttp.access", "apscheduler"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_logging(args.command, verbose=args.verbose)
     try:
         return int(args.fn(args) or 0)
     except startup_errors() as exc:  # words, never a traceback; exit 2 as argparse does for bad arguments

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: `halo --help` must not load SQLAlchemy and Alembic
+    from config.settings import Settings
     from halo.storage.move import Moved, Progress
 
 
@@ -73,7 +74,29 @@ def cmd_storage_migrate(args: argparse.Namespace) -> int:
         print(line)
     where = f"PostgreSQL at {shown(url)}" if args.to else str(home)
     print(f"copied and verified: {sum(m.target_records for m in moved)} records in {len(moved)} parts into {where}")
+    print(next_steps(settings, url, into_postgres=bool(args.to)))
     return 0
+
+
+def next_steps(settings: Settings | None, url: str, *, into_postgres: bool) -> str:
+    """What to do after a move, in the order to do it: point halo.yaml at where the family now
+    is (unless it already does), check, start."""
+    from halo.storage.move import shown
+
+    configured = settings.storage.url.get_secret_value() if settings and settings.storage.url else None
+    if into_postgres:
+        if configured == url:
+            first = "halo.yaml already points there (storage.url)"
+        else:
+            written = shown(url).replace(":***@", ":<password>@")
+            first = f"set `storage: {{url: {written}}}` in halo.yaml (or HALO_STORAGE__URL)"
+    elif settings is None:
+        first = "copy the family's halo.yaml into HALO_HOME, without storage.url"
+    elif configured is not None:
+        first = "remove storage.url from halo.yaml (and HALO_STORAGE__URL, if set)"
+    else:
+        first = "halo.yaml already keeps the family in HALO_HOME (no storage.url)"
+    return f"Next: {first}, then `uv run halo doctor` to check and `uv run halo serve` to start."
 
 
 def storage_url_of(home: Path) -> str | None:
@@ -94,7 +117,7 @@ def report(moved: Sequence[Moved]) -> list[str]:
     empty = [m.part for m in moved if m not in shown]
     if not shown and not empty:
         return []
-    width = max(len("part"), *(len(m.part) for m in shown))
+    width = max([len("part"), *(len(m.part) for m in shown)])  # a new family: every part empty
     lines = [f"{'part':<{width}}  {'source':>8}  {'copied':>8}  checksum"]
     for m in shown:
         lines.append(

@@ -13,6 +13,7 @@ from agents import Model
 
 from config.family import Family
 from config.settings import Settings
+from halo.core.live_settings import LiveSettings
 from halo.routing.levels import Level
 from halo.routing.router import Router, Triage
 from halo.runtime.providers import build_model
@@ -78,25 +79,24 @@ def build_levels(settings: Settings, db: HaloDB, override: Model | None) -> Leve
 
 def build_routing(
     settings: Settings,
+    live: LiveSettings,
+    prices: Prices,
     levels: Levels,
     transcripts: TranscriptStore,
     tell_parents: TellParents,
     family: Callable[[], Family],
 ) -> tuple[Router, Budget]:
-    prices = Prices(settings.llm.prices)
+    """The router and the budget, both reading `routing:` and `budget:` from `live` at each
+    message (they apply live); the triage model is built once, from `llm`."""
     budget = Budget(
-        settings.budget,
+        live.budget,
         levels.meter.store,
         levels.meter,
         prices,
         tell_parents,
         names=lambda member_id: _name(family(), member_id),
     )
-    if budget.active:
-        for model in {levels.main, levels.cheap, levels.strong} - {None}:
-            name = model_name(model)  # type: ignore[arg-type]
-            if prices.of(name) is None:
-                log.warning("budget: %s has no known price (set llm.prices): its calls do not count", name)
+    say_unpriced(settings, levels)
     # a triage call only earns its cost when its answer can change the model: with one model at
     # every level (no cheap_model or strong_model), each message would pay a second run for nothing
     distinct = {model_name(m) for m in (levels.cheap, levels.main, levels.strong) if m is not None}
@@ -110,7 +110,20 @@ def build_routing(
                 return line.text
         return None
 
-    return Router(settings.routing, triage=triage, budget=budget, last_reply=last_reply), budget
+    return Router(live.routing, triage=triage, budget=budget, last_reply=last_reply), budget
+
+
+def say_unpriced(settings: Settings, levels: Levels) -> None:
+    """With a budget, a model of no known price is one whose calls it cannot count: said at
+    start and when a reloaded halo.yaml sets a budget or prices."""
+    budget = settings.budget
+    if budget.daily_usd is None and budget.member_daily_usd is None:
+        return
+    prices = Prices(settings.llm.prices)
+    for model in {levels.main, levels.cheap, levels.strong} - {None}:
+        name = model_name(model)  # type: ignore[arg-type]
+        if prices.of(name) is None:
+            log.warning("budget: %s has no known price (set llm.prices): its calls do not count", name)
 
 
 def _name(family: Family, member_id: str) -> str:

@@ -28,6 +28,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH, FAMILY_OPTION, bind_family, carry_family
+from halo.storage.refusal import refused
 from transcripts.sqlite import durable_sqlite_connection, use_wal
 
 CONNECT_TIMEOUT_SECONDS = 10  # PostgreSQL: a server that does not answer stops the start this soon
@@ -86,9 +87,7 @@ class HaloDB:
             try:
                 self._schema = await upgrade(self.engine)
             except (OSError, TimeoutError, DBAPIError) as exc:
-                where = self.engine.url.render_as_string(hide_password=True)
-                reason = getattr(exc, "orig", None) or exc
-                raise StorageUnavailable(f"storage.url: PostgreSQL at {where} did not let halo in: {reason}") from exc
+                raise StorageUnavailable(f"storage.url: {refused(self.engine.url, exc)}") from exc
         return self._schema
 
     async def _ensure(self, metadata: MetaData) -> None:

@@ -48,7 +48,7 @@ async def schema_health(url: str) -> Health:
             True,
             f"{where} is reachable and empty: halo has not made its tables there yet",
             "halo makes them when it starts; to bring this HALO_HOME's family along first, "
-            f"run `halo storage migrate --to {where}`",
+            f"run `uv run halo storage migrate --to {where}`",
             True,
         )
     if revision != head:
@@ -71,7 +71,7 @@ async def schema_health(url: str) -> Health:
             False,
             f"{where}: the schema says revision {head} but lacks the table(s) {', '.join(missing)}",
             "restore the database from a backup, or copy the family into a new database with "
-            "`halo storage migrate --from` then `--to`",
+            "`uv run halo storage migrate --from` then `--to`",
             False,
         )
     return True, f"{where} is reachable, schema at revision {head} (the newest), {len(tables)} tables", "", False

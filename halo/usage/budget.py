@@ -35,9 +35,11 @@ class Spend:
 
 
 class Budget:
+    """`settings` is read at each use: halo.yaml's `budget:` applies live."""
+
     def __init__(
         self,
-        settings: BudgetSettings,
+        settings: Callable[[], BudgetSettings],
         store: UsageStore,
         meter: UsageMeter,
         prices: Prices,
@@ -53,7 +55,8 @@ class Budget:
 
     @property
     def active(self) -> bool:
-        return self.settings.daily_usd is not None or self.settings.member_daily_usd is not None
+        settings = self.settings()
+        return settings.daily_usd is not None or settings.member_daily_usd is not None
 
     async def spend(self, member_id: str | None) -> Spend:
         day = self.meter.today()
@@ -69,11 +72,12 @@ class Budget:
 
     def _shares(self, spend: Spend) -> list[tuple[str, float, float]]:
         """(whose, spent, limit) for each budget that applies."""
+        settings = self.settings()
         found = []
-        if self.settings.daily_usd is not None:
-            found.append(("family", spend.family, self.settings.daily_usd))
-        if self.settings.member_daily_usd is not None:
-            found.append(("member", spend.member, self.settings.member_daily_usd))
+        if settings.daily_usd is not None:
+            found.append(("family", spend.family, settings.daily_usd))
+        if settings.member_daily_usd is not None:
+            found.append(("member", spend.member, settings.member_daily_usd))
         return found
 
     async def cap(self, member_id: str | None) -> tuple[Level, str | None]:
@@ -85,7 +89,7 @@ class Budget:
         for whose, spent, limit in self._shares(spend):
             if whose == "member" and member_id is None:
                 continue
-            if spent >= limit * (1 + self.settings.cheap_overrun_share):
+            if spent >= limit * (1 + self.settings().cheap_overrun_share):
                 return Level.L0, f"the {whose} budget is spent (${spent:.2f} of ${limit:.2f})"
             if spent >= limit:
                 worst = (Level.L1, f"the {whose} budget is spent (${spent:.2f} of ${limit:.2f})")
@@ -112,7 +116,7 @@ class Budget:
                         f"{who} has spent today's model budget (${spent:.2f} of ${limit:.2f}). Until midnight "
                         "halo answers with the cheap model only, and then not at all; messages are kept."
                     )
-            elif spent >= limit * self.settings.notice_share and await self.store.first_notice(
+            elif spent >= limit * self.settings().notice_share and await self.store.first_notice(
                 spend.day, f"{key}:notice", now
             ):
                 share = round(100 * spent / limit)

@@ -6,7 +6,7 @@ price" for it and a budget cannot count it (halo says so at start-up).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from config.settings import ModelPrice
@@ -52,25 +52,48 @@ DEFAULT_PRICES: Mapping[str, Price] = {
 
 class Prices:
     """The price of each model by name: halo.yaml's `llm.prices` first, then the defaults.
-    A dated model name (`gpt-4.1-mini-2025-04-14`) takes its family's price."""
+    A dated model name (`gpt-4.1-mini-2025-04-14`) takes its family's price. `configured` is
+    the prices, or a reader called at each use (LiveSettings.prices: `llm.prices` applies live)."""
 
-    def __init__(self, configured: Mapping[str, ModelPrice] | None = None) -> None:
-        self._prices = dict(DEFAULT_PRICES)
-        for name, price in (configured or {}).items():
-            cached = price.cached_input if price.cached_input is not None else price.input
-            self._prices[name] = Price(price.input, cached, price.output)
+    def __init__(
+        self, configured: Mapping[str, ModelPrice] | Callable[[], Mapping[str, ModelPrice]] | None = None
+    ) -> None:
+        self._configured = configured if callable(configured) else _Fixed(configured or {})
+        self._built: tuple[Mapping[str, ModelPrice], dict[str, Price]] | None = None
+
+    @property
+    def _prices(self) -> dict[str, Price]:
+        configured = self._configured()
+        if self._built is None or self._built[0] is not configured:
+            prices = dict(DEFAULT_PRICES)
+            for name, price in configured.items():
+                cached = price.cached_input if price.cached_input is not None else price.input
+                prices[name] = Price(price.input, cached, price.output)
+            self._built = (configured, prices)
+        return self._built[1]
 
     def of(self, model: str) -> Price | None:
+        prices = self._prices
         name = model.split("/", 1)[-1]  # "anthropic/claude-…" as the bridge names it
-        if name in self._prices:
-            return self._prices[name]
+        if name in prices:
+            return prices[name]
         # the longest known name the model's name extends with a date or version suffix
-        for known in sorted(self._prices, key=len, reverse=True):
+        for known in sorted(prices, key=len, reverse=True):
             if name.startswith(known + "-") and name[len(known) + 1 : len(known) + 2].isdigit():
-                return self._prices[known]
+                return prices[known]
         return None
 
     def cost(self, model: str, input_tokens: int, cached_tokens: int, output_tokens: int) -> float | None:
         """USD, or None when the model's price is unknown."""
         price = self.of(model)
         return None if price is None else price.cost(input_tokens, cached_tokens, output_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fixed:
+    """Prices given once (a test, a bench): the same mapping at every use."""
+
+    prices: Mapping[str, ModelPrice]
+
+    def __call__(self) -> Mapping[str, ModelPrice]:
+        return self.prices

@@ -26,6 +26,7 @@ from datetime import UTC, date, datetime, timedelta
 from agents import Agent, Model, ModelSettings, RunConfig, Runner
 
 from config.paths import HaloPaths
+from config.settings import RoutingSettings
 from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError, resolve_scope
 from halo.core.turn import Turn
@@ -197,6 +198,8 @@ class StatusAnswers:
 
     Called by the gateway with the turn (its `answerers` list); returns None for anything
     that is not a status question in a work channel, and the whole answer otherwise.
+    With routing off, `model` words the facts; with it on (`routing.enabled`, read at each
+    question: it applies live) the rules word them, at L0.
     """
 
     def __init__(
@@ -209,7 +212,9 @@ class StatusAnswers:
         tracing: bool = False,
         deadline_seconds: float = 45.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        routing: Callable[[], RoutingSettings] = RoutingSettings,
     ) -> None:
+        self.routing = routing
         self.tasks = tasks
         self.paths = paths
         self.model = model
@@ -226,7 +231,7 @@ class StatusAnswers:
         if not decision.allowed:
             return f"Sorry, I can't give status here: {decision.reason}"
         facts = await self.facts(turn)
-        if self.model is not None:
+        if self.model is not None and not self.routing().enabled:
             if on_model_start is not None:
                 await on_model_start()
             worded = await self._word(facts, text)

@@ -7,11 +7,12 @@ so an editor's half-written file is not taken for a broken one. `SIGHUP` and `PO
 start-up (`config.loader`, with the HALO_* environment); an invalid file changes nothing: the
 running config stays, and the error, which names the key, is logged and shown in `/status`.
 
-What is applied live (`LIVE_KEYS`) is what halo reads from the family at each use: members and
-their tokens, the owner, the groups, the work channels, the safety settings (but not a
-profile's model), the family's time zone, and the `home:` section (rules, quiet hours). The
-rest is wired into clients, servers and schedules at start-up; a change there is reported as
-needing a restart (`restart_needed`), never half-applied.
+Every halo.yaml key is declared once, below: `LIVE` is what halo reads at each use (the family
+and its policy, `home:`, routing, budgets, `llm.prices`, reminders); `RESTART` is wired into
+clients, servers and schedules at start-up, and a change there is reported as needing a restart
+(`restart_needed`), never half-applied. The longest declaration that matches a key decides, and
+a key declared nowhere counts as needing a restart, so nothing is ever said to be applied that
+is not (tests/test_config_keys.py walks every field of `Settings` through a reload).
 
 On PostgreSQL the family's config is a versioned row (`ConfigRows`), the store of record: a
 valid edit through any process (the watch, SIGHUP, `POST /reload`) is stored as the next
@@ -32,9 +33,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 from config.editor import family_part, replace_config, with_local_part
 from config.loader import ConfigError, parse_yaml, settings_from
 from config.settings import Settings
+from halo.core.live_settings import LiveSettings
 from halo.storage.config_rows import ConfigRows, StoredConfig, sha256_of
 
 log = logging.getLogger(__name__)
@@ -42,12 +46,41 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0
 FOLLOW_SECONDS = 0.5  # PostgreSQL: how often the newest stored version is looked at (one indexed row)
 
-# halo.yaml keys applied live, as they are named in the file (`home:` is Settings.home_events)
-LIVE_KEYS = ("family", "members", "owner", "parents_group", "family_group", "work", "safety", "home")
-_LIVE_FIELDS = {"home": "home_events"}
-# keys that need a restart: each is wired into a client, a server or a schedule at start-up
-RESTART_KEYS = ("llm", "telegram", "discord", "mqtt", "admin", "memory", "sessions", "backups", "tools")
-RESTART_SUBKEYS = (("work", "digest"),)  # its schedule is set at start-up; the channels are live
+# halo.yaml keys as they are named in the file (`home:` is Settings.home_events); `*` is any name.
+# Applied live: the family through LiveFamily and the policy, `home:` through HomeEvents.apply,
+# the rest through LiveSettings' readers.
+LIVE = (
+    "family",
+    "members",
+    "owner",
+    "parents_group",
+    "family_group",
+    "work",
+    "safety",
+    "home",
+    "routing",
+    "budget",
+    "llm.prices",
+    "reminders",
+)
+# needing a restart: each is wired into a client, a server or a schedule at start-up
+RESTART = (
+    "llm",
+    "telegram",
+    "discord",
+    "mqtt",
+    "admin",
+    "memory",
+    "sessions",
+    "backups",
+    "tools",
+    "storage",
+    "family.name",  # unless storage.family_id is set, the id halo.db's rows carry (set at start)
+    "work.digest",  # its schedule is set at start-up; the channels are live
+    "safety.profiles.*.model",  # built at start-up
+)
+_FIELDS = {"home": "home_events"}  # a file key whose Settings field is named otherwise
+_NOT_IN_FILE = ("home",)  # Settings.home is HALO_HOME itself, never read from halo.yaml
 
 Trigger = Literal["start", "watch", "signal", "api", "store"]
 Apply = Callable[[Settings], Awaitable[None]]
@@ -55,13 +88,14 @@ Apply = Callable[[Settings], Awaitable[None]]
 
 class ConfigReload:
     """Reads and validates halo.yaml and hands a good one to `apply`, which takes its live keys
-    (`live_part`). `started` is what halo started with: what the restart keys still are."""
+    and `live` takes its live keys (`live_part`). `started` is what halo started with: what the
+    restart keys still are."""
 
     def __init__(
-        self, started: Settings, apply: Apply, *, poll_seconds: float = POLL_SECONDS, record: ConfigRows | None = None
+        self, live: LiveSettings, apply: Apply, *, poll_seconds: float = POLL_SECONDS, record: ConfigRows | None = None
     ) -> None:
-        self.started = started
-        self.current = started  # what runs now: the start-up settings with the live keys reloaded
+        self.live = live  # what runs now: the start-up settings with the live keys reloaded
+        self.started = started = live.current()
         self.apply = apply
         self.path = started.paths.config_file
         self.poll_seconds = poll_seconds
@@ -78,6 +112,10 @@ class ConfigReload:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._asked: set[asyncio.Task[Any]] = set()
+
+    @property
+    def current(self) -> Settings:
+        return self.live.current()
 
     def _digest(self) -> str | None:
         try:
@@ -212,11 +250,11 @@ class ConfigReload:
         """Hand a valid config to `apply` (under the lock); False when a part refused it."""
         try:
             await self.apply(new)
+            self.live.replace(live_part(self.started, new))
         except Exception as exc:  # a part refused it: say so, keep what runs
             log.exception("applying halo.yaml failed")
             self._refused(f"{self.path}: could not be applied: {type(exc).__name__}: {exc}", digest)
             return False
-        self.current = self.current.model_copy(update=live_part(new))
         self.restart_needed = restart_needed(self.started, new)
         self.applied_digest = self._seen = digest
         self.error = None
@@ -263,30 +301,80 @@ class ConfigReload:
             "last_applied_at": self.last_applied_at,
             "error": self.error,
             "restart_needed": list(self.restart_needed),
-            "live": list(LIVE_KEYS),
-            "needs_restart": [*RESTART_KEYS, *(".".join(k) for k in RESTART_SUBKEYS), "safety.profiles.*.model"],
+            "live": list(LIVE),
+            "needs_restart": list(RESTART),
         }
 
 
-def live_part(new: Settings) -> dict[str, Any]:
-    """The settings fields a reload replaces (the live keys)."""
-    return {_LIVE_FIELDS.get(key, key): getattr(new, _LIVE_FIELDS.get(key, key)) for key in LIVE_KEYS}
+def declared(key: str) -> Literal["live", "restart"] | None:
+    """Whether a halo.yaml key (dotted, `safety.profiles.child.model`) applies live or needs a
+    restart: the longest declaration it falls under decides. None: declared nowhere."""
+    live, restart = _longest(key, LIVE), _longest(key, RESTART)
+    if live is None and restart is None:
+        return None
+    return "restart" if live is None or (restart is not None and restart.count(".") > live.count(".")) else "live"
+
+
+def _longest(key: str, declarations: tuple[str, ...]) -> str | None:
+    """The longest of `declarations` that `key` falls under."""
+    parts = key.split(".")
+    found = [
+        d
+        for d in declarations
+        if len(d.split(".")) <= len(parts) and all(p in ("*", k) for p, k in zip(d.split("."), parts, strict=False))
+    ]
+    return max(found, key=lambda d: d.count("."), default=None)
+
+
+def file_dump(settings: Settings) -> dict[str, Any]:
+    """The settings as halo.yaml names them (secrets stay SecretStr, which compare by value)."""
+    dumped = {key: getattr(settings, key) for key in type(settings).model_fields if key not in _NOT_IN_FILE}
+    for file_key, field in _FIELDS.items():
+        dumped[file_key] = dumped.pop(field)
+    return dumped
+
+
+def changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ, down to the leaves (a list is one value)."""
+    if isinstance(old, BaseModel) or isinstance(new, BaseModel):  # a new or dropped entry (a profile)
+        old, new = dict(old or {}), dict(new or {})
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in [*old, *(k for k in new if k not in old)]:
+            found += changed_keys(old.get(key), new.get(key), f"{prefix}{key}.")
+        return found
+    return [] if old == new else [prefix.rstrip(".")]
+
+
+def live_part(started: Settings, new: Settings) -> Settings:
+    """What runs after a reload: the start-up settings with `new`'s live keys."""
+    merged = started
+    for key in LIVE:
+        path = key.split(".")
+        path[0] = _FIELDS.get(path[0], path[0])
+        merged = _with(merged, path, _at(new, path))
+    return merged
+
+
+def _at(model: Any, path: list[str]) -> Any:
+    for name in path:
+        model = getattr(model, name)
+    return model
+
+
+def _with(model: Any, path: list[str], value: Any) -> Any:
+    """`model` (frozen) with the value at `path` replaced."""
+    head, rest = path[0], path[1:]
+    return model.model_copy(update={head: _with(getattr(model, head), rest, value) if rest else value})
 
 
 def restart_needed(started: Settings, new: Settings) -> list[str]:
     """The keys whose value differs from what halo started with and that only a restart applies."""
-    changed = [key for key in RESTART_KEYS if getattr(started, key) != getattr(new, key)]
-    for section, key in RESTART_SUBKEYS:
-        if getattr(getattr(started, section), key) != getattr(getattr(new, section), key):
-            changed.append(f"{section}.{key}")
-    if _profile_models(started) != _profile_models(new):
-        changed.append("safety.profiles.*.model")
-    return changed
-
-
-def _profile_models(settings: Settings) -> dict[str, str | None]:
-    """The age profiles' model choices: those models are built at start-up."""
-    return {name: profile.model for name, profile in settings.safety.profiles.items()}
+    needed: list[str] = []
+    for key in changed_keys(file_dump(started), file_dump(new)):
+        if declared(key) != "live" and (name := _longest(key, RESTART) or key) not in needed:
+            needed.append(name)
+    return needed
 
 
 def ask_running_halo(settings: Settings, timeout: float = 30.0) -> tuple[int, dict[str, Any]]:

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import MetaData, make_url
+from sqlalchemy import MetaData
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -34,6 +34,7 @@ from halo.storage.move.memory_part import MemoryPart
 from halo.storage.move.part import Embedded, MoveError, Part, Postgres
 from halo.storage.move.tables import table_parts
 from halo.storage.move.transcript_part import TranscriptPart
+from halo.storage.refusal import refused, shown
 from halo.storage.transcript_rows import transcript_lines
 from transcripts.sqlite import backup_copy
 
@@ -42,11 +43,6 @@ HALO_DB = "halo.db"
 # family's data, so never moved (tests/test_storage_move.py checks the names against cluster's)
 RUNNING_STATE = frozenset({"nodes", "scope_leases", "handoffs"})
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
-
-
-def shown(url: str) -> str:
-    """The URL as it may be printed: without its password."""
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=True)
 
 
 def parts_for(schema: MetaData, family_id: str) -> list[Part]:
@@ -76,8 +72,7 @@ async def _postgres(url: str, family_id: str | None, *, read_only: bool = False)
         try:
             conn = await engine.connect()
         except (OSError, TimeoutError, DBAPIError) as exc:
-            reason = getattr(exc, "orig", None) or exc
-            raise MoveError(f"PostgreSQL at {shown(url)} did not let halo in: {reason}") from None
+            raise MoveError(refused(url, exc)) from None
         try:
             if read_only:  # one snapshot for the whole copy, however long it takes
                 conn = await conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
