@@ -15,6 +15,7 @@ import pytest
 
 from config.loader import load_settings
 from config.settings import Settings
+from halo.core.live_settings import LiveSettings
 from halo.storage import HaloDB
 from halo.storage.config_rows import ConfigRows
 from halo.workspace.config_reload import ConfigReload
@@ -49,7 +50,7 @@ class Process:
         self.settings = load_settings(home, storage={"url": url, "family_id": "sharma"})
         self.db = HaloDB(home / "halo.db", url, family_id="sharma")
         self.applied: list[Settings] = []
-        self.config = ConfigReload(self.settings, self._apply, record=ConfigRows(self.db))
+        self.config = ConfigReload(LiveSettings(self.settings), self._apply, record=ConfigRows(self.db))
 
     async def _apply(self, new: Settings) -> None:
         self.applied.append(new)
