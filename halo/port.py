@@ -60,6 +60,7 @@ __all__ = [
     "BadBody",
     "ChatKind",
     "ChatMembership",
+    "Choice",
     "Directory",
     "Error",
     "Handler",
@@ -71,6 +72,8 @@ __all__ = [
     "OutboundKind",
     "Platform",
     "PresenceCheck",
+    "Press",
+    "Pressed",
     "Progress",
     "Reply",
     "Route",
@@ -91,6 +94,18 @@ __all__ = [
 
 OutboundKind = Literal["reply", "notice", "proactive", "alert", "digest"]
 
+CHOICE_ID_BYTES = 64  # Telegram's callback_data limit; Discord's custom_id allows 100
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One button under a message that asks for a decision. `id` is opaque (the recorded ask
+    and which of its options, at most 64 bytes): the adapter puts it in the button and hands
+    it back in a `Press`, never the decision's text, which halo keeps."""
+
+    label: str
+    id: str
+
 
 @dataclass(frozen=True, slots=True)
 class Outbound:
@@ -110,6 +125,7 @@ class Outbound:
     reply_to: str | None = None
     in_reply_to_envelope: str | None = None  # the envelope id a reply answers (web/cli match on it)
     created_at: datetime | None = None
+    choices: tuple[Choice, ...] = ()  # buttons under the message (a platform without them shows the text)
 
 
 class SendFailed(Exception):
@@ -149,8 +165,9 @@ class Progress(Protocol):
         ...
 
     async def delta(self, text: str) -> None:
-        """A piece of streamed reply text (web SSE, terminal). The whole reply still comes
-        through `Adapter.send`."""
+        """A piece of streamed reply text (web SSE, terminal, a Telegram draft): the one source
+        of partial text. The whole reply still comes through `Adapter.send`. A guarded turn (a
+        child's) never streams: its reply is checked whole first."""
         ...
 
 
@@ -206,6 +223,30 @@ class ChatMembership:
     halo_itself: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Press:
+    """Someone pressed a button (`Choice`) under a message halo sent: in `chat_id`, by
+    `sender`, with the choice's opaque `choice_id` as the platform handed it back."""
+
+    platform: Platform
+    chat_id: str
+    chat_kind: ChatKind
+    sender: Sender
+    choice_id: str
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pressed:
+    """What became of a press: `answer` is the short note the platform shows the presser (a
+    Telegram toast, an ephemeral Discord reply); `closed`: the decision is made or gone, so
+    the adapter removes the buttons from that message. What the decision did is a message
+    like any other, through the outbox."""
+
+    answer: str
+    closed: bool
+
+
 class Inbound(Protocol):
     """What halo offers a chat adapter: the only way a message gets in. One call per platform
     event, in the style of the Agents SDK's `Session`."""
@@ -216,6 +257,14 @@ class Inbound(Protocol):
         Messages of one scope are handled one at a time, in order; different scopes run
         concurrently. A group halo is not configured for gets one notice (through the outbox)
         the first time halo is addressed or added there, and silence after."""
+        ...
+
+    async def press(self, press: Press) -> Pressed:
+        """A button was pressed. halo finds the recorded ask by its id, resolves the presser
+        and checks they may decide it (a child pressing a parents' button is refused and
+        audited), then runs the decision as the typed command it stands for, through
+        `receive`'s path and its policy checks. A second press, or one after the ask
+        expired, changes nothing."""
         ...
 
     async def membership(self, change: ChatMembership) -> None:

@@ -24,7 +24,15 @@ from typing import Any
 from urllib.parse import urlparse
 
 from aiohttp import web
-from telegram import BotCommand, ChatMemberRestricted, ReplyParameters, Update
+from telegram import (
+    BotCommand,
+    CallbackQuery,
+    ChatMemberRestricted,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    ReplyParameters,
+    Update,
+)
 from telegram.constants import ChatAction, ChatMemberStatus, ParseMode
 from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
@@ -44,9 +52,11 @@ from config.settings import TelegramSettings
 from halo.port import (
     Audit,
     ChatMembership,
+    Choice,
     Directory,
     Inbound,
     Outbound,
+    Press,
     Reply,
     Route,
     SendFailed,
@@ -56,7 +66,8 @@ from halo.port import (
 
 log = logging.getLogger(__name__)
 
-ALLOWED_UPDATES = ["message"]  # text, and the join/leave service messages the group guard needs
+# text, the join/leave service messages the group guard needs, and button presses
+ALLOWED_UPDATES = ["message", "callback_query"]
 MAX_RECONNECT_PAUSE = 60.0
 STOP_POLLING_WITHIN = 5.0
 TYPING_EVERY = 4.0  # Telegram shows "typing…" for about five seconds per action
@@ -238,11 +249,13 @@ class TelegramAdapter:
         chat_id = self._migrated.get(int(chat), int(chat))
         reply_to = int(message.reply_to) if message.reply_to and message.reply_to.isdigit() else None
         done = self._parts_sent.get(message.id, 0)  # a retry does not repeat pieces that went out
+        pieces = split_message(message.text)
         try:
-            for n, piece in enumerate(split_message(message.text)):
+            for n, piece in enumerate(pieces):
                 if n < done:
                     continue
-                chat_id = await self._send_piece(chat_id, piece, reply_to if n == 0 else None)
+                buttons = _keyboard(message.choices) if n == len(pieces) - 1 else None  # under the last piece
+                chat_id = await self._send_piece(chat_id, piece, reply_to if n == 0 else None, buttons)
                 self._parts_sent[message.id] = n + 1
             self._parts_sent.pop(message.id, None)
         except RetryAfter as exc:
@@ -256,18 +269,23 @@ class TelegramAdapter:
         except TelegramError as exc:  # network errors, timeouts, server errors: worth a retry
             raise SendFailed(self.describe(exc)) from exc
 
-    async def _send_piece(self, chat_id: int, text: str, reply_to: int | None) -> int:
+    async def _send_piece(
+        self, chat_id: int, text: str, reply_to: int | None, buttons: InlineKeyboardMarkup | None = None
+    ) -> int:
         """One sendMessage; returns the chat id it went to (a group may have become a supergroup)."""
         reply = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
+        bot = self.app.bot
         try:
-            await self.app.bot.send_message(chat_id, to_html(text), parse_mode=ParseMode.HTML, reply_parameters=reply)
+            await bot.send_message(
+                chat_id, to_html(text), parse_mode=ParseMode.HTML, reply_parameters=reply, reply_markup=buttons
+            )
         except ChatMigrated as exc:
             self._migrated[chat_id] = exc.new_chat_id
-            return await self._send_piece(exc.new_chat_id, text, reply_to)
+            return await self._send_piece(exc.new_chat_id, text, reply_to, buttons)
         except BadRequest as exc:
             if "parse entities" not in exc.message.lower():
                 raise
-            await self.app.bot.send_message(chat_id, text, reply_parameters=reply)
+            await bot.send_message(chat_id, text, reply_parameters=reply, reply_markup=buttons)
         return chat_id
 
     async def still_in_chat(self, scope_id: str, user_id: str) -> bool | None:
@@ -294,6 +312,9 @@ class TelegramAdapter:
 
     async def _handle(self, update: Update) -> None:
         """Hand the message to halo; its reply comes back through `send`, from halo's outbox."""
+        if update.callback_query is not None:
+            await self._pressed(update.callback_query)
+            return
         message = update.message
         if message is None or self.identity is None:
             return
@@ -319,6 +340,30 @@ class TelegramAdapter:
             await inbound.receive(incoming, typing)
         finally:
             await typing.stop()
+
+    async def _pressed(self, query: CallbackQuery) -> None:
+        """A button under one of halo's messages: halo decides what it may do; the presser gets
+        a short answer, and a decided ask's buttons go from that message."""
+        message = query.message
+        if self.identity is None or message is None or not isinstance(query.data, str) or query.from_user.is_bot:
+            with contextlib.suppress(TelegramError):
+                await query.answer()
+            return
+        chat = message.chat
+        press = Press(
+            "telegram",
+            str(chat.id),
+            "private" if chat.type == "private" else "group",
+            sender_of(query.from_user),
+            query.data,
+            message_id=str(message.message_id),
+        )
+        pressed = await self.inbound.press(press)
+        with contextlib.suppress(TelegramError):  # the toast is chrome; the decision is made already
+            await query.answer(pressed.answer[:200])
+        if pressed.closed:
+            with contextlib.suppress(TelegramError):
+                await self.app.bot.edit_message_reply_markup(chat.id, message.message_id, reply_markup=None)
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         error = context.error
@@ -390,6 +435,13 @@ class _Typing:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+def _keyboard(choices: tuple[Choice, ...]) -> InlineKeyboardMarkup | None:
+    """One button a row: labels stay whole on a phone. The data is the choice's opaque id."""
+    if not choices:
+        return None
+    return InlineKeyboardMarkup([[InlineKeyboardButton(c.label, callback_data=c.id)] for c in choices])
 
 
 def _retry_after(exc: RetryAfter) -> float:

@@ -29,10 +29,11 @@ from halo.commands.builtin import CommandRegistry
 from halo.core.envelope import Envelope, Platform, Scope, Speaker
 from halo.core.scopes import resolve_scope
 from halo.family.groups import GroupGuard
+from halo.outbound.asks import Asks
 from halo.outbound.delivery import Delivery
 from halo.pipeline.gateway import Gateway, Reply
 from halo.pipeline.unconfigured import UnconfiguredChats
-from halo.port import ChatMembership, Incoming, Progress, Sender, TurnOutcome
+from halo.port import Audit, ChatMembership, Incoming, Press, Pressed, Progress, Sender, TurnOutcome
 from halo.web_auth import member_of
 
 if TYPE_CHECKING:
@@ -115,10 +116,14 @@ class GatewayInbound(FamilyDirectory):
         family: Callable[[], Family],
         delivery: Delivery,
         unconfigured: UnconfiguredChats,
+        asks: Asks,
+        audit: Audit,
         admin_token: str | None = None,
         cluster: Cluster | None = None,
     ) -> None:
         super().__init__(family, commands, admin_token)
+        self._asks = asks
+        self._audit = audit
         self._cluster = cluster  # several processes on PostgreSQL: the scope's lease decides who answers
         if cluster is not None:
             cluster.handoffs.answer_with(self.answer_here)
@@ -144,6 +149,29 @@ class GatewayInbound(FamilyDirectory):
             on_model_start=progress.model_started if progress is not None else None,
         )
         return await self._queue(envelope, reply)
+
+    async def press(self, press: Press) -> Pressed:
+        """A button: the presser may decide the ask, once, and the decision runs as the typed
+        command it stands for, through `receive` (its scope's order, the policy, the transcript)."""
+        speaker = self.speaker(press.platform, press.sender)
+        claim = await self._asks.claim(press.choice_id, speaker.member)
+        if claim.refused:
+            self._audit.write(
+                "button_refused",
+                choice_id=press.choice_id[:64],
+                platform=press.platform,
+                chat_id=press.chat_id,
+                platform_user_id=press.sender.id,
+                member=speaker.member.id if speaker.member else None,
+            )
+        if claim.refusal is not None:
+            return Pressed(claim.refusal, closed=not claim.refused)
+        if claim.command is not None:
+            typed = Incoming(
+                press.platform, press.chat_id, press.chat_kind, press.sender, claim.command, addressed=True
+            )
+            await self.receive(typed)
+        return Pressed(f"{claim.label} ✓", closed=True)
 
     async def _hand_over(self, message: Incoming, envelope: Envelope, holder: str) -> TurnOutcome:
         """Another process serves the scope: it answers, and a reply someone waits for here

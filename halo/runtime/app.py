@@ -46,6 +46,7 @@ from halo.lists.tools import list_tools
 from halo.media.documents import Documents
 from halo.media.images import build_photo_reader
 from halo.media.voice import build_transcriber
+from halo.outbound.asks import Asks
 from halo.outbound.delivery import Delivery
 from halo.pipeline.admission import Admission
 from halo.pipeline.after_turn import AfterTurn
@@ -151,8 +152,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
     family = LiveFamily(policy)
     delivery = Delivery(db, transcripts, family.current, audit=audit)
-    pairing = Pairing(db, FamilyEditor(paths, family), policy, delivery, audit)
-    groups = GroupGuard(db, policy, delivery, audit)
+    asks = Asks(db, delivery, family.current)  # decisions asked as buttons: what each button decides
+    pairing = Pairing(db, FamilyEditor(paths, family), policy, delivery, audit, asks)
+    groups = GroupGuard(db, policy, delivery, audit, asks)
 
     # -- the models and memory
     levels = build_levels(settings, db, model)  # L1–L3's models; every call's usage is recorded
@@ -207,7 +209,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         await home.apply(new.home_events)
 
     config = ConfigReload(settings, apply_config)
-    approvals = Approvals(db, delivery, transcripts, family.current, audit, minutes=settings.tools.approval_minutes)
+    approvals = Approvals(
+        db, delivery, transcripts, family.current, audit, minutes=settings.tools.approval_minutes, asks=asks
+    )
 
     # -- the turn: context, tools, the agents, commands, the gateway
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
@@ -331,7 +335,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     # several processes on PostgreSQL: a scope's lease decides which answers (each taker brings
     # its local mirror of a scope up to date when this process takes it)
     cluster = build_cluster(settings, db, takers)
-    inbound = GatewayInbound(gateway, groups, commands, family.current, delivery, unconfigured, admin_token, cluster)
+    inbound = GatewayInbound(
+        gateway, groups, commands, family.current, delivery, unconfigured, asks, audit, admin_token, cluster
+    )
     missed = MissedMessages(
         transcripts,
         gateway,
