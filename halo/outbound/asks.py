@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
