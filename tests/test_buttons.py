@@ -6,19 +6,23 @@ answerCallbackQuery and editMessageReplyMarkup out."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from halo.family.pairing import CODE_ALPHABET, CODE_LENGTH
 from halo.inventory import Halo
+from halo.port import Observation
 from tests.fakes.llm_server import FakeOpenAI, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram, adapter_of
 from tests.waiting import eventually
 
 WAGS, MOM, AARAV, TARA = 1001, 1002, 1003, 1004
+GROUP = -1001234
 CODE = re.compile(rf"\b[{CODE_ALPHABET}]{{{CODE_LENGTH}}}\b")
 PAIRING_BUTTONS = ["Parent", "Child (young)", "Child (adolescent)", "Colleague", "Deny"]
 
@@ -136,3 +140,119 @@ async def test_a_tool_approval_is_denied_with_a_button(
     tg.press(MOM, to_mom, label)
     assert (await tg.wait_sent(MOM, 2))[1].startswith(said)
     assert (await tg.wait_sent(AARAV, 2))[1].startswith("Mom said no")
+
+
+async def test_a_paused_parents_group_resumes_with_a_button(start_telegram: StartTelegram, tg: FakeTelegram) -> None:
+    halo = await start_telegram()
+    guest = tg.user(7777, "Guest", username="guest")
+    tg.join(GROUP, guest, by=WAGS)
+    [notice] = await tg.wait_for(lambda: tg.sent_with_buttons(MOM), what="the notice with buttons")
+    assert tg.buttons(notice) == ["Resume"]
+    tg.leave(GROUP, guest)
+    await eventually(lambda: _no_intruder(halo), what="the guest gone")
+
+    tg.press(MOM, notice, "Resume")
+
+    assert (await tg.wait_sent(MOM, 2))[-1] == "Resumed: I'm back in the parents group."
+    assert await halo.groups.suspended_scopes() == []
+
+
+async def _no_intruder(halo: Halo) -> bool:
+    state = await halo.groups._state()
+    return not any(state.values())
+
+
+def clocked(halo: Halo) -> Clock:
+    clock = Clock()
+    assert halo.reminders is not None and halo.reminder_clock is not None
+    halo.reminders.clock = clock
+    halo.reminder_clock.clock = clock
+    return clock
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("label", "later"),
+    [("Snooze 10 min", timedelta(minutes=10)), ("Snooze 1 h", timedelta(hours=1)), ("Tomorrow", timedelta(days=1))],
+)
+async def test_a_fired_reminder_snoozes_with_a_button(
+    start_telegram: StartTelegram, tg: FakeTelegram, label: str, later: timedelta
+) -> None:
+    halo = await start_telegram()
+    clock = clocked(halo)
+    tg.message(MOM, MOM, "/remind aarav in 20m pack your football kit")
+    await tg.wait_sent(MOM)
+    clock.now += timedelta(minutes=20)
+    assert halo.reminder_clock is not None and await halo.reminder_clock.fire_due() == 1
+    [fired] = await tg.wait_for(lambda: tg.sent_with_buttons(AARAV), what="the reminder with buttons")
+    assert fired["text"] == "Mom asked me to remind you: pack your football kit"
+    assert tg.buttons(fired) == ["Done", "Snooze 10 min", "Snooze 1 h", "Tomorrow"]
+
+    tg.press(AARAV, fired, label)
+
+    zone = ZoneInfo(halo.settings.family.timezone)
+    at = (clock.now + later).astimezone(zone)
+    said = (await tg.wait_sent(AARAV, 2))[-1]
+    assert said.startswith("OK, I'll remind you ") and said.endswith(f"{at:%H:%M}: pack your football kit")
+    await tg.wait_for(lambda: tg.buttons(fired) == [], what="the buttons removed")
+    clock.now += later
+    assert await halo.reminder_clock.fire_due() == 1
+    assert (await tg.wait_sent(AARAV, 3))[-1] == "Reminder: pack your football kit"
+
+
+async def test_a_fired_reminder_is_marked_done_and_mom_cannot_press_aaravs(
+    start_telegram: StartTelegram, tg: FakeTelegram
+) -> None:
+    halo = await start_telegram()
+    clock = clocked(halo)
+    tg.message(MOM, MOM, "/remind aarav in 20m pack your football kit")
+    await tg.wait_sent(MOM)
+    clock.now += timedelta(minutes=20)
+    assert halo.reminder_clock is not None and await halo.reminder_clock.fire_due() == 1
+    [fired] = await tg.wait_for(lambda: tg.sent_with_buttons(AARAV), what="the reminder with buttons")
+
+    await handled(halo, tg.press(MOM, fired, "Snooze 1 h"))  # it is Aarav's to snooze
+    assert tg.answers() == ["Sorry, this decision is not yours to make."]
+    await handled(halo, tg.press(AARAV, fired, "Done"))
+    assert tg.answers()[-1] == "Done ✓" and tg.buttons(fired) == []
+    assert tg.texts(AARAV) == ["Mom asked me to remind you: pack your football kit"]  # nothing more said
+    assert await halo.reminder_clock.fire_due() == 0
+
+
+async def test_a_home_message_mutes_with_a_button(start_telegram: StartTelegram, tg: FakeTelegram) -> None:
+    halo = await start_telegram(HOME_RULES)
+    assert halo.home is not None
+    await halo.home.observe(GARAGE_OPEN)
+    [alert] = await tg.wait_for(lambda: tg.sent_with_buttons(MOM), what="the home message with buttons")
+    assert alert["text"] == "The garage door is open." and tg.buttons(alert) == ["Mute 2 h"]
+
+    tg.press(MOM, alert, "Mute 2 h")
+
+    assert (await tg.wait_sent(MOM, 2))[-1].startswith("Muted non-urgent home messages for you until")
+    [muted] = [e for e in halo.audit.tail(50) if e["kind"] == "home_muted"]
+    assert muted["member"] == "mom"
+
+
+HOME_RULES = """\
+home:
+  rules:
+    - id: garage-open
+      when: {topic: homeassistant/binary_sensor/garage_door/state, equals: "on"}
+      say: "The garage door is open."
+      to: [parents]
+"""
+GARAGE_OPEN = Observation(
+    topic="homeassistant/binary_sensor/garage_door/state",
+    source="homeassistant",
+    entity="binary_sensor.garage_door",
+    payload={"state": "on"},
+    received_at=datetime.now(UTC),
+    event_id="garage-1",
+)

@@ -183,6 +183,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         delivery,
         direct,
         audit,
+        asks=asks,
     )
     reminder_store = ReminderStore(db)
     reminder_clock = ReminderScheduler(  # one timer fires due reminders into the outbox
@@ -193,6 +194,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         quiet_until=home.quiet_until,
         audit=audit,
         catch_up=timedelta(minutes=settings.reminders.catch_up_minutes),
+        asks=asks,
     )
     reminders = Reminders(
         reminder_store,
