@@ -33,7 +33,7 @@ from telegram import (
     ReplyParameters,
     Update,
 )
-from telegram.constants import ChatAction, ChatMemberStatus, ParseMode
+from telegram.constants import ChatMemberStatus, ParseMode
 from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 from telegram.warnings import PTBDeprecationWarning
@@ -47,6 +47,7 @@ from adapters.telegram.connection import (
 )
 from adapters.telegram.format import split_message, to_html
 from adapters.telegram.normalise import BotIdentity, sender_of, to_incoming
+from adapters.telegram.progress import ChatProgress
 from adapters.telegram.store import TelegramStore
 from config.settings import TelegramSettings
 from halo.port import (
@@ -70,7 +71,6 @@ log = logging.getLogger(__name__)
 ALLOWED_UPDATES = ["message", "callback_query"]
 MAX_RECONNECT_PAUSE = 60.0
 STOP_POLLING_WITHIN = 5.0
-TYPING_EVERY = 4.0  # Telegram shows "typing…" for about five seconds per action
 DEFAULT_WEBHOOK_PATH = "/telegram/webhook"
 
 
@@ -109,6 +109,7 @@ class TelegramAdapter:
         self.app = self._application(token)
         self._migrated: dict[int, int] = {}  # groups that became supergroups: old chat id → new
         self._parts_sent: dict[str, int] = {}  # outbox id → pieces already delivered
+        self._working: dict[str, ChatProgress] = {}  # envelope id → its chat's chrome, while halo works on it
         self._runner: asyncio.Task[None] | None = None
 
     def _application(self, token: str) -> Application[Any, Any, Any, Any, Any, Any]:
@@ -250,6 +251,9 @@ class TelegramAdapter:
         reply_to = int(message.reply_to) if message.reply_to and message.reply_to.isdigit() else None
         done = self._parts_sent.get(message.id, 0)  # a retry does not repeat pieces that went out
         pieces = split_message(message.text)
+        progress = self._working.get(message.in_reply_to_envelope or "") if message.kind == "reply" else None
+        if progress is not None and done == 0:
+            await progress.finish(message.text)  # the draft, if one streamed, shows the whole reply first
         try:
             for n, piece in enumerate(pieces):
                 if n < done:
@@ -258,6 +262,8 @@ class TelegramAdapter:
                 chat_id = await self._send_piece(chat_id, piece, reply_to if n == 0 else None, buttons)
                 self._parts_sent[message.id] = n + 1
             self._parts_sent.pop(message.id, None)
+            if progress is not None:
+                await progress.replied()
         except RetryAfter as exc:
             raise SendFailed(self.describe(exc), retry_after=_retry_after(exc)) from exc
         except (Forbidden, BadRequest) as exc:  # blocked, kicked, chat not found: no retry helps
@@ -335,11 +341,21 @@ class TelegramAdapter:
         incoming = to_incoming(message, self.identity)
         if incoming is None:
             return
-        typing = _Typing(self, chat.id)
+        progress = ChatProgress(
+            self.app.bot,
+            chat.id,
+            private=chat.type == "private",
+            message_id=message.message_id,
+            draft_every=self.settings.draft_interval_ms / 1000 if self.settings.stream_drafts else None,
+            react=self.settings.react_on_receipt,
+        )
+        self._working[incoming.id] = progress
         try:
-            await inbound.receive(incoming, typing)
+            await progress.received()
+            await inbound.receive(incoming, progress)
         finally:
-            await typing.stop()
+            self._working.pop(incoming.id, None)
+            await progress.stop()
 
     async def _pressed(self, query: CallbackQuery) -> None:
         """A button under one of halo's messages: halo decides what it may do; the presser gets
@@ -407,34 +423,6 @@ class TelegramAdapter:
             return web.json_response({"error": "not a Telegram update"}, status=400)
         await self.app.update_queue.put(update)
         return web.json_response({"ok": True})
-
-
-class _Typing:
-    """Shows "typing…" in a chat from when the model starts until the reply is ready."""
-
-    def __init__(self, adapter: TelegramAdapter, chat_id: int) -> None:
-        self.adapter = adapter
-        self.chat_id = chat_id
-        self._task: asyncio.Task[None] | None = None
-
-    async def model_started(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(TelegramError):  # cosmetic: never retried, never fatal
-                await self.adapter.app.bot.send_chat_action(self.chat_id, ChatAction.TYPING)
-            await asyncio.sleep(TYPING_EVERY)
-
-    async def delta(self, text: str) -> None:
-        return None  # Telegram gets the reply whole
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
 
 def _keyboard(choices: tuple[Choice, ...]) -> InlineKeyboardMarkup | None:
