@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import itertools
 import re
 
 import pytest
@@ -47,7 +48,7 @@ async def test_a_dm_streams_into_a_growing_draft_then_one_message(
     drafts = tg.drafts(MOM)
     assert len(drafts) >= 2 and drafts[-1] == sent
     assert len(visible(drafts[0])) < len(visible(sent))
-    for shorter, longer in zip(drafts, drafts[1:], strict=False):  # each one grew
+    for shorter, longer in itertools.pairwise(drafts):  # each one grew
         assert len(visible(longer)) > len(visible(shorter))
     assert sent.startswith("Practice is at <b>five</b>.")
     last_draft = [c for c in tg.calls_to("sendMessageDraft") if c.ok][-1]
