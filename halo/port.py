@@ -66,6 +66,7 @@ __all__ = [
     "Handler",
     "Inbound",
     "Incoming",
+    "Menu",
     "Observation",
     "Observations",
     "Outbound",
@@ -277,6 +278,15 @@ class Inbound(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Menu:
+    """The commands a kind of chat offers: `chat_id` None is every private chat, else one group."""
+
+    scope_type: ScopeType
+    chat_id: str | None
+    commands: tuple[tuple[str, str, str], ...]  # (name, usage, summary)
+
+
 class Directory(Protocol):
     """Read-only lookups for an adapter that needs one outside a message: nothing here changes
     anything or lets a message in."""
@@ -286,8 +296,15 @@ class Directory(Protocol):
         asks whether a scope it is to send to is a DM)."""
         ...
 
-    def commands(self) -> Sequence[tuple[str, str, str]]:
-        """The deterministic commands as (name, usage, summary), for a platform's command menu."""
+    def commands(self, scope_type: ScopeType | None = None) -> Sequence[tuple[str, str, str]]:
+        """The deterministic commands as (name, usage, summary), for a platform's command menu:
+        those offered in a kind of chat, or every one (None)."""
+        ...
+
+    def menus(self, platform: Platform) -> Sequence[Menu]:
+        """The command menus of a platform's chats: one for its private chats (`chat_id` None)
+        and one for each group the family config names, each with the commands that kind of
+        chat supports."""
         ...
 
     def web_member(self, request: web.BaseRequest) -> Sender | None:

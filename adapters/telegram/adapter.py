@@ -26,6 +26,8 @@ from urllib.parse import urlparse
 from aiohttp import web
 from telegram import (
     BotCommand,
+    BotCommandScopeAllPrivateChats,
+    BotCommandScopeChat,
     CallbackQuery,
     ChatMemberRestricted,
     InlineKeyboardButton,
@@ -188,12 +190,15 @@ class TelegramAdapter:
         self.health.ok()
 
     async def _register_commands(self) -> None:
-        """The command menu: the shared commands, so every platform offers the same ones."""
-        menu = [BotCommand(name, summary[:256]) for name, _, summary in self.directory.commands()]
-        try:
-            await self.app.bot.set_my_commands(menu)
-        except TelegramError as exc:  # a missing menu is cosmetic; commands still work
-            log.warning("could not register the Telegram command menu: %s", self.describe(exc))
+        """The "/" menus: in private chats, and in each group the family names, the commands
+        that kind of chat supports, with their descriptions."""
+        for menu in self.directory.menus("telegram"):
+            commands = [BotCommand(name, summary[:256]) for name, _, summary in menu.commands]
+            scope = BotCommandScopeAllPrivateChats() if menu.chat_id is None else BotCommandScopeChat(int(menu.chat_id))
+            try:
+                await self.app.bot.set_my_commands(commands, scope=scope)
+            except TelegramError as exc:  # a missing menu is cosmetic; commands still work
+                log.warning("could not register the Telegram command menu: %s", self.describe(exc))
 
     def _polling_error(self, exc: TelegramError) -> None:
         """python-telegram-bot retries polling itself (backing off up to 30 s); we keep status."""

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING
 from config.family import Family, Member
 from halo.cluster.cluster import Cluster
 from halo.commands.builtin import CommandRegistry
-from halo.core.envelope import Envelope, Platform, Scope, Speaker
+from halo.core.envelope import Envelope, Platform, Scope, ScopeType, Speaker
 from halo.core.scopes import resolve_scope
 from halo.family.groups import GroupGuard
 from halo.outbound.asks import Asks
 from halo.outbound.delivery import Delivery
 from halo.pipeline.gateway import Gateway, Reply
 from halo.pipeline.unconfigured import UnconfiguredChats
-from halo.port import Audit, ChatMembership, Incoming, Press, Pressed, Progress, Sender, TurnOutcome
+from halo.port import Audit, ChatMembership, Incoming, Menu, Press, Pressed, Progress, Sender, TurnOutcome
 from halo.web_auth import member_of
 
 if TYPE_CHECKING:
@@ -76,8 +76,26 @@ class FamilyDirectory:
         """True when halo answers every message in this group, not only when addressed."""
         return scope.type == "parents_group" and self._family().parents_group.respond_to_all
 
-    def commands(self) -> Sequence[tuple[str, str, str]]:
-        return [(c.name, c.usage, c.summary) for c in self._commands or () if c.in_menu]
+    def commands(self, scope_type: ScopeType | None = None) -> Sequence[tuple[str, str, str]]:
+        return [
+            (c.name, c.usage, c.summary)
+            for c in self._commands or ()
+            if (c.in_menu if scope_type is None else c.offered_in(scope_type))
+        ]
+
+    def menus(self, platform: Platform) -> Sequence[Menu]:
+        family = self._family()
+        groups: list[tuple[ScopeType, int | None]] = []
+        if platform == "telegram":
+            groups = [
+                ("parents_group", family.parents_group.telegram_chat_id),
+                ("family_group", family.family_group.telegram_chat_id),
+            ]
+        elif platform == "discord":
+            groups = [("work_channel", channel) for channel in family.work.discord_channel_ids]
+        menus = [Menu("dm", None, tuple(self.commands("dm")))]
+        menus += [Menu(kind, str(chat), tuple(self.commands(kind))) for kind, chat in groups if chat is not None]
+        return menus
 
     def web_member(self, request: web.BaseRequest) -> Sender | None:
         member = member_of(request, self._family(), self._admin_token)

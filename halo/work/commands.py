@@ -12,6 +12,7 @@ import re
 from collections.abc import Awaitable, Callable
 
 from halo.commands.builtin import Command
+from halo.core.envelope import ScopeType
 from halo.core.turn import Turn
 from halo.work.status import readable_work_scopes
 from halo.work.tasks import Task, TaskError, TaskStore
@@ -21,6 +22,9 @@ TASK_USAGE = (
     "/task block N <why> · /task done N [note]"
 )
 _NUMBER = re.compile(r"#?(\d+)\s*(.*)", re.S)
+
+
+WORK: frozenset[ScopeType] = frozenset({"work_channel"})  # the menus that offer /task and /tasks
 
 
 def refusal(turn: Turn) -> str | None:
@@ -102,7 +106,11 @@ def task_commands(store: TaskStore) -> list[Command]:
 
     return [
         Command(
-            "task", "Add or update a task (work channels)", bound(task_command), usage="add|start|note|block|done …"
+            "task",
+            "Add or update a task (work channels)",
+            bound(task_command),
+            usage="add|start|note|block|done …",
+            where=WORK,
         ),
-        Command("tasks", "List open tasks (work channels)", bound(tasks_command), usage="[project]"),
+        Command("tasks", "List open tasks (work channels)", bound(tasks_command), usage="[project]", where=WORK),
     ]
