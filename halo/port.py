@@ -307,6 +307,13 @@ class Directory(Protocol):
         chat supports."""
         ...
 
+    async def suggest(
+        self, platform: Platform, chat_id: str, what: Literal["project", "task"], typed: str
+    ) -> Sequence[tuple[str, str]]:
+        """Autocomplete for a slash command's option in a chat, as (shown, value): the
+        projects, or the open tasks, of that work channel. Empty elsewhere."""
+        ...
+
     def web_member(self, request: web.BaseRequest) -> Sender | None:
         """Whom an HTTP request (the web chat) speaks for: the member whose `web_token` it
         carries, or the local owner for a parent signed in to the dashboard (its cookie), else

@@ -23,14 +23,17 @@ from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, select, 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from config.family import Family, Member
+from halo.core.options import Option
 from halo.outbound import outbox
 from halo.outbound.delivery import Delivery
 from halo.outbound.outbox import Row
 from halo.port import Choice, OutboundKind
 from halo.storage import HaloDB
 
-PARENTS = "@parents"  # who may decide: any parent; otherwise one member's id
+PARENTS = "@parents"  # who may decide: any parent
+MEMBERS = "@members"  # any member (the command's own policy check decides, as for /task); else one member's id
 ASK_ID_HEX = 16
+__all__ = ["MEMBERS", "PARENTS", "Asks", "Claim", "Option", "may_decide"]
 
 metadata = MetaData()
 asks_table = Table(
@@ -45,15 +48,6 @@ asks_table = Table(
     Column("decided_by", String(64)),
     Column("decided", String(64)),  # the label pressed
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Option:
-    """A button's label and the typed command it stands for (None: an acknowledgement, like a
-    reminder's "done", that needs no command)."""
-
-    label: str
-    command: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +74,8 @@ def _aware(ts: datetime) -> datetime:
 def may_decide(who: str, member: Member | None) -> bool:
     if member is None:
         return False
+    if who == MEMBERS:
+        return True
     return member.is_parent if who == PARENTS else member.id == who
 
 

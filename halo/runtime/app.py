@@ -94,6 +94,7 @@ from halo.usage.prices import Prices
 from halo.work.commands import task_commands
 from halo.work.digest import WorkDigest
 from halo.work.status import StatusAnswers
+from halo.work.suggestions import TaskSuggestions
 from halo.work.tasks import TaskStore
 from halo.work.tools import task_tools
 from halo.workspace.backups import BackupSchedule
@@ -338,7 +339,17 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     # its local mirror of a scope up to date when this process takes it)
     cluster = build_cluster(settings, db, takers)
     inbound = GatewayInbound(
-        gateway, groups, commands, family.current, delivery, unconfigured, asks, audit, admin_token, cluster
+        gateway,
+        groups,
+        commands,
+        family.current,
+        delivery,
+        unconfigured,
+        asks,
+        audit,
+        admin_token,
+        cluster,
+        suggestions=TaskSuggestions(tasks),
     )
     missed = MissedMessages(
         transcripts,
