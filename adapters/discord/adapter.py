@@ -338,7 +338,8 @@ class DiscordAdapter:
     async def on_press(self, interaction: discord.Interaction) -> None:
         """A button under one of halo's messages: halo decides; the presser gets a short note
         only they see, and a decided ask's buttons go from the message."""
-        custom_id = (interaction.data or {}).get("custom_id")
+        data: dict[str, Any] = dict(interaction.data or {})
+        custom_id = data.get("custom_id")
         if not isinstance(custom_id, str) or interaction.user.bot:
             return
         await interaction.response.defer(ephemeral=True, thinking=True)

@@ -22,7 +22,7 @@ from halo.core.envelope import Scope
 from halo.family.direct import DirectMessages
 from halo.outbound.asks import Asks, Option
 from halo.outbound.delivery import Delivery
-from halo.port import Audit
+from halo.port import Audit, Choice
 from halo.reminders.store import PARENTS, Firing, Message, Reminder, ReminderStore
 from halo.reminders.when import Recurrence, describe
 
@@ -147,7 +147,7 @@ class ReminderScheduler:
         return queued
 
     async def _queue_in(self, conn, message: Message):  # type: ignore[no-untyped-def]
-        choices = ()
+        choices: tuple[Choice, ...] = ()
         if self.asks is not None and message.options and message.about is not None:
             choices = await self.asks.record(list(message.options), who=message.about, ttl=SNOOZE_LASTS, conn=conn)
         return await self.delivery.add_in(

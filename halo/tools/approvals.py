@@ -29,6 +29,7 @@ from halo.outbound import outbox
 from halo.outbound.asks import PARENTS, Asks, Option
 from halo.outbound.delivery import Delivery
 from halo.outbound.outbox import Row
+from halo.port import Choice
 from halo.storage import HaloDB
 from transcripts import AuditLog, TranscriptStore
 
@@ -169,7 +170,7 @@ class Approvals:
         queued: list[Row] = []
         parents = approvers(self.family(), asker_id)
         async with self.db.write(metadata, outbox.metadata, asks_module.metadata) as conn:
-            choices = ()
+            choices: tuple[Choice, ...] = ()
             if self.asks is not None:
                 options = [Option("Approve", f"yes {request_id}"), Option("Deny", f"no {request_id}")]
                 who = parents[0] if len(parents) == 1 else PARENTS
