@@ -81,6 +81,7 @@ class RecordedRequest:
     headers: dict[str, str]
     json: Any
     intercepted: bool = False  # answered by an interceptor, not from the script
+    at: float = dataclasses.field(default_factory=time.monotonic)  # when it arrived (benchmarks)
 
 
 Responder = Callable[[JSON], Reply | str]
@@ -740,7 +741,7 @@ async def _send_events(
     for n, (name, data) in enumerate(events[: max(1, len(events) // 2)] if broken else events):
         if midway is not None and n == len(events) // 2:
             await midway.wait()
-        if pace and n:
+        if pace and n > 1:  # the opening and the first token at once, then one token each `pace`
             await asyncio.sleep(pace)
         prefix = f"event: {name}\n" if name else ""
         await response.write(f"{prefix}data: {data}\n\n".encode())
