@@ -84,7 +84,7 @@ async def run(messages: int, tokens: int) -> int:
                 queued = time.monotonic()
                 tg.message(MOM, MOM, f"Tell me a long story, part {n}")
                 message_at = await first(
-                    lambda: tg.calls_to("sendMessage")[-1].at if len(tg.sent(MOM)) > sent else None
+                    lambda sent=sent: tg.calls_to("sendMessage")[-1].at if len(tg.sent(MOM)) > sent else None
                 )
                 draft_at = tg.calls_to("sendMessageDraft")[drafts].at
                 token_at = model.requests[asked].at
