@@ -10,7 +10,9 @@ Agents SDK's `Session`: small protocols whose docstrings are the contract.
 Inbound (adapter → halo), one call per platform event:
 - a chat message becomes an `Incoming` — what the platform said: chat, sender, text,
   attachments, reply-to, whether it is addressed to halo — handed to `Inbound.receive`; halo
-  resolves the scope and the speaker itself. Someone joining or leaving a chat is a
+  resolves the scope and the speaker itself. A button pressed under one of halo's messages
+  is a `Press` for `Inbound.press`: it carries only the `Choice`'s opaque id, and halo checks
+  the presser and runs the decision as the typed command it stands for. Someone joining or leaving a chat is a
   `ChatMembership` for `Inbound.membership`. A few read-only lookups (the command menu, who an
   HTTP request speaks for) are a `Directory`;
 - a home event (MQTT) becomes an `Observation` handed to `Observations.observe`.
