@@ -145,6 +145,11 @@ class TelegramSettings(BaseModel):
         default=None, description="deprecated and ignored: halo's outbox retries every message with backoff"
     )
     retry_backoff_seconds: float = Field(default=1.0, gt=0, description="first wait after a network error")
+    draft_interval_ms: int = Field(
+        default=600, ge=100, le=10_000, description="a DM's streamed draft is updated at most this often"
+    )
+    stream_drafts: bool = Field(default=True, description="stream replies into a draft in DMs (sendMessageDraft)")
+    react_on_receipt: bool = Field(default=True, description="👀 on a DM message while halo works on it")
 
     @field_validator("send_retries")
     @classmethod

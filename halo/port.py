@@ -10,7 +10,9 @@ Agents SDK's `Session`: small protocols whose docstrings are the contract.
 Inbound (adapter → halo), one call per platform event:
 - a chat message becomes an `Incoming` — what the platform said: chat, sender, text,
   attachments, reply-to, whether it is addressed to halo — handed to `Inbound.receive`; halo
-  resolves the scope and the speaker itself. Someone joining or leaving a chat is a
+  resolves the scope and the speaker itself. A button pressed under one of halo's messages
+  is a `Press` for `Inbound.press`: it carries only the `Choice`'s opaque id, and halo checks
+  the presser and runs the decision as the typed command it stands for. Someone joining or leaving a chat is a
   `ChatMembership` for `Inbound.membership`. A few read-only lookups (the command menu, who an
   HTTP request speaks for) are a `Directory`;
 - a home event (MQTT) becomes an `Observation` handed to `Observations.observe`.
@@ -61,18 +63,22 @@ __all__ = [
     "ChatKind",
     "ChatMembership",
     "Conversations",
+    "Choice",
     "Directory",
     "Error",
     "Handler",
     "HistoryLine",
     "Inbound",
     "Incoming",
+    "Menu",
     "Observation",
     "Observations",
     "Outbound",
     "OutboundKind",
     "Platform",
     "PresenceCheck",
+    "Press",
+    "Pressed",
     "Progress",
     "Reply",
     "Route",
@@ -93,6 +99,18 @@ __all__ = [
 
 OutboundKind = Literal["reply", "notice", "proactive", "alert", "digest"]
 
+CHOICE_ID_BYTES = 64  # Telegram's callback_data limit; Discord's custom_id allows 100
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One button under a message that asks for a decision. `id` is opaque (the recorded ask
+    and which of its options, at most 64 bytes): the adapter puts it in the button and hands
+    it back in a `Press`, never the decision's text, which halo keeps."""
+
+    label: str
+    id: str
+
 
 @dataclass(frozen=True, slots=True)
 class Outbound:
@@ -112,6 +130,7 @@ class Outbound:
     reply_to: str | None = None
     in_reply_to_envelope: str | None = None  # the envelope id a reply answers (web/cli match on it)
     created_at: datetime | None = None
+    choices: tuple[Choice, ...] = ()  # buttons under the message (a platform without them shows the text)
 
 
 class SendFailed(Exception):
@@ -151,8 +170,9 @@ class Progress(Protocol):
         ...
 
     async def delta(self, text: str) -> None:
-        """A piece of streamed reply text (web SSE, terminal). The whole reply still comes
-        through `Adapter.send`."""
+        """A piece of streamed reply text (web SSE, terminal, a Telegram draft): the one source
+        of partial text. The whole reply still comes through `Adapter.send`. A guarded turn (a
+        child's) never streams: its reply is checked whole first."""
         ...
 
 
@@ -208,6 +228,30 @@ class ChatMembership:
     halo_itself: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Press:
+    """Someone pressed a button (`Choice`) under a message halo sent: in `chat_id`, by
+    `sender`, with the choice's opaque `choice_id` as the platform handed it back."""
+
+    platform: Platform
+    chat_id: str
+    chat_kind: ChatKind
+    sender: Sender
+    choice_id: str
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pressed:
+    """What became of a press: `answer` is the short note the platform shows the presser (a
+    Telegram toast, an ephemeral Discord reply); `closed`: the decision is made or gone, so
+    the adapter removes the buttons from that message. What the decision did is a message
+    like any other, through the outbox."""
+
+    answer: str
+    closed: bool
+
+
 class Inbound(Protocol):
     """What halo offers a chat adapter: the only way a message gets in. One call per platform
     event, in the style of the Agents SDK's `Session`."""
@@ -220,6 +264,14 @@ class Inbound(Protocol):
         the first time halo is addressed or added there, and silence after."""
         ...
 
+    async def press(self, press: Press) -> Pressed:
+        """A button was pressed. halo finds the recorded ask by its id, resolves the presser
+        and checks they may decide it (a child pressing a parents' button is refused and
+        audited), then runs the decision as the typed command it stands for, through
+        `receive`'s path and its policy checks. A second press, or one after the ask
+        expired, changes nothing."""
+        ...
+
     async def membership(self, change: ChatMembership) -> None:
         """Someone joined or left a group chat (a guarded group may stop because of it)."""
         ...
@@ -228,6 +280,15 @@ class Inbound(Protocol):
         """The platform answers again after an outage: what waits in halo's outbox for it is
         tried now rather than at its next retry."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Menu:
+    """The commands a kind of chat offers: `chat_id` None is every private chat, else one group."""
+
+    scope_type: ScopeType
+    chat_id: str | None
+    commands: tuple[tuple[str, str, str], ...]  # (name, usage, summary)
 
 
 class Directory(Protocol):
@@ -239,8 +300,22 @@ class Directory(Protocol):
         asks whether a scope it is to send to is a DM)."""
         ...
 
-    def commands(self) -> Sequence[tuple[str, str, str]]:
-        """The deterministic commands as (name, usage, summary), for a platform's command menu."""
+    def commands(self, scope_type: ScopeType | None = None) -> Sequence[tuple[str, str, str]]:
+        """The deterministic commands as (name, usage, summary), for a platform's command menu:
+        those offered in a kind of chat, or every one (None)."""
+        ...
+
+    def menus(self, platform: Platform) -> Sequence[Menu]:
+        """The command menus of a platform's chats: one for its private chats (`chat_id` None)
+        and one for each group the family config names, each with the commands that kind of
+        chat supports."""
+        ...
+
+    async def suggest(
+        self, platform: Platform, chat_id: str, what: Literal["project", "task"], typed: str
+    ) -> Sequence[tuple[str, str]]:
+        """Autocomplete for a slash command's option in a chat, as (shown, value): the
+        projects, or the open tasks, of that work channel. Empty elsewhere."""
         ...
 
     def web_member(self, request: web.BaseRequest) -> Sender | None:

@@ -26,8 +26,9 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import discord
@@ -35,15 +36,18 @@ import yarl
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
+from adapters.discord.commands import command_tree
 from adapters.discord.seen import SeenMessages
 from adapters.discord.split import split_message
 from config.settings import DiscordSettings
 from halo.port import (
     Attachment,
+    Choice,
     Directory,
     Inbound,
     Incoming,
     Outbound,
+    Press,
     Progress,
     Sender,
     SendFailed,
@@ -66,7 +70,7 @@ def point_at(settings: DiscordSettings) -> None:
 
 
 class _Client(discord.Client):
-    """discord.py's client, with its two events handed to the adapter."""
+    """discord.py's client, with its events handed to the adapter and halo's slash commands."""
 
     def __init__(self, adapter: DiscordAdapter) -> None:
         intents = discord.Intents.none()
@@ -80,12 +84,17 @@ class _Client(discord.Client):
             guild_ready_timeout=adapter.settings.guild_ready_seconds,
         )
         self.adapter = adapter
+        self.tree = command_tree(self, adapter.run_command, adapter.suggest)
 
     async def on_ready(self) -> None:
         self.adapter.on_ready()
 
     async def on_message(self, message: discord.Message) -> None:
         await self.adapter.on_message(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        if interaction.type is discord.InteractionType.component:
+            await self.adapter.on_press(interaction)
 
 
 class _Typing:
@@ -140,6 +149,9 @@ class DiscordAdapter:
         self._in_order: dict[int, asyncio.Lock] = {}  # channel id → messages handled in order
         self._parts_sent: dict[str, int] = {}  # outbox id → parts already delivered
         self._turns: set[asyncio.Task[None]] = set()
+        self._asked: dict[str, tuple[discord.Interaction, bool]] = {}  # envelope id → its slash command, ephemeral
+        self._synced: set[int] = set()  # guilds whose slash commands are registered
+        self._syncing: asyncio.Task[None] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -181,6 +193,26 @@ class DiscordAdapter:
         self._last_error = None
         assert self.client is not None and self.client.user is not None
         log.info("Discord: connected as %s", self.client.user)
+        if self._syncing is None or self._syncing.done():
+            self._syncing = asyncio.create_task(self._register_commands(self.client), name="discord-commands")
+
+    async def _register_commands(self, client: _Client) -> None:
+        """The slash commands, registered in each guild that holds a configured work channel
+        (a guild's commands show at once; global ones take up to an hour)."""
+        work = {int(m.chat_id) for m in self.directory.menus("discord") if m.chat_id is not None}
+        guilds = {c.guild.id for c in map(client.get_channel, work) if isinstance(c, discord.abc.GuildChannel)}
+        for guild_id in sorted(guilds - self._synced):
+            guild = discord.Object(id=guild_id)
+            client.tree.copy_global_to(guild=guild)
+            try:
+                await client.tree.sync(guild=guild)
+            except (discord.HTTPException, aiohttp.ClientError) as exc:  # the typed commands still work
+                log.warning("could not register Discord's slash commands in guild %s: %s", guild_id, exc)
+                continue
+            self._synced.add(guild_id)
+
+    def commands_registered(self) -> set[int]:
+        return set(self._synced)
 
     async def stop(self) -> None:
         """Stop taking messages, let turns in progress finish, close the connection."""
@@ -269,6 +301,60 @@ class DiscordAdapter:
         resolved = message.reference.resolved if message.reference else None
         return isinstance(resolved, discord.Message) and resolved.author.id == me.id
 
+    # --- slash commands and buttons ---------------------------------------------------
+
+    @staticmethod
+    def _where(interaction: discord.Interaction) -> tuple[str, Literal["private", "group"]]:
+        """A DM is named by the user (halo/core/scopes.py), a guild channel by its id."""
+        if interaction.guild_id is None:
+            return str(interaction.user.id), "private"
+        return str(interaction.channel_id), "group"
+
+    @staticmethod
+    def _sender(interaction: discord.Interaction) -> Sender:
+        who = interaction.user
+        return Sender(str(who.id), name=who.display_name, username=who.name, is_bot=who.bot)
+
+    async def run_command(self, interaction: discord.Interaction, text: str, ephemeral: bool) -> None:
+        """A slash command: halo gets the text command it stands for; its reply comes back
+        through `send`, which answers the interaction (deferred now: halo may take a while)."""
+        await interaction.response.defer(ephemeral=ephemeral, thinking=True)
+        chat_id, kind = self._where(interaction)
+        incoming = Incoming("discord", chat_id, kind, self._sender(interaction), text, addressed=True)
+        self._asked[incoming.id] = (interaction, ephemeral)
+        try:
+            async with self._in_order.setdefault(int(interaction.channel_id or 0), asyncio.Lock()):
+                await self.inbound.receive(incoming)
+                self._handled += 1
+        finally:
+            self._asked.pop(incoming.id, None)
+
+    async def suggest(
+        self, interaction: discord.Interaction, what: Literal["project", "task"], typed: str
+    ) -> Sequence[tuple[str, str]]:
+        chat_id, _ = self._where(interaction)
+        return await self.directory.suggest("discord", chat_id, what, typed)
+
+    async def on_press(self, interaction: discord.Interaction) -> None:
+        """A button under one of halo's messages: halo decides; the presser gets a short note
+        only they see, and a decided ask's buttons go from the message."""
+        data: dict[str, Any] = dict(interaction.data or {})
+        custom_id = data.get("custom_id")
+        if not isinstance(custom_id, str) or interaction.user.bot:
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        chat_id, kind = self._where(interaction)
+        message_id = str(interaction.message.id) if interaction.message else None
+        pressed = await self.inbound.press(
+            Press("discord", chat_id, kind, self._sender(interaction), custom_id, message_id=message_id)
+        )
+        try:
+            await interaction.followup.send(pressed.answer[:2000], ephemeral=True)
+            if pressed.closed and interaction.message is not None:
+                await interaction.message.edit(view=None)
+        except (discord.HTTPException, aiohttp.ClientError) as exc:  # chrome: the decision is made already
+            log.info("answering a Discord button press failed: %s", exc)
+
     # --- outbound ----------------------------------------------------------------------
 
     async def send(self, message: Outbound) -> None:
@@ -279,6 +365,10 @@ class DiscordAdapter:
         platform, _, chat = message.scope_id.partition(":")
         if platform != "discord" or not chat.lstrip("-").isdigit():
             raise SendFailed(f"{message.scope_id} is not a Discord scope", permanent=True)
+        asked = self._asked.get(message.in_reply_to_envelope or "") if message.kind == "reply" else None
+        if asked is not None:  # a slash command's answer
+            await self._answer(asked[0], message, ephemeral=asked[1])
+            return
         scope = self.directory.scope("discord", chat)
         is_dm = scope.type == "dm" and int(chat) not in self._guild_channels
         channel = await self._channel_for(client, int(chat), is_dm=is_dm)
@@ -310,11 +400,13 @@ class DiscordAdapter:
                 message_id=int(message.reply_to), channel_id=getattr(channel, "id", 0), fail_if_not_exists=False
             )
         for index in range(done, len(parts)):
+            view = _buttons(message.choices) if index == len(parts) - 1 else None
+            extra: dict[str, Any] = {"view": view} if view is not None else {}
             try:
                 if index == 0 and reference is not None:
-                    await channel.send(parts[index], reference=reference, mention_author=False)
+                    await channel.send(parts[index], reference=reference, mention_author=False, **extra)
                 else:
-                    await channel.send(parts[index])
+                    await channel.send(parts[index], **extra)
             except (discord.Forbidden, discord.NotFound) as exc:
                 self._parts_sent.pop(message.id, None)
                 raise SendFailed(f"Discord refused the message: {exc.status} {exc.text}", permanent=True) from None
@@ -323,6 +415,37 @@ class DiscordAdapter:
                 raise SendFailed(f"sending to Discord failed: {detail}") from None
             self._parts_sent[message.id] = index + 1
         self._parts_sent.pop(message.id, None)
+
+    async def _answer(self, interaction: discord.Interaction, message: Outbound, *, ephemeral: bool) -> None:
+        """A slash command's reply, as the interaction's follow-up (the deferred "thinking…")."""
+        parts = split_message(message.text)
+        done = self._parts_sent.get(message.id, 0)
+        for index in range(done, len(parts)):
+            view = _buttons(message.choices) if index == len(parts) - 1 else None
+            extra: dict[str, Any] = {"view": view} if view is not None else {}
+            try:
+                await interaction.followup.send(parts[index], ephemeral=ephemeral, **extra)
+            except (discord.Forbidden, discord.NotFound) as exc:  # the interaction's 15 minutes are over
+                self._parts_sent.pop(message.id, None)
+                raise SendFailed(f"Discord refused the answer: {exc.status} {exc.text}", permanent=True) from None
+            except (TimeoutError, discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+                raise SendFailed(f"answering on Discord failed: {type(exc).__name__}") from None
+            self._parts_sent[message.id] = index + 1
+        self._parts_sent.pop(message.id, None)
+
+
+def _buttons(choices: tuple[Choice, ...]) -> discord.ui.View | None:
+    """A message's buttons; each press reaches `on_interaction` by its opaque id. The view is
+    stopped before it is sent, so discord.py keeps no callback of its own for it."""
+    if not choices:
+        return None
+    view = discord.ui.View(timeout=None)
+    for choice in choices:
+        view.add_item(
+            discord.ui.Button(label=choice.label[:80], custom_id=choice.id, style=discord.ButtonStyle.secondary)
+        )
+    view.stop()
+    return view
 
 
 def _voice_note(message: discord.Message) -> VoiceNote | None:

@@ -24,8 +24,18 @@ from typing import Any
 from urllib.parse import urlparse
 
 from aiohttp import web
-from telegram import BotCommand, ChatMemberRestricted, ReplyParameters, Update
-from telegram.constants import ChatAction, ChatMemberStatus, ParseMode
+from telegram import (
+    BotCommand,
+    BotCommandScopeAllPrivateChats,
+    BotCommandScopeChat,
+    CallbackQuery,
+    ChatMemberRestricted,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    ReplyParameters,
+    Update,
+)
+from telegram.constants import ChatMemberStatus, ParseMode
 from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 from telegram.warnings import PTBDeprecationWarning
@@ -39,14 +49,17 @@ from adapters.telegram.connection import (
 )
 from adapters.telegram.format import split_message, to_html
 from adapters.telegram.normalise import BotIdentity, sender_of, to_incoming
+from adapters.telegram.progress import ChatProgress
 from adapters.telegram.store import TelegramStore
 from config.settings import TelegramSettings
 from halo.port import (
     Audit,
     ChatMembership,
+    Choice,
     Directory,
     Inbound,
     Outbound,
+    Press,
     Reply,
     Route,
     SendFailed,
@@ -56,10 +69,10 @@ from halo.port import (
 
 log = logging.getLogger(__name__)
 
-ALLOWED_UPDATES = ["message"]  # text, and the join/leave service messages the group guard needs
+# text, the join/leave service messages the group guard needs, and button presses
+ALLOWED_UPDATES = ["message", "callback_query"]
 MAX_RECONNECT_PAUSE = 60.0
 STOP_POLLING_WITHIN = 5.0
-TYPING_EVERY = 4.0  # Telegram shows "typing…" for about five seconds per action
 DEFAULT_WEBHOOK_PATH = "/telegram/webhook"
 
 
@@ -98,6 +111,7 @@ class TelegramAdapter:
         self.app = self._application(token)
         self._migrated: dict[int, int] = {}  # groups that became supergroups: old chat id → new
         self._parts_sent: dict[str, int] = {}  # outbox id → pieces already delivered
+        self._working: dict[str, ChatProgress] = {}  # envelope id → its chat's chrome, while halo works on it
         self._runner: asyncio.Task[None] | None = None
 
     def _application(self, token: str) -> Application[Any, Any, Any, Any, Any, Any]:
@@ -176,12 +190,15 @@ class TelegramAdapter:
         self.health.ok()
 
     async def _register_commands(self) -> None:
-        """The command menu: the shared commands, so every platform offers the same ones."""
-        menu = [BotCommand(name, summary[:256]) for name, _, summary in self.directory.commands()]
-        try:
-            await self.app.bot.set_my_commands(menu)
-        except TelegramError as exc:  # a missing menu is cosmetic; commands still work
-            log.warning("could not register the Telegram command menu: %s", self.describe(exc))
+        """The "/" menus: in private chats, and in each group the family names, the commands
+        that kind of chat supports, with their descriptions."""
+        for menu in self.directory.menus("telegram"):
+            commands = [BotCommand(name, summary[:256]) for name, _, summary in menu.commands]
+            scope = BotCommandScopeAllPrivateChats() if menu.chat_id is None else BotCommandScopeChat(int(menu.chat_id))
+            try:
+                await self.app.bot.set_my_commands(commands, scope=scope)
+            except TelegramError as exc:  # a missing menu is cosmetic; commands still work
+                log.warning("could not register the Telegram command menu: %s", self.describe(exc))
 
     def _polling_error(self, exc: TelegramError) -> None:
         """python-telegram-bot retries polling itself (backing off up to 30 s); we keep status."""
@@ -238,13 +255,20 @@ class TelegramAdapter:
         chat_id = self._migrated.get(int(chat), int(chat))
         reply_to = int(message.reply_to) if message.reply_to and message.reply_to.isdigit() else None
         done = self._parts_sent.get(message.id, 0)  # a retry does not repeat pieces that went out
+        pieces = split_message(message.text)
+        progress = self._working.get(message.in_reply_to_envelope or "") if message.kind == "reply" else None
+        if progress is not None and done == 0:
+            await progress.finish(message.text)  # the draft, if one streamed, shows the whole reply first
         try:
-            for n, piece in enumerate(split_message(message.text)):
+            for n, piece in enumerate(pieces):
                 if n < done:
                     continue
-                chat_id = await self._send_piece(chat_id, piece, reply_to if n == 0 else None)
+                buttons = _keyboard(message.choices) if n == len(pieces) - 1 else None  # under the last piece
+                chat_id = await self._send_piece(chat_id, piece, reply_to if n == 0 else None, buttons)
                 self._parts_sent[message.id] = n + 1
             self._parts_sent.pop(message.id, None)
+            if progress is not None:
+                await progress.replied()
         except RetryAfter as exc:
             raise SendFailed(self.describe(exc), retry_after=_retry_after(exc)) from exc
         except (Forbidden, BadRequest) as exc:  # blocked, kicked, chat not found: no retry helps
@@ -256,18 +280,23 @@ class TelegramAdapter:
         except TelegramError as exc:  # network errors, timeouts, server errors: worth a retry
             raise SendFailed(self.describe(exc)) from exc
 
-    async def _send_piece(self, chat_id: int, text: str, reply_to: int | None) -> int:
+    async def _send_piece(
+        self, chat_id: int, text: str, reply_to: int | None, buttons: InlineKeyboardMarkup | None = None
+    ) -> int:
         """One sendMessage; returns the chat id it went to (a group may have become a supergroup)."""
         reply = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
+        bot = self.app.bot
         try:
-            await self.app.bot.send_message(chat_id, to_html(text), parse_mode=ParseMode.HTML, reply_parameters=reply)
+            await bot.send_message(
+                chat_id, to_html(text), parse_mode=ParseMode.HTML, reply_parameters=reply, reply_markup=buttons
+            )
         except ChatMigrated as exc:
             self._migrated[chat_id] = exc.new_chat_id
-            return await self._send_piece(exc.new_chat_id, text, reply_to)
+            return await self._send_piece(exc.new_chat_id, text, reply_to, buttons)
         except BadRequest as exc:
             if "parse entities" not in exc.message.lower():
                 raise
-            await self.app.bot.send_message(chat_id, text, reply_parameters=reply)
+            await bot.send_message(chat_id, text, reply_parameters=reply, reply_markup=buttons)
         return chat_id
 
     async def still_in_chat(self, scope_id: str, user_id: str) -> bool | None:
@@ -294,6 +323,9 @@ class TelegramAdapter:
 
     async def _handle(self, update: Update) -> None:
         """Hand the message to halo; its reply comes back through `send`, from halo's outbox."""
+        if update.callback_query is not None:
+            await self._pressed(update.callback_query)
+            return
         message = update.message
         if message is None or self.identity is None:
             return
@@ -314,11 +346,45 @@ class TelegramAdapter:
         incoming = to_incoming(message, self.identity)
         if incoming is None:
             return
-        typing = _Typing(self, chat.id)
+        progress = ChatProgress(
+            self.app.bot,
+            chat.id,
+            private=chat.type == "private",
+            message_id=message.message_id,
+            draft_every=self.settings.draft_interval_ms / 1000 if self.settings.stream_drafts else None,
+            react=self.settings.react_on_receipt,
+        )
+        self._working[incoming.id] = progress
         try:
-            await inbound.receive(incoming, typing)
+            await progress.received()
+            await inbound.receive(incoming, progress)
         finally:
-            await typing.stop()
+            self._working.pop(incoming.id, None)
+            await progress.stop()
+
+    async def _pressed(self, query: CallbackQuery) -> None:
+        """A button under one of halo's messages: halo decides what it may do; the presser gets
+        a short answer, and a decided ask's buttons go from that message."""
+        message = query.message
+        if self.identity is None or message is None or not isinstance(query.data, str) or query.from_user.is_bot:
+            with contextlib.suppress(TelegramError):
+                await query.answer()
+            return
+        chat = message.chat
+        press = Press(
+            "telegram",
+            str(chat.id),
+            "private" if chat.type == "private" else "group",
+            sender_of(query.from_user),
+            query.data,
+            message_id=str(message.message_id),
+        )
+        pressed = await self.inbound.press(press)
+        with contextlib.suppress(TelegramError):  # the toast is chrome; the decision is made already
+            await query.answer(pressed.answer[:200])
+        if pressed.closed:
+            with contextlib.suppress(TelegramError):
+                await self.app.bot.edit_message_reply_markup(chat.id, message.message_id, reply_markup=None)
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         error = context.error
@@ -364,32 +430,11 @@ class TelegramAdapter:
         return web.json_response({"ok": True})
 
 
-class _Typing:
-    """Shows "typing…" in a chat from when the model starts until the reply is ready."""
-
-    def __init__(self, adapter: TelegramAdapter, chat_id: int) -> None:
-        self.adapter = adapter
-        self.chat_id = chat_id
-        self._task: asyncio.Task[None] | None = None
-
-    async def model_started(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(TelegramError):  # cosmetic: never retried, never fatal
-                await self.adapter.app.bot.send_chat_action(self.chat_id, ChatAction.TYPING)
-            await asyncio.sleep(TYPING_EVERY)
-
-    async def delta(self, text: str) -> None:
-        return None  # Telegram gets the reply whole
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+def _keyboard(choices: tuple[Choice, ...]) -> InlineKeyboardMarkup | None:
+    """One button a row: labels stay whole on a phone. The data is the choice's opaque id."""
+    if not choices:
+        return None
+    return InlineKeyboardMarkup([[InlineKeyboardButton(c.label, callback_data=c.id)] for c in choices])
 
 
 def _retry_after(exc: RetryAfter) -> float:

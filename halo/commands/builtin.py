@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from config.family import Member
+from halo.core.envelope import ScopeType
 from halo.core.turn import Turn
 from halo.family.pairing import APPROVE_USAGE, PairingError, parse_approve
 from halo.safety.profiles import effective_profile
@@ -43,6 +44,13 @@ class Command:
     handler: Handler
     usage: str = ""
     in_menu: bool = True  # False: not offered in a platform's command menu (a name Telegram refuses, `remind!`)
+    where: frozenset[ScopeType] | None = None  # the kinds of chat whose menu offers it (None: every kind)
+
+    def offered_in(self, scope_type: ScopeType) -> bool:
+        return self.in_menu and (self.where is None or scope_type in self.where)
+
+
+PARENTS_CHATS: frozenset[ScopeType] = frozenset({"dm", "parents_group"})  # deciding for the family
 
 
 class CommandRegistry:
@@ -216,7 +224,13 @@ def builtin_commands(
         Command("help", "What I can do", help_command),
         Command("whoami", "Who I think you are, and what you may do here", whoami_command),
         Command("new", "Start a fresh conversation here (the transcript is kept)", new_command),
-        Command("approve", "Let someone who asked to join talk to me", approve_command, usage=APPROVE_USAGE),
-        Command("deny", "Turn down a join request", deny_command, usage="CODE"),
-        Command("resume", "Start using the parents group again after I stopped", resume_command),
+        Command(
+            "approve",
+            "Let someone who asked to join talk to me",
+            approve_command,
+            usage=APPROVE_USAGE,
+            where=PARENTS_CHATS,
+        ),
+        Command("deny", "Turn down a join request", deny_command, usage="CODE", where=PARENTS_CHATS),
+        Command("resume", "Start using the parents group again after I stopped", resume_command, where=PARENTS_CHATS),
     ]

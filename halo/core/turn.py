@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.family import Family, Member
 from halo.core.envelope import Envelope, Scope
+from halo.core.options import Option
 
 if TYPE_CHECKING:
     from halo.safety.gate import SafetyState
@@ -32,6 +33,7 @@ class Turn:
     tool_steps: list[dict[str, Any]] = field(default_factory=list)  # finished calls and outputs (run_items.py)
     context_note: str = ""  # the volatile context (the time, recall) for the next model call (turn_agents.py)
     lean: bool = False  # an L1 turn: small talk is sent durable memory, not the day's notes or recall
+    offered: tuple[Option, ...] = ()  # buttons a command's reply carries (a task's start · block · done)
 
     @property
     def scope(self) -> Scope:

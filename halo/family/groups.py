@@ -16,12 +16,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Column, Float, MetaData, String, Table, delete, select
 
 from config.family import Member
 from halo.core.envelope import Envelope, Scope, Speaker
+from halo.outbound.asks import Asks, Option
 from halo.outbound.delivery import Delivery
 from halo.storage import HaloDB
 from policy import PolicyEngine
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     from halo.core.turn import Turn
 
 log = logging.getLogger(__name__)
+
+RESUME_ASK_LASTS = timedelta(days=7)  # the notice's button; /resume typed works any time
 
 GUARDED_TYPES = frozenset({"parents_group"})
 
@@ -64,11 +68,14 @@ def describe(speaker: Speaker) -> str:
 
 
 class GroupGuard:
-    def __init__(self, db: HaloDB, policy: PolicyEngine, delivery: Delivery, audit: AuditLog) -> None:
+    def __init__(
+        self, db: HaloDB, policy: PolicyEngine, delivery: Delivery, audit: AuditLog, asks: Asks | None = None
+    ) -> None:
         self.db = db
         self.policy = policy
         self.delivery = delivery
         self.audit = audit
+        self.asks = asks  # the notice carries a "resume" button (/resume)
         self.presence: dict[str, PresenceCheck] = {}
         # suspended scope id → {platform user id: label} of those seen there who may not be
         self._suspended: dict[str, dict[str, str]] | None = None
@@ -156,12 +163,14 @@ class GroupGuard:
             how=how,
         )
         if first:
-            await self.delivery.to_parents(
-                (
-                    f"I've stopped using the parents group: {label} {how}. Only parents may be in it. "
-                    "Remove them from the group, then send /resume (here or in the group)."
-                ),
+            notice = (
+                f"I've stopped using the parents group: {label} {how}. Only parents may be in it. "
+                "Remove them from the group, then send /resume (here or in the group)."
             )
+            if self.asks is None:
+                await self.delivery.to_parents(notice)
+            else:
+                await self.asks.to_parents(notice, [Option("Resume", "/resume")], ttl=RESUME_ASK_LASTS)
         return False
 
     async def left(self, scope_id: str, platform_user_id: str) -> None:

@@ -19,7 +19,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, select, update
@@ -28,6 +28,7 @@ from config.family import AgeGroup, Member, Role
 from config.loader import ConfigError
 from halo.core.envelope import Speaker
 from halo.family.members import FamilyEditor
+from halo.outbound.asks import Asks, Option
 from halo.outbound.delivery import Delivery
 from halo.storage import HaloDB
 from policy import PolicyEngine
@@ -124,6 +125,18 @@ def parent_notice(request: PairingRequest) -> str:
     )
 
 
+def decisions(request: PairingRequest) -> list[Option]:
+    """The notice's buttons: each the /approve or /deny a parent could type."""
+    code, name = request.code, request.suggested_name
+    return [
+        Option("Parent", f"/approve {code} parent {name}"),
+        Option("Child (young)", f"/approve {code} child {name} young_child"),
+        Option("Child (adolescent)", f"/approve {code} child {name} adolescent"),
+        Option("Colleague", f"/approve {code} colleague {name}"),
+        Option("Deny", f"/deny {code}"),
+    ]
+
+
 class Pairing:
     def __init__(
         self,
@@ -132,8 +145,10 @@ class Pairing:
         policy: PolicyEngine,
         delivery: Delivery,
         audit: AuditLog,
+        asks: Asks | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.asks = asks  # the parents' notice carries buttons (halo/outbound/asks.py)
         self.db = db
         self.members = members
         self.policy = policy
@@ -193,7 +208,11 @@ class Pairing:
             self.audit.write("pairing_overflow", platform=platform, platform_user_id=uid, who=request.who)
             return OVERFLOW_REPLY
         self.audit.write("pairing_requested", platform=platform, platform_user_id=uid, who=request.who, code=code)
-        await self.delivery.to_parents(parent_notice(request))
+        if self.asks is None:
+            await self.delivery.to_parents(parent_notice(request))
+        else:
+            ttl = timedelta(seconds=CODE_TTL_SECONDS)
+            await self.asks.to_parents(parent_notice(request), decisions(request), ttl=ttl)
         return stranger_reply(code)
 
     async def list_pending(self) -> list[PairingRequest]:

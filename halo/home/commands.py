@@ -8,7 +8,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from halo.commands.builtin import Command
+from halo.commands.builtin import PARENTS_CHATS, Command
 from halo.core.times import say_time
 from halo.core.turn import Turn
 
@@ -97,6 +97,8 @@ def home_commands(home: HomeEvents) -> list[Command]:
         return await mute(home, turn, args)
 
     return [
-        Command("home", "What the house last reported (parents)", home_command),
-        Command("mute", "Silence non-urgent home messages for a while", mute_command, usage=MUTE_USAGE),
+        Command("home", "What the house last reported (parents)", home_command, where=PARENTS_CHATS),
+        Command(
+            "mute", "Silence non-urgent home messages for a while", mute_command, usage=MUTE_USAGE, where=PARENTS_CHATS
+        ),
     ]

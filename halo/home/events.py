@@ -36,6 +36,7 @@ from halo.family.direct import DirectMessages
 from halo.home.rules import condition_holds, render, topic_matches
 from halo.home.send import send_home_message
 from halo.home.store import HomeStore, Queued
+from halo.outbound.asks import PARENTS, Asks
 from halo.outbound.delivery import Delivery
 from halo.port import Observation
 from policy import SYSTEM, PolicyEngine
@@ -94,7 +95,9 @@ class HomeEvents:
         audit: AuditLog,
         *,
         now: Callable[[], datetime] | None = None,
+        asks: Asks | None = None,
     ) -> None:
+        self.asks = asks  # a home message carries a "mute 2 h" button
         self.settings = settings
         self.family = family
         self.store = store
@@ -355,7 +358,9 @@ class HomeEvents:
         """Never raises: what the rules decided is committed, and one failed send must not
         cost the others (a queued message stays queued and is tried again on the next tick)."""
         try:
-            reached = await send_home_message(self.delivery, scope_id, text)
+            scope = resolve_scope(self.family(), scope_id)
+            who = scope.owner_id if scope.type == "dm" else PARENTS
+            reached = await send_home_message(self.delivery, scope_id, text, self.asks, who)
         except Exception as exc:
             log.exception("home message to %s failed", scope_id)
             self.audit.write("home_message_failed", scope_id=scope_id, error=type(exc).__name__, **audit)

@@ -38,7 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from config.family import Family
 from halo.core.scopes import member_scopes
 from halo.outbound.outbox import Marks, OutboxStore, Row
-from halo.port import Adapter, Audit, LiveReplies, Outbound, OutboundKind, Scope, SendFailed
+from halo.port import Adapter, Audit, Choice, LiveReplies, Outbound, OutboundKind, Scope, SendFailed
 from halo.storage import HaloDB
 from transcripts import TranscriptLine, TranscriptStore
 from transcripts.write_behind import WriteBehind
@@ -139,10 +139,12 @@ class Delivery:
         about: str | None = None,
         batch: str | None = None,
         message_id: str | None = None,
+        choices: tuple[Choice, ...] = (),
     ) -> str:
         """Queue one message; returns its id once the row is committed and the first attempt
         was made (when the scope has nothing older waiting and its adapter is registered).
-        `message_id` lets a caller record what it sends before anyone can see it."""
+        `message_id` lets a caller record what it sends before anyone can see it; `choices`
+        are buttons under it (halo/outbound/asks.py records what each decides)."""
         await self._count_once()
         lock = self._locks.setdefault(scope_id, asyncio.Lock())
         adapter = self._adapters.get(platform_of(scope_id))
@@ -156,7 +158,7 @@ class Delivery:
         ):
             message = Outbound(
                 message_id or uuid.uuid4().hex, scope_id, text, kind=kind, reply_to=reply_to,
-                in_reply_to_envelope=in_reply_to_envelope, created_at=self.clock(),
+                in_reply_to_envelope=in_reply_to_envelope, created_at=self.clock(), choices=choices,
             )  # fmt: skip
             if await self._hand_over(adapter, lock, message, about=about, batch=batch):
                 return message.id
@@ -170,6 +172,7 @@ class Delivery:
             batch=batch,
             now=self.clock(),
             message_id=message_id,
+            choices=choices,
         )
         self.counts["pending"] += 1
         self._ensure_worker()
@@ -236,11 +239,12 @@ class Delivery:
         *,
         kind: OutboundKind = "notice",
         about: str | None = None,
+        choices: tuple[Choice, ...] = (),
     ) -> Row:
         """Queue a message inside the caller's halo.db transaction (opened with
         `halo.outbound.outbox.metadata` among its tables), so it is queued if and only if the
         caller's own change commits. Hand the rows to `committed` after the commit."""
-        return await self.store.add_in(conn, scope_id, text, kind=kind, about=about, now=self.clock())
+        return await self.store.add_in(conn, scope_id, text, kind=kind, about=about, now=self.clock(), choices=choices)
 
     async def committed(self, rows: list[Row]) -> None:
         """Rows `add_in` queued are committed: deliver them like any other."""

@@ -7,6 +7,7 @@ one scope are delivered oldest first: a later one waits while an earlier one is 
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,7 +18,7 @@ from typing import Protocol
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from halo.port import Outbound, OutboundKind
+from halo.port import Choice, Outbound, OutboundKind
 from halo.storage import HaloDB
 
 metadata = MetaData()
@@ -38,7 +39,16 @@ outbox_table = Table(
     Column("next_attempt_at", DateTime(timezone=True), nullable=False),
     Column("state", String(8), nullable=False, default="pending", index=True),  # pending | sent | failed
     Column("last_error", Text),
+    Column("choices", Text),  # JSON [[label, choice id], …]: the buttons under the message (halo/outbound/asks.py)
 )
+
+
+def _choices_json(choices: tuple[Choice, ...]) -> str | None:
+    return json.dumps([[c.label, c.id] for c in choices]) if choices else None
+
+
+def _choices(stored: str | None) -> tuple[Choice, ...]:
+    return tuple(Choice(label, choice_id) for label, choice_id in json.loads(stored)) if stored else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +79,7 @@ def _row(r: object) -> Row:
         reply_to=m["reply_to"],
         in_reply_to_envelope=m["in_reply_to_envelope"],
         created_at=_aware(m["created"]),
+        choices=_choices(m["choices"]),
     )
     return Row(
         m["seq"],
@@ -153,6 +164,7 @@ class OutboxStore(RowMarks):
         batch: str | None = None,
         now: datetime,
         message_id: str | None = None,
+        choices: tuple[Choice, ...] = (),
     ) -> Row:
         """The new pending row, committed; its id is `message_id` when the caller chose one."""
         async with self.db.write(metadata) as conn:
@@ -167,6 +179,7 @@ class OutboxStore(RowMarks):
                 batch=batch,
                 now=now,
                 message_id=message_id,
+                choices=choices,
             )
 
     @staticmethod
@@ -182,6 +195,7 @@ class OutboxStore(RowMarks):
         batch: str | None = None,
         now: datetime,
         message_id: str | None = None,
+        choices: tuple[Choice, ...] = (),
     ) -> Row:
         """The new pending row, inside the caller's transaction (opened with this module's
         `metadata` among its tables): it commits, or rolls back, with the caller's own writes.
@@ -201,6 +215,7 @@ class OutboxStore(RowMarks):
                 attempts=0,
                 next_attempt_at=now,
                 state="pending",
+                choices=_choices_json(choices),
             )
         )
         message = Outbound(
@@ -211,6 +226,7 @@ class OutboxStore(RowMarks):
             reply_to=reply_to,
             in_reply_to_envelope=in_reply_to_envelope,
             created_at=now,
+            choices=choices,
         )
         seq = inserted.inserted_primary_key[0] if inserted.inserted_primary_key else 0
         return Row(int(seq), message, 0, now, "pending", about, batch)
@@ -231,6 +247,7 @@ class OutboxStore(RowMarks):
                 "attempts": 1,
                 "next_attempt_at": message.created_at,
                 "state": "sent",
+                "choices": _choices_json(message.choices),
             }
             for message, about, batch in handed_over
         ]

@@ -170,7 +170,7 @@ class Gateway:
             return Reply(stopped, scope_id, "guarded", decision, Route(Level.L0, "the safety screen answers"))
         in_code = await self.code_answers.answer(turn, on_model_start)
         if in_code is not None:
-            return Reply(in_code, scope_id, "command", decision, route_of_answer(in_code))
+            return Reply(in_code, scope_id, "command", decision, route_of_answer(in_code), offered=turn.offered)
         if not self.model_run.configured:
             return self.model_run.no_model(turn, decision)
 

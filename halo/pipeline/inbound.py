@@ -20,20 +20,25 @@ import asyncio
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Literal
 
 from config.family import Family, Member
 from halo.cluster.cluster import Cluster
 from halo.commands.builtin import CommandRegistry
-from halo.core.envelope import Envelope, Platform, Scope, Speaker
+from halo.core.envelope import Envelope, Platform, Scope, ScopeType, Speaker
+from halo.core.options import Option
 from halo.core.scopes import resolve_scope
 from halo.family.groups import GroupGuard
+from halo.outbound.asks import MEMBERS, Asks
 from halo.outbound.delivery import Delivery
 from halo.pipeline.gateway import Gateway, Reply
 from halo.pipeline.unconfigured import UnconfiguredChats
-from halo.port import ChatMembership, Incoming, Progress, Sender, TurnOutcome
+from halo.port import Audit, ChatMembership, Incoming, Menu, Press, Pressed, Progress, Sender, TurnOutcome
 from halo.web_auth import member_of
+from halo.work.suggestions import TaskSuggestions
+
+OFFER_LASTS = timedelta(days=7)  # a reply's buttons (a task's status); the typed command works any time
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -45,8 +50,13 @@ class FamilyDirectory:
     approvals rebuild it)."""
 
     def __init__(
-        self, family: Callable[[], Family], commands: CommandRegistry | None = None, admin_token: str | None = None
+        self,
+        family: Callable[[], Family],
+        commands: CommandRegistry | None = None,
+        admin_token: str | None = None,
+        suggestions: TaskSuggestions | None = None,
     ) -> None:
+        self._suggestions = suggestions  # autocomplete for the work channels' slash commands
         self._family = family
         self._commands = commands
         self._admin_token = admin_token  # the admin token speaks for nobody in a chat
@@ -75,8 +85,34 @@ class FamilyDirectory:
         """True when halo answers every message in this group, not only when addressed."""
         return scope.type == "parents_group" and self._family().parents_group.respond_to_all
 
-    def commands(self) -> Sequence[tuple[str, str, str]]:
-        return [(c.name, c.usage, c.summary) for c in self._commands or () if c.in_menu]
+    def commands(self, scope_type: ScopeType | None = None) -> Sequence[tuple[str, str, str]]:
+        return [
+            (c.name, c.usage, c.summary)
+            for c in self._commands or ()
+            if (c.in_menu if scope_type is None else c.offered_in(scope_type))
+        ]
+
+    def menus(self, platform: Platform) -> Sequence[Menu]:
+        family = self._family()
+        groups: list[tuple[ScopeType, int | None]] = []
+        if platform == "telegram":
+            groups = [
+                ("parents_group", family.parents_group.telegram_chat_id),
+                ("family_group", family.family_group.telegram_chat_id),
+            ]
+        elif platform == "discord":
+            groups = [("work_channel", channel) for channel in family.work.discord_channel_ids]
+        menus = [Menu("dm", None, tuple(self.commands("dm")))]
+        menus += [Menu(kind, str(chat), tuple(self.commands(kind))) for kind, chat in groups if chat is not None]
+        return menus
+
+    async def suggest(
+        self, platform: Platform, chat_id: str, what: Literal["project", "task"], typed: str
+    ) -> Sequence[tuple[str, str]]:
+        scope = self.scope(platform, chat_id)
+        if self._suggestions is None or scope.type != "work_channel":
+            return []
+        return await self._suggestions(scope.id, what, typed)
 
     def web_member(self, request: web.BaseRequest) -> Sender | None:
         member = member_of(request, self._family(), self._admin_token)
@@ -115,10 +151,15 @@ class GatewayInbound(FamilyDirectory):
         family: Callable[[], Family],
         delivery: Delivery,
         unconfigured: UnconfiguredChats,
+        asks: Asks,
+        audit: Audit,
         admin_token: str | None = None,
         cluster: Cluster | None = None,
+        suggestions: TaskSuggestions | None = None,
     ) -> None:
-        super().__init__(family, commands, admin_token)
+        super().__init__(family, commands, admin_token, suggestions)
+        self._asks = asks
+        self._audit = audit
         self._cluster = cluster  # several processes on PostgreSQL: the scope's lease decides who answers
         if cluster is not None:
             cluster.handoffs.answer_with(self.answer_here)
@@ -144,6 +185,29 @@ class GatewayInbound(FamilyDirectory):
             on_model_start=progress.model_started if progress is not None else None,
         )
         return await self._queue(envelope, reply)
+
+    async def press(self, press: Press) -> Pressed:
+        """A button: the presser may decide the ask, once, and the decision runs as the typed
+        command it stands for, through `receive` (its scope's order, the policy, the transcript)."""
+        speaker = self.speaker(press.platform, press.sender)
+        claim = await self._asks.claim(press.choice_id, speaker.member)
+        if claim.refused:
+            self._audit.write(
+                "button_refused",
+                choice_id=press.choice_id[:64],
+                platform=press.platform,
+                chat_id=press.chat_id,
+                platform_user_id=press.sender.id,
+                member=speaker.member.id if speaker.member else None,
+            )
+        if claim.refusal is not None:
+            return Pressed(claim.refusal, closed=not claim.refused)
+        if claim.command is not None:
+            typed = Incoming(
+                press.platform, press.chat_id, press.chat_kind, press.sender, claim.command, addressed=True
+            )
+            await self.receive(typed)
+        return Pressed(f"{claim.label} ✓", closed=True)
 
     async def _hand_over(self, message: Incoming, envelope: Envelope, holder: str) -> TurnOutcome:
         """Another process serves the scope: it answers, and a reply someone waits for here
@@ -186,14 +250,15 @@ class GatewayInbound(FamilyDirectory):
         return await leases.acquire(scope_id)
 
     async def _queue(self, envelope: Envelope, reply: Reply) -> TurnOutcome:
-        outbox_id = await self._send_reply(envelope, reply.text) if reply.text else None
+        outbox_id = await self._send_reply(envelope, reply.text, reply.offered) if reply.text else None
         return TurnOutcome(reply.text, reply.kind, outbox_id=outbox_id, reason=_refusal(reply))
 
-    async def _send_reply(self, envelope: Envelope, text: str) -> str:
+    async def _send_reply(self, envelope: Envelope, text: str, offered: tuple[Option, ...] = ()) -> str:
         # in a group the reply quotes the message it answers; in a DM it plainly follows it
         quote = envelope.platform_message_id if envelope.scope.type != "dm" else None
+        choices = await self._asks.record(list(offered), who=MEMBERS, ttl=OFFER_LASTS) if offered else ()
         return await self._delivery.send(
-            envelope.scope.id, text, kind="reply", reply_to=quote, in_reply_to_envelope=envelope.id
+            envelope.scope.id, text, kind="reply", reply_to=quote, in_reply_to_envelope=envelope.id, choices=choices
         )
 
     async def membership(self, change: ChatMembership) -> None:

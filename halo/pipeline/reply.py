@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from halo.core.options import Option
 from halo.core.turn import Turn
 from halo.routing.levels import Route
 from policy import Decision
@@ -25,6 +26,7 @@ class Reply:
     kind: ReplyKind
     decision: Decision | None = None
     route: Route | None = None  # the level it was answered at, and why (halo/routing)
+    offered: tuple[Option, ...] = ()  # buttons under it, each a command any member here may press
 
 
 AfterTurnHook = Callable[[Turn, Reply], Awaitable[None]]

@@ -21,14 +21,16 @@ from config.family import Family, Member
 from config.settings import ReminderSettings
 from halo.core.envelope import Scope
 from halo.family.direct import DirectMessages
+from halo.outbound.asks import Asks, Option
 from halo.outbound.delivery import Delivery
-from halo.port import Audit
+from halo.port import Audit, Choice
 from halo.reminders.store import PARENTS, Firing, Message, Reminder, ReminderStore
 from halo.reminders.when import Recurrence, describe
 
 log = logging.getLogger(__name__)
 
 LATE_AFTER = timedelta(minutes=2)  # sent later than this after its time: the message says so
+SNOOZE_LASTS = timedelta(days=1)  # a fired reminder's buttons; /remind typed works any time
 BATCH = 200  # due reminders fired per transaction
 LONGEST_SLEEP = 300.0  # seconds: the timer looks again at least this often (a changed wall clock)
 
@@ -52,6 +54,18 @@ def reminder_text(reminder: Reminder, family: Family, *, late_since: str | None 
     return text
 
 
+def snooze_options(reminder: Reminder, zone: ZoneInfo) -> tuple[Option, ...]:
+    """A fired reminder's buttons: done, or the /remind its target would type to hear it again."""
+    text = reminder.text
+    same_time = reminder.due_at.astimezone(zone).strftime("%H:%M")
+    return (
+        Option("Done", None),
+        Option("Snooze 10 min", f"/remind me in 10m {text}"),
+        Option("Snooze 1 h", f"/remind me in 1h {text}"),
+        Option("Tomorrow", f"/remind me tomorrow {same_time} {text}"),
+    )
+
+
 class ReminderScheduler:
     """Sleeps until the earliest pending reminder is due, fires what is due, and sleeps again.
     `wake()` after a reminder is added or cancelled; `fire_due()` is one pass (tests call it
@@ -68,7 +82,9 @@ class ReminderScheduler:
         audit: Audit | None = None,
         settings: Callable[[], ReminderSettings] = ReminderSettings,
         clock: Callable[[], datetime] = _now,
+        asks: Asks | None = None,
     ) -> None:
+        self.asks = asks  # a fired reminder carries done · snooze buttons
         self.store = store
         self.direct = direct
         self.delivery = delivery
@@ -132,7 +148,12 @@ class ReminderScheduler:
         return queued
 
     async def _queue_in(self, conn, message: Message):  # type: ignore[no-untyped-def]
-        return await self.delivery.add_in(conn, message.scope_id, message.text, kind="notice", about=message.about)
+        choices: tuple[Choice, ...] = ()
+        if self.asks is not None and message.options and message.about is not None:
+            choices = await self.asks.record(list(message.options), who=message.about, ttl=SNOOZE_LASTS, conn=conn)
+        return await self.delivery.add_in(
+            conn, message.scope_id, message.text, kind="notice", about=message.about, choices=choices
+        )
 
     def _targets(self, reminder: Reminder, family: Family) -> list[Member]:
         if reminder.target == PARENTS:
@@ -154,7 +175,8 @@ class ReminderScheduler:
                 return None
         late = describe(reminder.due_at, zone, now) if now - reminder.due_at > LATE_AFTER else None
         text = reminder_text(reminder, family, late_since=late)
-        messages = [Message(scope.id, text, about=scope.owner_id) for scope in scopes]
+        options = snooze_options(reminder, zone)
+        messages = [Message(scope.id, text, about=scope.owner_id, options=options) for scope in scopes]
         return Firing(reminder, messages, state="done", next_due=following)
 
     def _missed(

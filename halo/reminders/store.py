@@ -20,7 +20,8 @@ from typing import Literal
 from sqlalchemy import Boolean, Column, Float, Index, Integer, MetaData, String, Table, Text, func, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from halo.outbound import outbox
+from halo.outbound import asks, outbox
+from halo.outbound.asks import Option
 from halo.outbound.outbox import Row
 from halo.reminders.when import When
 from halo.storage import HaloDB
@@ -93,6 +94,7 @@ class Message:
     scope_id: str
     text: str
     about: str | None = None
+    options: Sequence[Option] = ()  # buttons under it (done · snooze), decided by `about`
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +238,7 @@ class ReminderStore:
         """Each firing's new state and its messages, all in one transaction. A reminder that
         changed since it was read (cancelled, fired elsewhere) is skipped with its messages."""
         queued: builtins.list[Row] = []
-        async with self.db.write(metadata, outbox.metadata) as conn:
+        async with self.db.write(metadata, outbox.metadata, asks.metadata) as conn:
             for firing in firings:
                 values: dict[str, object] = {"held": False}
                 if firing.next_due is not None:

@@ -47,6 +47,7 @@ from halo.lists.tools import list_tools
 from halo.media.documents import Documents
 from halo.media.images import build_photo_reader
 from halo.media.voice import build_transcriber
+from halo.outbound.asks import Asks
 from halo.outbound.delivery import Delivery
 from halo.pipeline.admission import Admission
 from halo.pipeline.after_turn import AfterTurn
@@ -96,6 +97,7 @@ from halo.usage.prices import Prices
 from halo.work.commands import task_commands
 from halo.work.digest import WorkDigest
 from halo.work.status import StatusAnswers
+from halo.work.suggestions import TaskSuggestions
 from halo.work.tasks import TaskStore
 from halo.work.tools import task_tools
 from halo.workspace.backups import BackupSchedule
@@ -155,8 +157,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     family = LiveFamily(policy)
     live = LiveSettings(settings)  # routing, budget, prices, reminders: read at each use, reloaded live
     delivery = Delivery(db, transcripts, family.current, audit=audit)
-    pairing = Pairing(db, FamilyEditor(paths, family), policy, delivery, audit)
-    groups = GroupGuard(db, policy, delivery, audit)
+    asks = Asks(db, delivery, family.current)  # decisions asked as buttons: what each button decides
+    pairing = Pairing(db, FamilyEditor(paths, family), policy, delivery, audit, asks)
+    groups = GroupGuard(db, policy, delivery, audit, asks)
 
     # -- the models and memory
     levels = build_levels(settings, db, model)  # L1–L3's models; every call's usage is recorded
@@ -185,6 +188,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         delivery,
         direct,
         audit,
+        asks=asks,
     )
     reminder_store = ReminderStore(db)
     reminder_clock = ReminderScheduler(  # one timer fires due reminders into the outbox
@@ -195,6 +199,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         quiet_until=home.quiet_until,
         audit=audit,
         settings=live.reminders,
+        asks=asks,
     )
     reminders = Reminders(reminder_store, settings=live.reminders, wake=reminder_clock.wake)
     lists = Lists(ListStore(db))
@@ -211,7 +216,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
 
     config_record = ConfigRows(db) if db.backend == "postgresql" else None  # the family's versions
     config = ConfigReload(live, apply_config, record=config_record)
-    approvals = Approvals(db, delivery, transcripts, family.current, audit, minutes=settings.tools.approval_minutes)
+    approvals = Approvals(
+        db, delivery, transcripts, family.current, audit, minutes=settings.tools.approval_minutes, asks=asks
+    )
 
     # -- the turn: context, tools, the agents, commands, the gateway
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
@@ -340,7 +347,19 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     # several processes on PostgreSQL: a scope's lease decides which answers (each taker brings
     # its local mirror of a scope up to date when this process takes it)
     cluster = build_cluster(settings, db, takers)
-    inbound = GatewayInbound(gateway, groups, commands, family.current, delivery, unconfigured, admin_token, cluster)
+    inbound = GatewayInbound(
+        gateway,
+        groups,
+        commands,
+        family.current,
+        delivery,
+        unconfigured,
+        asks,
+        audit,
+        admin_token,
+        cluster,
+        suggestions=TaskSuggestions(tasks),
+    )
     missed = MissedMessages(
         transcripts,
         gateway,

@@ -147,16 +147,22 @@ class HaloDB:
 
 
 def _create_sqlite_tables(conn: Connection, metadata: MetaData, family_id: str) -> None:
-    """`create_all`, then `family_id` added to a table an older halo made without it."""
+    """`create_all`, then `family_id` added to a table an older halo made without it, and
+    any nullable column a later halo added (the outbox's `choices`), empty in the old rows."""
     metadata.create_all(conn)
     found = inspect(conn)
     quote = conn.dialect.identifier_preparer.quote
     literal = family_id.replace("'", "''")
-    for name in metadata.tables:
-        if FAMILY_COLUMN not in {column["name"] for column in found.get_columns(name)}:
+    for name, table in metadata.tables.items():
+        present = {column["name"] for column in found.get_columns(name)}
+        if FAMILY_COLUMN not in present:
             conn.execute(
                 text(
                     f"ALTER TABLE {quote(name)} ADD COLUMN {FAMILY_COLUMN} "
                     f"VARCHAR({FAMILY_ID_LENGTH}) NOT NULL DEFAULT '{literal}'"
                 )
             )
+        for column in table.columns:
+            if column.name not in present and column.name != FAMILY_COLUMN and column.nullable:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.execute(text(f"ALTER TABLE {quote(name)} ADD COLUMN {quote(column.name)} {kind}"))

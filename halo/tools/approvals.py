@@ -24,9 +24,12 @@ from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text,
 
 from config.family import Family
 from halo.core.turn import Turn
+from halo.outbound import asks as asks_module
 from halo.outbound import outbox
+from halo.outbound.asks import PARENTS, Asks, Option
 from halo.outbound.delivery import Delivery
 from halo.outbound.outbox import Row
+from halo.port import Choice
 from halo.storage import HaloDB
 from transcripts import AuditLog, TranscriptStore
 
@@ -107,8 +110,10 @@ class Approvals:
         audit: AuditLog,
         *,
         minutes: float,
+        asks: Asks | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        self.asks = asks  # the question carries approve · deny buttons: "yes N" and "no N" typed
         self.db = db
         self.delivery = delivery
         self.transcripts = transcripts
@@ -163,10 +168,17 @@ class Approvals:
         its record are queued in one transaction: neither is ever there without the other."""
         reached: list[str] = []
         queued: list[Row] = []
-        async with self.db.write(metadata, outbox.metadata) as conn:
-            for parent_id in approvers(self.family(), asker_id):
+        parents = approvers(self.family(), asker_id)
+        async with self.db.write(metadata, outbox.metadata, asks_module.metadata) as conn:
+            choices: tuple[Choice, ...] = ()
+            if self.asks is not None:
+                options = [Option("Approve", f"yes {request_id}"), Option("Deny", f"no {request_id}")]
+                who = parents[0] if len(parents) == 1 else PARENTS
+                ttl = timedelta(minutes=self.minutes)
+                choices = await self.asks.record(options, who=who, ttl=ttl, conn=conn)
+            for parent_id in parents:
                 for scope_id in self.delivery.member_dms(parent_id):
-                    row = await self.delivery.add_in(conn, scope_id, question)
+                    row = await self.delivery.add_in(conn, scope_id, question, choices=choices)
                     await conn.execute(
                         asks_table.insert().values(
                             outbox_id=row.message.id,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from halo.commands.builtin import Command, refuse_unless_admin
+from halo.commands.builtin import PARENTS_CHATS, Command, refuse_unless_admin
 from halo.core.turn import Turn
 from halo.usage.meter import UsageMeter
 from halo.usage.prices import Prices
@@ -28,4 +28,6 @@ def usage_command(meter: UsageMeter, prices: Prices) -> Command:
             lines.append("Unknown price (not counted): " + ", ".join(report["unknownPrice"]))
         return "\n".join(lines)
 
-    return Command("usage", "what the models cost today and yesterday, per person (parents)", usage)
+    return Command(
+        "usage", "what the models cost today and yesterday, per person (parents)", usage, where=PARENTS_CHATS
+    )

@@ -12,6 +12,8 @@ import re
 from collections.abc import Awaitable, Callable
 
 from halo.commands.builtin import Command
+from halo.core.envelope import ScopeType
+from halo.core.options import Option
 from halo.core.turn import Turn
 from halo.work.status import readable_work_scopes
 from halo.work.tasks import Task, TaskError, TaskStore
@@ -23,12 +25,26 @@ TASK_USAGE = (
 _NUMBER = re.compile(r"#?(\d+)\s*(.*)", re.S)
 
 
+WORK: frozenset[ScopeType] = frozenset({"work_channel"})  # the menus that offer /task and /tasks
+
+
 def refusal(turn: Turn) -> str | None:
     """Tasks belong to work channels; None when this turn may use them."""
     if turn.scope.type != "work_channel":
         return "Tasks live in the team's work channels; ask me there."
     decision = turn.decide("ask_status")
     return None if decision.allowed else f"Sorry, I can't manage tasks here: {decision.reason}"
+
+
+def status_buttons(task: Task) -> tuple[Option, ...]:
+    """Under a task's status message in the work channel: the /task commands its next step
+    would be, as buttons (start · block · done)."""
+    n = task.number
+    options = [Option("Start", f"/task start {n}")] if task.status != "doing" else []
+    if task.status != "blocked":
+        options.append(Option("Block", f"/task block {n} blocked (from the button; /task note {n} says why)"))
+    options.append(Option("Done", f"/task done {n}"))
+    return tuple(options)
 
 
 def _who(turn: Turn) -> str:
@@ -51,6 +67,7 @@ async def task_command(store: TaskStore, turn: Turn, args: str) -> str:
             if not colon or not title.strip():
                 return "Usage: /task add <project>: <title>"
             task = await store.add(project, title, scope_id=turn.scope.id, by=_who(turn))
+            turn.offered = status_buttons(task)
             return f"Added task #{task.number}: {task.title} ({task.project})."
         if verb not in ("start", "note", "block", "done"):
             return TASK_USAGE
@@ -60,6 +77,7 @@ async def task_command(store: TaskStore, turn: Turn, args: str) -> str:
         number, text = int(found.group(1)), found.group(2).strip()
         if verb == "start":
             task = await store.start(number, by=_who(turn))
+            turn.offered = status_buttons(task)
             return f"Started #{task.number}: {task.title}."
         if verb == "note":
             if not text:
@@ -70,6 +88,7 @@ async def task_command(store: TaskStore, turn: Turn, args: str) -> str:
             if not text:
                 return "Usage: /task block N <why>"
             task = await store.block(number, text, by=_who(turn))
+            turn.offered = status_buttons(task)
             return f"#{task.number} is blocked: {text}"
         task = await store.done(number, text, by=_who(turn))
         return f"Done: #{task.number} {task.title}."
@@ -102,7 +121,11 @@ def task_commands(store: TaskStore) -> list[Command]:
 
     return [
         Command(
-            "task", "Add or update a task (work channels)", bound(task_command), usage="add|start|note|block|done …"
+            "task",
+            "Add or update a task (work channels)",
+            bound(task_command),
+            usage="add|start|note|block|done …",
+            where=WORK,
         ),
-        Command("tasks", "List open tasks (work channels)", bound(tasks_command), usage="[project]"),
+        Command("tasks", "List open tasks (work channels)", bound(tasks_command), usage="[project]", where=WORK),
     ]

@@ -10,6 +10,12 @@ RESUME (replaying the events after the sequence the client names, then RESUMED).
 Tests post messages as people with `say` / `dm`, force a reconnect with `reconnect`, make
 sends fail with `fail_sends`, and wait for what the bot sent with `wait_sent`. Every REST
 call is recorded.
+
+Interactions, as Discord sends them: `slash` (a slash command, type 2), `autocomplete`
+(type 4) and `click` (a button, type 3) dispatch INTERACTION_CREATE; the bot's callbacks
+(`POST /interactions/{id}/{token}/callback`), follow-ups (`POST /webhooks/{app}/{token}`),
+message edits (`PATCH /channels/{id}/messages/{id}`) and guild command registrations
+(`PUT /applications/{app}/guilds/{guild}/commands`) are served and kept.
 """
 
 from __future__ import annotations
@@ -97,6 +103,11 @@ class FakeDiscord:
         self.downloads: list[int] = []  # attachment ids fetched
         self._content_types: dict[int, str] = {}
         self.intents = 0
+        self.guild_commands: dict[int, list[JSON]] = {}  # guild id → the registered slash commands
+        self.callbacks: dict[str, list[JSON]] = {}  # interaction id → the bot's callback bodies
+        self.follow_ups: dict[str, list[JSON]] = {}  # interaction token → follow-up messages
+        self._tokens: dict[str, str] = {}  # interaction id → its token
+        self._token_channels: dict[str, int] = {}  # interaction token → the channel it came from
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self.connected = asyncio.Event()
@@ -114,6 +125,10 @@ class FakeDiscord:
                 web.post(f"{API}/channels/{{channel_id}}/messages", self._create_message),
                 web.post(f"{API}/channels/{{channel_id}}/typing", self._typing),
                 web.post(f"{API}/users/@me/channels", self._create_dm),
+                web.put(f"{API}/applications/{{app}}/guilds/{{guild}}/commands", self._put_commands),
+                web.post(f"{API}/interactions/{{interaction_id}}/{{token}}/callback", self._callback),
+                web.post(f"{API}/webhooks/{{app}}/{{token}}", self._follow_up),
+                web.patch(f"{API}/channels/{{channel_id}}/messages/{{message_id}}", self._edit_message),
                 web.get("/attachments/{attachment_id}/{name}", self._attachment),
             ]
         )
@@ -247,6 +262,171 @@ class FakeDiscord:
 
     async def wait_connected(self) -> None:
         await eventually(lambda: self._current is not None and self._current.ws is not None, what="a gateway session")
+
+    # --- interactions --------------------------------------------------------------------
+
+    def _interaction(self, kind: int, channel_id: int, person: JSON, data: JSON, message: JSON | None = None) -> JSON:
+        interaction_id = str(next(self._ids))
+        token = f"token-{interaction_id}"
+        self._tokens[interaction_id] = token
+        self._token_channels[token] = channel_id
+        payload: JSON = {
+            "id": interaction_id,
+            "application_id": str(BOT_ID),
+            "type": kind,
+            "token": token,
+            "version": 1,
+            "channel_id": str(channel_id),
+            "data": data,
+            "locale": "en-US",
+            "app_permissions": "2248473465835073",
+            "entitlements": [],
+            "authorizing_integration_owners": {},
+            "attachment_size_limit": 10 * 1024 * 1024,
+        }
+        if channel_id in self.channels:
+            payload["guild_id"] = str(GUILD_ID)
+            payload["guild_locale"] = "en-US"
+            payload["member"] = {
+                "user": person,
+                "roles": [],
+                "joined_at": datetime.now(UTC).isoformat(),
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+                "permissions": "2248473465835073",
+            }
+            payload["channel"] = {
+                "id": str(channel_id),
+                "type": 0,
+                "guild_id": str(GUILD_ID),
+                "name": f"channel-{channel_id}",
+            }
+        else:
+            payload["user"] = person
+            payload["channel"] = {"id": str(channel_id), "type": 1}
+        if message is not None:
+            payload["message"] = message
+        return payload
+
+    def _command_data(self, name: str, options: list[JSON]) -> JSON:
+        commands = self.guild_commands.get(GUILD_ID, [])
+        [command] = [c for c in commands if c["name"] == name]
+        return {"id": command["id"], "name": name, "type": 1, "guild_id": str(GUILD_ID), "options": options}
+
+    async def slash(self, channel_id: int, person: JSON, name: str, options: list[JSON]) -> str:
+        """Someone runs a registered slash command (`options` as Discord sends them, a
+        subcommand as `{"type": 1, "name": …, "options": […]}`); returns the interaction id."""
+        payload = self._interaction(2, channel_id, person, self._command_data(name, options))
+        await self._dispatch("INTERACTION_CREATE", payload)
+        return str(payload["id"])
+
+    async def autocomplete(self, channel_id: int, person: JSON, name: str, options: list[JSON]) -> list[JSON]:
+        """Someone types into an option marked `"focused": true`; returns the choices offered."""
+        payload = self._interaction(4, channel_id, person, self._command_data(name, options))
+        await self._dispatch("INTERACTION_CREATE", payload)
+        interaction_id = str(payload["id"])
+        await eventually(lambda: interaction_id in self.callbacks, what="the autocomplete answer")
+        [answer] = self.callbacks[interaction_id]
+        assert answer["type"] == 8, answer
+        return list(answer["data"]["choices"])
+
+    async def click(self, person: JSON, message: JSON, label: str) -> str:
+        """Someone presses the button `label` under a message the bot sent (as `message` shows
+        it: a client may still show buttons that are gone); returns the interaction id."""
+        stored = self._messages[int(message["id"])]
+        rows = message.get("components") or stored.get("components", [])  # as the presser's client still shows it
+        [custom_id] = [b["custom_id"] for row in rows for b in row["components"] if b.get("label") == label]
+        data = {"custom_id": custom_id, "component_type": 2}
+        payload = self._interaction(3, int(stored["channel_id"]), person, data, message=stored)
+        await self._dispatch("INTERACTION_CREATE", payload)
+        return str(payload["id"])
+
+    def buttons(self, message: JSON) -> list[str]:
+        """The labels under a message the bot sent, as it is now (edits applied)."""
+        stored = self._messages[int(message["id"])]
+        return [b.get("label", "") for row in stored.get("components", []) for b in row["components"]]
+
+    def answers(self, interaction_id: str) -> list[JSON]:
+        """What the bot said for an interaction: its follow-up messages."""
+        return self.follow_ups.get(self._tokens[interaction_id], [])
+
+    async def wait_answer(self, interaction_id: str) -> JSON:
+        await eventually(lambda: self.answers(interaction_id), what=f"an answer to interaction {interaction_id}")
+        return self.answers(interaction_id)[0]
+
+    async def _put_commands(self, request: web.Request) -> web.Response:
+        body = await self._record(request)
+        guild = int(request.match_info["guild"])
+        registered = [
+            {**c, "id": str(next(self._ids)), "application_id": str(BOT_ID), "guild_id": str(guild), "version": "1"}
+            for c in body
+        ]
+        self.guild_commands[guild] = registered
+        return _json(registered)
+
+    async def _callback(self, request: web.Request) -> web.Response:
+        body = await self._record(request)
+        interaction_id = request.match_info["interaction_id"]
+        if self._tokens.get(interaction_id) != request.match_info["token"]:
+            return _json({"message": "Unknown interaction", "code": 10062}, 404)
+        self.callbacks.setdefault(interaction_id, []).append(body)
+        ephemeral = bool((body.get("data") or {}).get("flags", 0) & 64)
+        return _json(
+            {
+                "interaction": {
+                    "id": interaction_id,
+                    "type": 2,
+                    "response_message_loading": body.get("type") == 5,
+                    "response_message_ephemeral": ephemeral,
+                }
+            }
+        )
+
+    async def _follow_up(self, request: web.Request) -> web.Response:
+        body = await self._record(request)
+        token = request.match_info["token"]
+        message_id = next(self._ids)
+        channel_id = self._token_channels.get(token, 0)
+        message = self._bot_message(message_id, channel_id, body)
+        if channel_id in self.channels:
+            message["guild_id"] = str(GUILD_ID)
+        self.follow_ups.setdefault(token, []).append(message)
+        self._messages[message_id] = message
+        return _json(message)
+
+    async def _edit_message(self, request: web.Request) -> web.Response:
+        body = await self._record(request)
+        message = self._messages.get(int(request.match_info["message_id"]))
+        if message is None:
+            return _json({"message": "Unknown Message", "code": 10008}, 404)
+        if "components" in body:
+            message["components"] = body["components"]
+        if "content" in body:
+            message["content"] = body["content"]
+        return _json(message)
+
+    def _bot_message(self, message_id: int, channel_id: int, body: JSON) -> JSON:
+        message: JSON = {
+            "id": str(message_id),
+            "channel_id": str(channel_id),
+            "author": BOT_USER,
+            "content": body.get("content", ""),
+            "timestamp": datetime.now(UTC).isoformat(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+            "flags": int(body.get("flags") or 0),
+        }
+        if body.get("components"):
+            message["components"] = body["components"]
+        return message
 
     # --- gateway -------------------------------------------------------------------------
 
@@ -486,6 +666,8 @@ class FakeDiscord:
             message["guild_id"] = str(GUILD_ID)
         if body.get("message_reference"):
             message["message_reference"] = body["message_reference"]
+        if body.get("components"):
+            message["components"] = body["components"]
         self._messages[message_id] = message
         return _json(message)
 

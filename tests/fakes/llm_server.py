@@ -50,7 +50,9 @@ class Reply:
     is waited before answering; `hold`, when given, is an event the test sets to let the
     answer go (order without the clock); `broken` sends part of the answer and then drops
     the connection; `garbage` answers 200 with a body that is not the API's format (plain
-    text, or a stream of non-JSON events).
+    text, or a stream of non-JSON events). Streamed: `pace` seconds pass between events (a
+    model writing at a speed, for benchmarks), and with `midway` set the stream stops after
+    its first half of events until the test sets it (a draft seen half way, without the clock).
     """
 
     text: str = ""
@@ -62,6 +64,8 @@ class Reply:
     hold: asyncio.Event | None = None
     broken: bool = False
     garbage: bool = False
+    pace: float = 0.0
+    midway: asyncio.Event | None = None
 
 
 GARBAGE = "<html><body>502 Bad Gateway (from a proxy that answers 200)</body></html>"
@@ -77,6 +81,7 @@ class RecordedRequest:
     headers: dict[str, str]
     json: Any
     intercepted: bool = False  # answered by an interceptor, not from the script
+    at: float = dataclasses.field(default_factory=time.monotonic)  # when it arrived (benchmarks)
 
 
 Responder = Callable[[JSON], Reply | str]
@@ -345,7 +350,8 @@ class ScriptedModelServer:
         if reply.garbage:
             return await _send_garbage(request, stream=bool(body.get("stream")))
         if body.get("stream"):
-            return await _send_events(request, render_events(reply, body), broken=reply.broken)
+            events = render_events(reply, body)
+            return await _send_events(request, events, broken=reply.broken, pace=reply.pace, midway=reply.midway)
         payload = json.dumps(render_json(reply, body)).encode()
         if reply.broken:
             return await _send_truncated(request, payload)
@@ -721,11 +727,22 @@ def strings_in(value: Any) -> list[str]:
     return []
 
 
-async def _send_events(request: web.Request, events: list[SseEvent], *, broken: bool) -> web.StreamResponse:
+async def _send_events(
+    request: web.Request,
+    events: list[SseEvent],
+    *,
+    broken: bool,
+    pace: float = 0.0,
+    midway: asyncio.Event | None = None,
+) -> web.StreamResponse:
     """Stream `events` as SSE; a broken stream stops half way and drops the connection."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
-    for name, data in events[: max(1, len(events) // 2)] if broken else events:
+    for n, (name, data) in enumerate(events[: max(1, len(events) // 2)] if broken else events):
+        if midway is not None and n == len(events) // 2:
+            await midway.wait()
+        if pace and n > 1:  # the opening and the first token at once, then one token each `pace`
+            await asyncio.sleep(pace)
         prefix = f"event: {name}\n" if name else ""
         await response.write(f"{prefix}data: {data}\n\n".encode())
     if broken:

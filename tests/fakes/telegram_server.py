@@ -4,8 +4,10 @@ It answers `/bot<token>/<method>` on 127.0.0.1 the way Telegram does: getUpdates
 the queued updates and forgets those below the `offset` it is given (so an update that was
 never confirmed is delivered again, as after a crash), sendMessage returns a Message, and
 errors carry `error_code`, `description` and, for 429, `parameters.retry_after`. Every call
-is recorded. Tests queue updates with `message`/`join`/`leave`, script failures with `fail`
-or `unreachable`, and wait for what halo sent with `wait_sent`.
+is recorded. Tests queue updates with `message`/`join`/`leave`, a button press with `press`,
+script failures with `fail` or `unreachable`, and wait for what halo sent with `wait_sent`.
+sendMessageDraft (private chats only, as Telegram), answerCallbackQuery,
+editMessageReplyMarkup, setMyCommands (kept per scope) and setMessageReaction are served too.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ class FakeTelegram:
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
         self._chats: dict[int, _Chat] = {}
+        self.bot_messages: dict[int, JSON] = {}  # message id → what halo sent (its buttons are edited here)
+        self.commands: dict[str, list[JSON]] = {}  # setMyCommands: scope (as JSON text) → commands
+        self.reactions: dict[tuple[int, int], list[JSON]] = {}  # (chat, message) → the bot's reaction
         self._runner: web.AppRunner | None = None
         self._port = port
 
@@ -170,6 +175,43 @@ class FakeTelegram:
             message["reply_to_message"] = reply_to
         self._chats[chat_id].members.setdefault(from_user["id"], "member")
         return self.push({"message": message})
+
+    def press(self, sender: int | JSON, sent: JSON, label: str) -> JSON:
+        """Queue a `callback_query`: `sender` pressed the button `label` under `sent` (a message
+        halo sent, from `sent_with_buttons`), with that button's data as Telegram hands it back."""
+        from_user = sender if isinstance(sender, dict) else self.user(sender)
+        message = {k: v for k, v in self.bot_messages[sent["message_id"]].items() if k != "had_buttons"}
+        rows = message.get("reply_markup", {}).get("inline_keyboard", [])
+        [data] = [b["callback_data"] for row in rows for b in row if b["text"] == label]
+        query = {
+            "id": str(next(self._update_ids) * 1000),
+            "from": from_user,
+            "message": message,
+            "chat_instance": str(message["chat"]["id"]),
+            "data": data,
+        }
+        return self.push({"callback_query": query})
+
+    def buttons(self, sent: JSON) -> list[str]:
+        """The labels under a message halo sent, as they are now (edits applied)."""
+        rows = self.bot_messages[sent["message_id"]].get("reply_markup", {}).get("inline_keyboard", [])
+        return [b["text"] for row in rows for b in row]
+
+    def sent_with_buttons(self, chat_id: int) -> list[JSON]:
+        """Messages halo sent to `chat_id` that came with buttons, oldest first."""
+        return [m for m in self.bot_messages.values() if m["chat"]["id"] == chat_id and m.get("had_buttons")]
+
+    def answers(self) -> list[str]:
+        """What each answerCallbackQuery said, in order."""
+        return [c.params.get("text", "") for c in self.calls_to("answerCallbackQuery") if c.ok]
+
+    def drafts(self, chat_id: int) -> list[str]:
+        """The texts of every sendMessageDraft that succeeded in `chat_id`, in order."""
+        return [
+            c.params["text"]
+            for c in self.calls
+            if c.method == "sendMessageDraft" and c.ok and c.params["chat_id"] == chat_id
+        ]
 
     def join(self, chat_id: int, *users: JSON, by: int | None = None) -> JSON:
         """Queue a `new_chat_members` service message."""
@@ -364,6 +406,39 @@ class FakeTelegram:
         return True
 
     async def _api_setMyCommands(self, params: JSON) -> bool:
+        scope = params.get("scope") or {"type": "default"}
+        self.commands[json.dumps(scope, sort_keys=True)] = list(params.get("commands") or [])
+        return True
+
+    def menu(self, scope: JSON) -> list[str]:
+        """The command names set for a scope (`{"type": "all_private_chats"}`, `{"type": "chat", "chat_id": …}`)."""
+        return [c["command"] for c in self.commands.get(json.dumps(scope, sort_keys=True), [])]
+
+    async def _api_sendMessageDraft(self, params: JSON) -> bool:
+        chat_id = int(params["chat_id"])
+        if chat_id < 0:
+            raise _ApiError(400, "Bad Request: drafts are for private chats")
+        if not isinstance(params.get("draft_id"), int) or params["draft_id"] == 0:
+            raise _ApiError(400, "Bad Request: draft_id must be a non-zero integer")
+        visible_text(params.get("text", ""), params.get("parse_mode"))  # the same parsing as a message
+        return True
+
+    async def _api_answerCallbackQuery(self, params: JSON) -> bool:
+        return True
+
+    async def _api_editMessageReplyMarkup(self, params: JSON) -> JSON:
+        message = self.bot_messages.get(int(params["message_id"]))
+        if message is None or message["chat"]["id"] != int(params["chat_id"]):
+            raise _ApiError(400, "Bad Request: message to edit not found")
+        markup = params.get("reply_markup")
+        if not markup or not markup.get("inline_keyboard"):
+            message.pop("reply_markup", None)
+        else:
+            message["reply_markup"] = markup
+        return message
+
+    async def _api_setMessageReaction(self, params: JSON) -> bool:
+        self.reactions[(int(params["chat_id"]), int(params["message_id"]))] = list(params.get("reaction") or [])
         return True
 
     async def _api_sendChatAction(self, params: JSON) -> bool:
@@ -375,7 +450,13 @@ class FakeTelegram:
             raise _ApiError(400, "Bad Request: message text is empty")
         if len(visible_text(text, params.get("parse_mode")).encode("utf-16-le")) // 2 > 4096:
             raise _ApiError(400, "Bad Request: message is too long")
-        return self._message(int(params["chat_id"]), self.bot, text=text)
+        message = self._message(int(params["chat_id"]), self.bot, text=text)
+        if params.get("reply_markup"):
+            message["reply_markup"] = params["reply_markup"]
+            self.bot_messages[message["message_id"]] = {**message, "had_buttons": True}
+        else:
+            self.bot_messages[message["message_id"]] = message
+        return message
 
     async def _api_getChatMember(self, params: JSON) -> JSON:
         chat = self._chats.get(int(params["chat_id"]))
