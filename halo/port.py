@@ -410,7 +410,8 @@ class AdminRoutes(Protocol):
 class Tables(Protocol):
     """An adapter's own tables in halo.db (Telegram's processed updates and its reply queue).
     The adapter declares its `MetaData`; every table gets a `family_id` column it need not
-    write. On SQLite tables are created on first use; on PostgreSQL they must be in a migration
+    write or filter on (first in a natural key: two families' bots may share update ids). On
+    SQLite tables are created on first use; on PostgreSQL they must be in a migration
     (halo/storage/migrations). Writes are durable when the block exits and are serialised
     across halo."""
 

@@ -9,8 +9,10 @@ SQLAlchemy's asyncio API on one of two backends:
   head once before first use under an advisory lock; a table no revision creates is an error
   that names it, never created on the fly.
 
-Every table carries `family_id` (halo/storage/family.py). Writes take turns in-process: SQLite
-has one writer at a time, and the stores' read-then-write steps rely on it on both backends.
+Every table carries `family_id` (halo/storage/family.py); on PostgreSQL the engine is bound to
+the family, so every statement sees only its rows, and row-level security holds the same line
+in the database. Writes take turns in-process: SQLite has one writer at a time, and the
+stores' read-then-write steps rely on it on both backends.
 Commits are durable (SQLite: synchronous=FULL) — an outgoing message or a processed-update
 mark must survive a power cut.
 """
