@@ -53,6 +53,7 @@ sessions_table = Table(
     Column("digest", String(64), primary_key=True),  # sha256 of the cookie: the cookie is never stored
     Column("created", Float, nullable=False),
     Column("expires", Float, nullable=False),
+    Column("member_id", String(64)),  # the web chat's sign-in with a web_token: that member; None: the dashboard's
 )
 
 
@@ -76,7 +77,7 @@ class DashboardLogin:
         self.folder = folder
         self.db = db
         self._now = now
-        self._sessions: dict[str, tuple[float, float]] = {}  # sha256(session) → (expiry, when read)
+        self._sessions: dict[str, tuple[float, float, str | None]] = {}  # sha256 → (expiry, when read, member)
 
     def issue_link_token(self, *, at_serve_start: bool = False) -> str:
         """A fresh single-use token; its file says when it expires. Expired links go first, and a
@@ -103,13 +104,21 @@ class DashboardLogin:
         now = self._now()
         if expires < now:
             return None
+        return await self.start_session()
+
+    async def start_session(self, member_id: str | None = None) -> str:
+        """A new session cookie value, stored: the dashboard's (None), or the web chat's for the
+        member whose web_token was just checked."""
+        now = self._now()
         session = secrets.token_urlsafe(_TOKEN_BYTES)
         digest, until = _digest(session), now + SESSION_SECONDS
         if self.db is not None:
             async with self.db.write(metadata) as conn:
                 await conn.execute(delete(sessions_table).where(sessions_table.c.expires < now))
-                await conn.execute(sessions_table.insert().values(digest=digest, created=now, expires=until))
-        self._sessions[digest] = (until, now)
+                await conn.execute(
+                    sessions_table.insert().values(digest=digest, created=now, expires=until, member_id=member_id)
+                )
+        self._sessions[digest] = (until, now, member_id)
         return session
 
     async def check(self, session: str | None) -> None:
@@ -122,24 +131,27 @@ class DashboardLogin:
         if known is not None and now - known[1] < RECHECK_SECONDS:
             return
         async with self.db.read(metadata) as conn:
-            row = (
-                await conn.execute(select(sessions_table.c.expires).where(sessions_table.c.digest == digest))
-            ).first()
+            columns = select(sessions_table.c.expires, sessions_table.c.member_id)
+            row = (await conn.execute(columns.where(sessions_table.c.digest == digest))).first()
         if row is None:
             self._sessions.pop(digest, None)
         else:
-            self._sessions[digest] = (float(row.expires), now)
+            self._sessions[digest] = (float(row.expires), now, row.member_id)
 
     def session_valid(self, session: str | None) -> bool:
+        return self.session_of(session) is not None
+
+    def session_of(self, session: str | None) -> tuple[str | None] | None:
+        """(member id or None for the dashboard's) for a live session; None when there is none."""
         if not session:
-            return False
+            return None
         known = self._sessions.get(_digest(session))
         if known is None:
-            return False
+            return None
         if known[0] < self._now():
             self._sessions.pop(_digest(session), None)
-            return False
-        return True
+            return None
+        return (known[2],)
 
     async def end_session(self, session: str | None) -> None:
         """Sign this browser out, here and (once they next read it) on every other process."""
@@ -244,9 +256,12 @@ def caller_of(request: web.BaseRequest, family: Family, admin_token: str | None)
         return Caller("member", member) if member is not None else None
     login = request.app.get(WEB_AUTH) if isinstance(request, web.Request) else None
     cookie = request.cookies.get(SESSION_COOKIE)
-    if login is not None and cookie and not _cross_site(request) and login.session_valid(cookie):
+    if login is None or not cookie or _cross_site(request) or (found := login.session_of(cookie)) is None:
+        return None
+    if found[0] is None:
         return Caller("dashboard")
-    return None
+    member = family.member(found[0])  # a member removed from halo.yaml since is no one
+    return Caller("member", member) if member is not None else None
 
 
 def member_of(request: web.BaseRequest, family: Family, admin_token: str | None) -> Member | None:

@@ -15,6 +15,7 @@ import pytest
 from config.family import Family
 from halo.core.envelope import Envelope, Speaker
 from halo.core.scopes import resolve_scope
+from halo.core.times import say_time
 from halo.core.turn import Turn
 from halo.reminders.service import decide_remind
 from halo.reminders.store import PARENTS
@@ -142,8 +143,9 @@ async def test_a_reminder_reaches_the_targets_telegram_dm_with_no_model_request(
     clock = clocked(halo)
     tg.message(1002, 1002, "/remind aarav in 20m pack your football kit")
     confirmation = (await tg.wait_sent(1002))[0]
-    at = (clock.now + timedelta(minutes=20)).astimezone(ZoneInfo(halo.settings.family.timezone))
-    assert confirmation == f"OK, I'll remind Aarav {at:%A %H:%M}: pack your football kit"
+    zone = ZoneInfo(halo.settings.family.timezone)
+    at = say_time(clock.now + timedelta(minutes=20), zone, clock.now)  # "Sat 28 Nov, 16:10", as everywhere
+    assert confirmation == f"OK, I'll remind Aarav {at}: pack your football kit"
     assert await halo.reminder_clock.fire_due() == 0  # not yet
     clock.advance(minutes=20)
     assert await halo.reminder_clock.fire_due() == 1

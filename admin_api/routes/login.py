@@ -12,8 +12,10 @@ import html
 
 from aiohttp import web
 
+from admin_api.base import ApiError, halo_of
 from admin_api.models import ApiModel, reply
 from admin_api.routes import Reply, Route, param
+from halo.http_body import read_json
 from halo.web_auth import SESSION_COOKIE, SESSION_SECONDS, WEB_AUTH
 
 NEW_LINK = "uv run halo dashboard"
@@ -38,6 +40,15 @@ class SignedOut(ApiModel):
     signedOut: bool
 
 
+class TokenSignIn(ApiModel):
+    token: str
+
+
+class SignedIn(ApiModel):
+    member: str
+    name: str
+
+
 def expired_page() -> web.Response:
     """What a browser shows for a used or expired link: what to do next, in words."""
     return web.Response(
@@ -53,9 +64,30 @@ async def login(request: web.Request) -> web.StreamResponse:
     session = await request.app[WEB_AUTH].redeem(request.query.get("token", ""))
     if session is None:
         return expired_page()
-    response = web.HTTPSeeOther("/")
+    signed_in = web.HTTPSeeOther("/")
+    _with_cookie(signed_in, session)
+    raise signed_in
+
+
+def _with_cookie(response: web.StreamResponse, session: str) -> web.StreamResponse:
     response.set_cookie(SESSION_COOKIE, session, max_age=SESSION_SECONDS, path="/", httponly=True, samesite="Strict")
-    raise response
+    return response
+
+
+async def sign_in_with_token(request: web.Request) -> web.Response:
+    """The web chat's sign-in: a member's web_token, once, for a stored session cookie; the page
+    then keeps no token (a script cannot read an HttpOnly cookie), and signing out ends it."""
+    body = await read_json(request, '{"token": "your web_token"}')
+    token = body.get("token") if isinstance(body, dict) else None
+    if not isinstance(token, str) or not token.strip():
+        raise ApiError(400, 'the body is {"token": "your web_token"}')
+    member = halo_of(request).family.by_web_token(token.strip())
+    if member is None:
+        raise ApiError(401, "that web token is not one halo knows")
+    session = await request.app[WEB_AUTH].start_session(member.id)
+    response = reply(SignedIn(member=member.id, name=member.name or member.id))
+    _with_cookie(response, session)
+    return response
 
 
 async def logout(request: web.Request) -> web.Response:
@@ -86,6 +118,22 @@ ROUTES = [
         },
         parameters=[param("token", "query", {"type": "string"}, required=True)],
         tag="dashboard",
+    ),
+    Route(
+        "POST",
+        "/signin",
+        sign_in_with_token,
+        "anyone",
+        summary="Sign a browser in with a member's web_token: a stored session cookie, as the login link's",
+        description="The web chat's sign-in. The cookie (HttpOnly, SameSite=Strict) speaks for that member, "
+        "lasts 14 days across restarts and ends when the browser signs out.",
+        body=TokenSignIn,
+        responses={
+            200: Reply("signed in: the session cookie is set", SignedIn),
+            400: "Not JSON, or no token",
+            401: "The token is no member's web_token",
+        },
+        tag="web chat",
     ),
     Route(
         "POST",

@@ -69,3 +69,30 @@ async def test_only_the_hash_of_a_session_is_stored_and_a_session_expires(admin)
     later = DashboardLogin(harness.halo.paths.logins, harness.halo.db, now=lambda: clock[0])
     await later.check(session)
     assert not later.session_valid(session)
+
+
+async def test_the_chat_sign_in_with_a_web_token_is_a_stored_session_for_that_member(admin):
+    harness = await admin()
+    local = harness.local
+    wrong = await local.call("POST", "/signin", token=None, json_body={"token": "not-a-token"})
+    assert wrong.status == 401 and "not one halo knows" in wrong.body["error"] and "Set-Cookie" not in wrong.headers
+    signed = await local.call("POST", "/signin", token=None, json_body={"token": "aarav-token"})
+    assert signed.status == 200 and signed.body == {"member": "aarav", "name": "Aarav"}
+    cookie = signed.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    cookies = {SESSION_COOKIE: cookie.split(";")[0].split("=", 1)[1]}
+    async with harness.halo.db.read(metadata) as conn:
+        [row] = (await conn.execute(select(sessions_table))).mappings().all()
+    assert row["member_id"] == "aarav" and "aarav-token" not in str(dict(row))
+
+    runner, base = await serve_again(harness)  # a restart: Aarav is still signed in, as Aarav
+    try:
+        async with aiohttp.ClientSession() as http:
+            headers = {"Cookie": f"{SESSION_COOKIE}={cookies[SESSION_COOKIE]}"}
+            async with http.get(base + "/api/chat/inbox", headers=headers) as resp:
+                assert resp.status == 200 and (await resp.json())["member"] == "aarav"
+        assert await status_with(base, cookies) == 403  # a child's session opens no admin route
+    finally:
+        await runner.cleanup()
+    assert (await local.call("POST", "/logout", token=None, cookies=cookies)).status == 200
+    assert (await local.call("GET", "/api/chat/inbox", token=None, cookies=cookies)).status == 401

@@ -26,6 +26,7 @@ def upgrade() -> None:
         sa.Column("digest", sa.String(length=64), nullable=False),
         sa.Column("created", sa.Float(), nullable=False),
         sa.Column("expires", sa.Float(), nullable=False),
+        sa.Column("member_id", sa.String(length=64), nullable=True),
         sa.Column("family_id", sa.String(length=64), nullable=False),
         sa.PrimaryKeyConstraint("family_id", "digest"),
     )
