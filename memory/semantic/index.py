@@ -412,19 +412,52 @@ class ScopeIndex:
             ).fetchall()
         return {str(kind): int(n) for kind, n in rows}
 
-    def neighbours(self, source: str, start_line: int, end_line: int, turns: int) -> tuple[list[ChunkRow], list[ChunkRow]]:
-        """Up to `turns` chunks of `source` just before and just after these lines, in order."""
+    def neighbours(
+        self, source: str, spans: Sequence[tuple[int, int]], turns: int
+    ) -> dict[tuple[int, int], tuple[list[ChunkRow], list[ChunkRow]]]:
+        """For each (start line, end line) of `source`: up to `turns` chunks just before and just
+        after it, in order. One query for every span (a few lines around each), and an exact
+        query only for a span whose neighbours lie further off (skipped commands, events)."""
         columns = "id, source, start_line, end_line, text, ts, embedding_id"
+        margin = 3 * max(1, turns)  # a turn and its reply are two lines
+        found: dict[tuple[int, int], tuple[list[ChunkRow], list[ChunkRow]]] = {}
+        if not spans or turns <= 0:
+            return found
+        ranges = " or ".join("start_line between ? and ?" for _ in spans)
+        bounds = [v for start, end in spans for v in (start - margin, end + margin)]
         with self._lock:
-            before = self._conn.execute(
-                f"select {columns} from chunks where source = ? and start_line < ? order by start_line desc limit ?",
-                (source, start_line, turns),
-            ).fetchall()
-            after = self._conn.execute(
-                f"select {columns} from chunks where source = ? and start_line > ? order by start_line limit ?",
-                (source, end_line, turns),
-            ).fetchall()
-        return [ChunkRow(*r) for r in reversed(before)], [ChunkRow(*r) for r in after]
+            near = [
+                ChunkRow(*r)
+                for r in self._conn.execute(
+                    f"select {columns} from chunks where source = ? and ({ranges}) order by start_line",
+                    (source, *bounds),
+                ).fetchall()
+            ]
+            for start, end in spans:
+                before = [r for r in near if start - margin <= r.start_line < start][-turns:]
+                after = [r for r in near if end < r.start_line <= end + margin][:turns]
+                if len(before) < turns and start - margin > 1:
+                    before = [
+                        ChunkRow(*r)
+                        for r in reversed(
+                            self._conn.execute(
+                                f"select {columns} from chunks where source = ? and start_line < ? "
+                                "order by start_line desc limit ?",
+                                (source, start, turns),
+                            ).fetchall()
+                        )
+                    ]
+                if len(after) < turns:
+                    after = [
+                        ChunkRow(*r)
+                        for r in self._conn.execute(
+                            f"select {columns} from chunks where source = ? and start_line > ? "
+                            "order by start_line limit ?",
+                            (source, end, turns),
+                        ).fetchall()
+                    ]
+                found[start, end] = (before, after)
+        return found
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

@@ -263,13 +263,29 @@ def _similarities(pool: Sequence[Hit]) -> np.ndarray:
         matrix = np.stack([pool[i].vector for i in with_vectors])  # type: ignore[misc]
         sims[np.ix_(with_vectors, with_vectors)] = matrix @ matrix.T
     if len(with_vectors) < n:
-        words = [frozenset(_WORD.findall(h.text.lower())) for h in pool]
-        has = set(with_vectors)
-        for i in range(n):
-            for j in range(n):
-                if not (i in has and j in has) and words[i] and words[j]:
-                    sims[i, j] = len(words[i] & words[j]) / len(words[i] | words[j])
+        jaccard = _word_overlap([h.text for h in pool])
+        has = np.zeros(n, dtype=bool)
+        has[with_vectors] = True
+        both = has[:, None] & has[None, :]
+        sims = np.where(both, sims, jaccard)
     return sims
+
+
+def _word_overlap(texts: Sequence[str]) -> np.ndarray:
+    """Jaccard similarity of every pair's word sets, as one matrix product."""
+    vocab: dict[str, int] = {}
+    rows: list[int] = []
+    cols: list[int] = []
+    for i, text in enumerate(texts):
+        for word in set(_WORD.findall(text.lower())):
+            rows.append(i)
+            cols.append(vocab.setdefault(word, len(vocab)))
+    member = np.zeros((len(texts), max(1, len(vocab))), dtype=np.float32)
+    member[rows, cols] = 1.0
+    shared = member @ member.T
+    sizes = member.sum(axis=1)
+    union = sizes[:, None] + sizes[None, :] - shared
+    return np.divide(shared, union, out=np.zeros_like(shared), where=union > 0)
 
 
 def search(
@@ -287,7 +303,7 @@ def search(
         found.extend(scope_candidates(index, query, query_vector, params, text_only=text_only, vector_only=vector_only))
     if params.window_turns <= 0:
         return mmr(found, params.limit, params.mmr_lambda)
-    picked = mmr(found, 2 * params.limit, params.mmr_lambda)
+    picked = mmr(found, 2 * params.limit, params.mmr_lambda, pool_factor=2)
     return widen({i.scope_id: i for i in indexes}, picked, params.window_turns, params.limit)
 
 
@@ -295,6 +311,10 @@ def widen(indexes: dict[str, ScopeIndex], hits: Sequence[Hit], turns: int, limit
     """A recalled turn comes with the `turns` said just before and after it: a question is
     often answered in the next turn, and a turn often makes sense only with the one it answers.
     A hit already inside an earlier hit's window is not repeated."""
+    around: dict[str, dict[tuple[int, int], tuple[list[ChunkRow], list[ChunkRow]]]] = {}
+    for scope_id, index in indexes.items():
+        spans = [(h.start_line, h.end_line) for h in hits if h.scope_id == scope_id and h.source == TRANSCRIPT_SOURCE]
+        around[scope_id] = index.neighbours(TRANSCRIPT_SOURCE, spans, turns) if spans else {}
     shown: set[tuple[str, int]] = set()
     out: list[Hit] = []
     for hit in hits:
@@ -305,11 +325,10 @@ def widen(indexes: dict[str, ScopeIndex], hits: Sequence[Hit], turns: int, limit
             continue
         if (hit.scope_id, hit.start_line) in shown:
             continue
-        before, after = indexes[hit.scope_id].neighbours(hit.source, hit.start_line, hit.end_line, turns)
-        rows = [r for r in (*before, *after) if (hit.scope_id, r.start_line) not in shown]
-        shown.update((hit.scope_id, r.start_line) for r in (*rows, hit))
-        earlier = [r for r in rows if r.start_line < hit.start_line]
-        later = [r for r in rows if r.start_line > hit.start_line]
+        before, after = around[hit.scope_id][hit.start_line, hit.end_line]
+        earlier = [r for r in before if (hit.scope_id, r.start_line) not in shown]
+        later = [r for r in after if (hit.scope_id, r.start_line) not in shown]
+        shown.update((hit.scope_id, line) for line in (hit.start_line, *(r.start_line for r in (*earlier, *later))))
         text = "\n".join([*(r.text for r in earlier), hit.text, *(r.text for r in later)])
         start = earlier[0].start_line if earlier else hit.start_line
         end = later[-1].end_line if later else hit.end_line
