@@ -410,6 +410,18 @@ class Delivery:
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
 
+    async def pause(self) -> None:
+        """Send nothing more until `start` (this process lost its family): the worker stops and the
+        attempts in flight finish; what is pending stays in the outbox for the active process."""
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+            self._worker = None
+        in_flight = list(self._flushing.values())
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)
+
     async def close(self) -> None:
         """Stop retrying (what is pending stays in the outbox for the next start), then let the
         attempts in flight finish."""
