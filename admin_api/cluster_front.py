@@ -18,7 +18,7 @@ NO_ACTIVE = "no halo process serves this family right now (one takes over within
 async def forward_to_active(request: web.Request, handler: Handler) -> web.StreamResponse:
     halo = request.app[HALO]
     cluster, forwarder = halo.cluster, halo.forwarder
-    if cluster is None or forwarder is None or cluster.active or request.path in ANSWERED_HERE:
+    if cluster is None or not cluster.started or forwarder is None or cluster.active or request.path in ANSWERED_HERE:
         return await handler(request)
     if cluster.problem is not None:
         return unavailable(f"{cluster.problem}; your message was not saved")

@@ -192,7 +192,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
         "storage": {
             "backend": halo.db.backend,
             "family_id": halo.db.family_id,
-            "role": "alone" if cluster is None else cluster.role,
+            "role": "alone" if cluster is None or not cluster.started else cluster.role,
             "epoch": None if cluster is None else cluster.epoch,
             "problem": storage_problem,
         },
@@ -251,7 +251,7 @@ async def _processes(halo: Halo) -> list[dict[str, Any]]:
 def _adapters(halo: Halo) -> dict[str, Any]:
     """Each adapter's state; on a standby, the chat apps and MQTT run on the active process, so
     their state here is no problem of this one's."""
-    if halo.cluster is None or halo.cluster.active:
+    if halo.cluster is None or not halo.cluster.started or halo.cluster.active:
         return halo.adapter_status()
     return {a.platform: {"runs_on": "the active process"} if halo.singleton(a) else a.status() for a in halo.adapters}
 

@@ -41,7 +41,7 @@ class Probe(ApiModel):
 
 def _role(request: web.Request) -> Literal["active", "standby", "alone"]:
     cluster = halo_of(request).cluster
-    return "alone" if cluster is None else cluster.role
+    return "alone" if cluster is None or not cluster.started else cluster.role
 
 
 async def livez(request: web.Request) -> web.Response:

@@ -95,6 +95,7 @@ class Cluster:
         self._stopped = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
         self._closing = False
+        self.started = False  # never started (a CLI command, a test's halo): it acts alone, unfenced
 
     @property
     def every(self) -> float:
@@ -121,6 +122,7 @@ class Cluster:
         """Join as a standby, fence every write from now on, and beat; the first beat may make
         this process active at once (no other holds the family)."""
         self._activate, self._deactivate = activate, deactivate
+        self.started = True
         self.db.fence = self.fence
         async with self.db.unfenced(metadata) as conn:  # the schema checked, the node's row in
             await conn.execute(JOIN, self._node_params() | {"gone": GONE_FOR})

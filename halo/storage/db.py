@@ -25,6 +25,7 @@ every write after it sees the new epoch and raises `Fenced`. A process that lost
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -111,9 +112,12 @@ class HaloDB:
         connect_args: dict[str, Any] = {}
         if url.startswith("postgresql"):
             connect_args["timeout"] = CONNECT_TIMEOUT_SECONDS
+            # pg_stat_activity names the process each connection belongs to
+            server_settings = {"application_name": f"halo[{os.getpid()}]"}
             if idle_seconds is not None:
                 ms = str(max(int(idle_seconds * 1000), 1000))
-                connect_args["server_settings"] = {"idle_in_transaction_session_timeout": ms}
+                server_settings["idle_in_transaction_session_timeout"] = ms
+            connect_args["server_settings"] = server_settings
         self.engine: AsyncEngine = create_async_engine(
             url, execution_options={FAMILY_OPTION: family_id}, connect_args=connect_args
         )
