@@ -266,16 +266,16 @@ async def test_a_frozen_active_process_writes_nothing_after_the_standby_took_ove
         await eventually(lambda: len(answered) >= 12, within=WITHIN, what="every scope talking")
         assert frozen.proc is not None
         frozen.proc.send_signal(signal.SIGSTOP)  # mid-conversation, for 3× the lease
+        stopped_at = await admin.fetchval("SELECT now()")
         await admin.execute("UPDATE reminders SET due_at = extract(epoch FROM now())")
         await eventually(
             lambda: probe(http, standby, "/active"), within=WITHIN, every=0.2, what="the standby takes over"
         )
         took_over_at = len(answered)
-        await eventually(
-            lambda: admin.fetchval(
-                "SELECT expires_at < now() - make_interval(secs => $1) FROM family_leases WHERE holder <> ''", LEASE
-            ),
+        await eventually(  # frozen for 3x the lease, by PostgreSQL's clock
+            lambda: admin.fetchval("SELECT now() > $1::timestamptz + make_interval(secs => $2)", stopped_at, 3 * LEASE),
             within=WITHIN,
+            every=0.1,
             what="3x the lease",
         )
         await eventually(lambda: len(answered) > took_over_at + 6, within=WITHIN, what="answers by the new active")
@@ -286,7 +286,7 @@ async def test_a_frozen_active_process_writes_nothing_after_the_standby_took_ove
         thawed_at = len(answered)
         await eventually(lambda: len(answered) > thawed_at + 6, within=WITHIN, what="answers after the thaw")
         stop.set()
-        await asyncio.wait_for(asyncio.gather(*talkers), timeout=WITHIN)
+        await asyncio.wait_for(asyncio.gather(*talkers), timeout=WITHIN)  # raises what a talker found wrong
 
         app = f"halo[{frozen.proc.pid}]"
         stale = await admin.fetch("SELECT tbl, op, row_id FROM written_by WHERE app = $1 AND epoch > $2", app, epoch)

@@ -143,10 +143,11 @@ class Cluster:
     async def beat(self) -> None:
         """One beat: renew (active) or look and take (standby), then the node's row."""
         try:
-            if self.epoch is not None:
-                await self._renew(self.epoch)
-            else:
+            if self.fence.epoch is not None:
+                await self._renew(self.fence.epoch)
+            elif self.epoch is None:
                 await self._look()
+            # else: giving the family up is under way; look again once it is done
             async with self.db.unfenced(metadata) as conn:
                 await conn.execute(BEAT, self._node_params())
         except Exception as exc:
@@ -160,7 +161,8 @@ class Cluster:
         if await self.lease.renew(epoch):
             self._renewed_at = time.monotonic()
         else:
-            await self.give_up(f"another process took the family (this process had epoch {epoch})")
+            self.fence.epoch = None
+            self._in_background(self.give_up(f"another process took the family (this process had epoch {epoch})"))
 
     async def _look(self) -> None:
         self.holder = await self.lease.holder()
@@ -180,11 +182,13 @@ class Cluster:
             if self.problem is None:
                 log.warning("PostgreSQL cannot be reached: %s", exc)
             self.problem = f"halo cannot reach its storage (PostgreSQL): {type(exc).__name__}"
-            await self.db.engine.dispose()  # broken pooled connections go; new ones once it answers
+            with contextlib.suppress(Exception):
+                await self.db.engine.dispose()  # broken pooled connections go; new ones once it answers
         else:
             log.exception("the family lease's beat failed")
-        if self.epoch is not None and time.monotonic() - self._renewed_at > self.lease_seconds:
-            await self.give_up(f"no renewal for {self.lease_seconds:g} s: {exc}")
+        if self.fence.epoch is not None and time.monotonic() - self._renewed_at > self.lease_seconds:
+            self.fence.epoch = None  # at once; the adapters stop beside the beats (they may wait on the database)
+            self._in_background(self.give_up(f"no renewal for {self.lease_seconds:g} s: {exc}"))
 
     async def _become_active(self, epoch: int) -> None:
         """Writes carry `epoch` from now on; the adapters and schedules start beside the beats
@@ -224,7 +228,10 @@ class Cluster:
             log.warning("this process (%s) is a standby now: %s", self.node.id, why)
             self.epoch = None
             if self._deactivate is not None and not self._closing:
-                await self._deactivate()
+                try:
+                    await self._deactivate()
+                except Exception:  # stopped as far as it could be: what failed is logged
+                    log.exception("stopping the adapters and schedules failed")
 
     def _refused(self, found: int | None) -> None:
         """A write found the family at another epoch: this process is stale."""
@@ -236,7 +243,10 @@ class Cluster:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopped.wait(), self.every)
             if not self._stopped.is_set():
-                await self.beat()
+                try:
+                    await self.beat()
+                except Exception:  # the beat goes on whatever one of them met
+                    log.exception("the family lease's beat failed")
 
     async def nodes(self) -> list[NodeView]:
         """The family's processes that beat within the lease, oldest first."""
@@ -274,6 +284,7 @@ class Cluster:
         await asyncio.gather(*self._background, return_exceptions=True)
         epoch = self.epoch
         await self.give_up("stopping")
+        await asyncio.gather(*self._background, return_exceptions=True)
         with contextlib.suppress(Exception):  # unreachable: the lease lapses by itself
             if epoch is not None:
                 await self.lease.release(epoch)
