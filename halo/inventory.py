@@ -204,6 +204,7 @@ class Halo:
             await self.home.start()
         await self.start_singletons()
         self._catch_up()
+        log.warning("serving the family: the outbox, the chat apps and the schedules run here")
 
     async def deactivate(self) -> None:
         """This process no longer holds the family (stale, cut off, or stopping): it stops polling,

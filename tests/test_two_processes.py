@@ -96,19 +96,22 @@ def node(home: Path, fake: FakeOpenAI, url: str) -> Serve:
     )
 
 
-async def post(http: aiohttp.ClientSession, serve: Serve, scope: int, text: str) -> tuple[int, Any]:
+async def post(http: aiohttp.ClientSession, serve: Serve, scope: int, text: str, within: float = 30) -> tuple[int, Any]:
     try:
         async with http.post(
-            f"{serve.url}/api/chat", json={"text": text}, headers={"Authorization": f"Bearer token-{scope}"}
+            f"{serve.url}/api/chat",
+            json={"text": text},
+            headers={"Authorization": f"Bearer token-{scope}"},
+            timeout=aiohttp.ClientTimeout(total=within),
         ) as r:
             return r.status, await r.json(content_type=None)
     except (TimeoutError, aiohttp.ClientError) as exc:
         return 0, repr(exc)
 
 
-async def chat(http: aiohttp.ClientSession, serve: Serve, scope: int, text: str) -> str | None:
+async def chat(http: aiohttp.ClientSession, serve: Serve, scope: int, text: str, within: float = 30) -> str | None:
     """The reply, or None when not answered (killed, frozen, a 503 while no process serves)."""
-    status, body = await post(http, serve, scope, text)
+    status, body = await post(http, serve, scope, text, within)
     if status != 200:
         print(f"{serve.url} {text!r}: {status} {body}")
         return None
@@ -211,7 +214,7 @@ async def test_the_standby_forwards_code_answers_once_and_takes_over_after_kill_
                     await eventually(lambda: roles_after_kill(), within=WITHIN, every=0.2, what="a process serving")
 
         async def roles_after_kill() -> bool:
-            status, body = await probe(http, standby, "/active")
+            status, _ = await probe(http, standby, "/active")
             return status == 200
 
         talkers = [asyncio.create_task(talk(scope)) for scope in range(SCOPES)]
@@ -219,7 +222,7 @@ async def test_the_standby_forwards_code_answers_once_and_takes_over_after_kill_
         await active.kill()
         killed.set()
         await asyncio.wait_for(asyncio.gather(*talkers), timeout=WITHIN)
-        status, body = await probe(http, standby, "/livez")
+        _, body = await probe(http, standby, "/livez")
         assert body["role"] == "active"
         assert standby.proc is not None
         standby.proc.send_signal(signal.SIGTERM)
@@ -251,25 +254,27 @@ async def test_a_frozen_active_process_writes_nothing_after_the_standby_took_ove
         epoch = await admin.fetchval("SELECT epoch FROM family_leases")
         stop = asyncio.Event()
 
-        async def talk(scope: int) -> None:
+        async def talk(scope: int, serve: Serve) -> None:
+            """A request to (or forwarded to) the frozen process waits until it is thawed or gives up."""
             n = 0
             while not stop.is_set():
                 text = f"scope {scope} message {n}"
-                serve = frozen if n % 2 else standby
-                reply = await chat(http, serve, scope, text)
+                reply = await chat(http, serve, scope, text, within=10)
                 if reply is not None:
                     assert reply == f"re: {text}", f"{text} got someone else's reply: {reply}"
                     answered[text] = reply
                 n += 1
 
-        talkers = [asyncio.create_task(talk(scope)) for scope in range(3, SCOPES)]
+        talkers = [
+            asyncio.create_task(talk(scope, frozen if scope == SCOPES - 1 else standby)) for scope in range(3, SCOPES)
+        ]
         await eventually(lambda: len(answered) >= 12, within=WITHIN, what="every scope talking")
         assert frozen.proc is not None
         frozen.proc.send_signal(signal.SIGSTOP)  # mid-conversation, for 3× the lease
         stopped_at = await admin.fetchval("SELECT now()")
         await admin.execute("UPDATE reminders SET due_at = extract(epoch FROM now())")
         await eventually(
-            lambda: probe(http, standby, "/active"), within=WITHIN, every=0.2, what="the standby takes over"
+            lambda: _role_is(http, standby, "active"), within=WITHIN, every=0.2, what="the standby takes over"
         )
         took_over_at = len(answered)
         await eventually(  # frozen for 3x the lease, by PostgreSQL's clock

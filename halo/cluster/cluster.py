@@ -213,7 +213,8 @@ class Cluster:
         task.add_done_callback(self._background.discard)
 
     async def activated(self) -> None:
-        """Wait until what a take started has run (tests, the clean stop)."""
+        """Wait until what a take (or a loss) started has run (the bench, the clean stop)."""
+        await asyncio.gather(*list(self._background), return_exceptions=True)
         async with self._switching:
             return
 
