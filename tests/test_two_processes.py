@@ -272,7 +272,9 @@ async def test_a_frozen_active_process_writes_nothing_after_the_standby_took_ove
         assert frozen.proc is not None
         frozen.proc.send_signal(signal.SIGSTOP)  # mid-conversation, for 3× the lease
         stopped_at = await admin.fetchval("SELECT now()")
-        await admin.execute("UPDATE reminders SET due_at = extract(epoch FROM now())")
+        await admin.execute(
+            "UPDATE reminders SET due_at = floor(extract(epoch FROM now())), occurrence_at = floor(extract(epoch FROM now()))"
+        )
         await eventually(
             lambda: _role_is(http, standby, "active"), within=WITHIN, every=0.2, what="the standby takes over"
         )
