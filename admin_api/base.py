@@ -12,12 +12,15 @@ import re
 
 from aiohttp import web
 
+from halo.cluster.forward import unavailable
 from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError
 from halo.family.scope_admin import parse_scope_id
 from halo.http_body import BadBody, wants_body
 from halo.http_routes import Handler
 from halo.inventory import Halo
+from halo.storage import Fenced
+from halo.storage.db import unreachable
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +28,7 @@ HALO = web.AppKey("halo", Halo)
 OPENAPI = web.AppKey("openapi", dict)
 
 _DIGITS = re.compile(r"[0-9]{1,7}")
+STORAGE_AWAY = "halo can't reach its storage right now: your message was not saved; send it again in a moment"
 DEFAULT_LINES = 50
 MAX_LINES = 1000
 
@@ -62,7 +66,15 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         if "Allow" in exc.headers:  # 405 says which methods would do
             response.headers["Allow"] = exc.headers["Allow"]
         return response
-    except Exception:
+    except Fenced:
+        log.warning(
+            "%s %s: this process lost its family mid-request; nothing more was written", request.method, request.path
+        )
+        return unavailable("this process no longer serves the family; send it again in a moment")
+    except Exception as exc:
+        if unreachable(exc):
+            log.warning("%s %s: PostgreSQL cannot be reached: %s", request.method, request.path, exc)
+            return unavailable(STORAGE_AWAY)
         log.exception("unhandled error on %s %s", request.method, request.path)
         return json_error(500, "internal error (see the server log)")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from admin_api.base import HALO, OPENAPI, errors_as_json, json_error, no_store, no_unwanted_body
+from admin_api.cluster_front import forward_to_active
 from admin_api.guards import guard, is_admin, token_required
 from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
@@ -31,7 +32,8 @@ async def stored_sessions(request: web.Request, handler: Handler) -> web.StreamR
 
 def create_app(halo: Halo) -> web.Application:
     app = web.Application(
-        middlewares=[no_store, errors_as_json, no_unwanted_body, stored_sessions], client_max_size=CLIENT_MAX_SIZE
+        middlewares=[forward_to_active, no_store, errors_as_json, no_unwanted_body, stored_sessions],
+        client_max_size=CLIENT_MAX_SIZE,
     )
     app[HALO] = halo
     app[WEB_AUTH] = DashboardLogin(halo.paths.logins, halo.db)

@@ -59,6 +59,10 @@ class StartingFront:
         if self._app is None:
             if request.path == "/healthz" and request.method == "GET":
                 return web.json_response({"ok": True, "home": self.fingerprint, "starting": True})
+            if request.path == "/livez" and request.method == "GET":  # it runs; not ready
+                return web.json_response({"ok": True, "role": "standby", "problem": "starting"})
+            if request.path in ("/readyz", "/active") and request.method == "GET":  # no traffic while loading
+                return web.json_response({"ok": False, "role": "standby", "problem": "starting"}, status=503)
             await self._settled.wait()
         if self._app is None:
             return web.json_response({"error": self._why}, status=503)

@@ -20,6 +20,7 @@ from pydantic import Field
 from admin_api.models import ApiModel, Count, Number, OpenModel, Timestamp
 from halo import VERSION
 from halo.inventory import Halo
+from halo.storage.db import unreachable
 from transcripts.audit import is_secret_key
 
 MASK = "**********"
@@ -109,18 +110,25 @@ class Pairing(ApiModel):
 class Storage(ApiModel):
     backend: Literal["sqlite", "postgresql"] = Field(description="where halo.db's tables are: storage.url")
     family_id: str = Field(description="the id every stored row carries")
+    role: Literal["active", "standby", "alone"] = Field(
+        description="PostgreSQL: this process holds the family (active) or stands by; the embedded store: alone"
+    )
+    epoch: int | None = Field(default=None, description="the family's epoch this process writes under, when active")
+    problem: str | None = Field(default=None, description="why the database cannot be reached, when it cannot")
 
 
 class Process(ApiModel):
-    """One `halo serve` of several sharing the family on PostgreSQL."""
+    """One `halo serve` of those serving the family on PostgreSQL."""
 
     node_id: str
     host: str
-    address: str = Field(description="its HTTP address (admin.host:admin.port)")
+    address: str = Field(description="where the others forward to it (cluster.advertise_url)")
     started_at: Timestamp
-    scopes_held: Count = Field(description="scope leases it holds")
+    role: Literal["active", "standby"] = Field(
+        description="active: it holds the family (answers, runs the chat apps, MQTT and the schedules)"
+    )
+    epoch: int | None = Field(description="the family's epoch it writes under (the active one), else null")
     heartbeat_age_seconds: float = Field(ge=0, description="since its last heartbeat, by PostgreSQL's clock")
-    leader: bool = Field(description="it runs the singletons: the chat apps, MQTT, the schedules")
     this: bool = Field(description="the process that answered this request")
 
 
@@ -154,7 +162,16 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     settings = halo.config.current  # the live keys as last reloaded
     services = halo
     paths = settings.paths
-    pending = len(await services.pairing.list_pending())
+    cluster = halo.cluster
+    storage_problem = None if cluster is None else cluster.problem
+    try:  # from memory when the database is away: /status says so instead of failing
+        pending = len(await services.pairing.list_pending())
+        processes = await _processes(halo)
+    except Exception as exc:
+        if not unreachable(exc):
+            raise
+        pending, processes = 0, []
+        storage_problem = f"halo cannot reach its storage ({halo.db.backend}): {type(exc).__name__}"
     model_health = halo.model_health
     snapshot: dict[str, Any] = {
         "ok": True,
@@ -172,8 +189,14 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
             "halo_db": str(paths.halo_db),
             "events_log": str(paths.events_log),
         },
-        "storage": {"backend": halo.db.backend, "family_id": halo.db.family_id},
-        "processes": await _processes(halo),
+        "storage": {
+            "backend": halo.db.backend,
+            "family_id": halo.db.family_id,
+            "role": "alone" if cluster is None or not cluster.started else cluster.role,
+            "epoch": None if cluster is None else cluster.epoch,
+            "problem": storage_problem,
+        },
+        "processes": processes,
         "provider": mask_secrets(
             {
                 "name": settings.llm.provider,
@@ -184,7 +207,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
                 "last_error_at": _iso(model_health.last_error_at),
             }
         ),
-        "adapters": mask_secrets(halo.adapter_status()),
+        "adapters": mask_secrets(_adapters(halo)),
         "semantic": mask_secrets(services.semantic.status()),
         "distillation": mask_secrets(services.memory.status()),
         "graph_memory": mask_secrets(services.graph.status()) if services.graph else {"enabled": False},
@@ -206,23 +229,31 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
 
 
 async def _processes(halo: Halo) -> list[dict[str, Any]]:
-    """Every live node on PostgreSQL (halo/cluster): its leases and how fresh its heartbeat is."""
+    """The family's processes on PostgreSQL (halo/cluster): role, epoch, heartbeat age."""
     if halo.cluster is None:
         return []
-    here = halo.cluster.leases.node.id
+    here = halo.cluster.node.id
     return [
         {
             "node_id": node.id,
             "host": node.host,
             "address": node.address,
             "started_at": node.started_at.isoformat(),
-            "scopes_held": node.scopes,
+            "role": node.role,
+            "epoch": node.epoch,
             "heartbeat_age_seconds": round(max(node.heartbeat_age, 0.0), 2),
-            "leader": node.leader,
             "this": node.id == here,
         }
-        for node in await halo.cluster.leases.nodes()
+        for node in await halo.cluster.nodes()
     ]
+
+
+def _adapters(halo: Halo) -> dict[str, Any]:
+    """Each adapter's state; on a standby, the chat apps and MQTT run on the active process, so
+    their state here is no problem of this one's."""
+    if halo.cluster is None or not halo.cluster.started or halo.cluster.active:
+        return halo.adapter_status()
+    return {a.platform: {"runs_on": "the active process"} if halo.singleton(a) else a.status() for a in halo.adapters}
 
 
 def _iso(at: float | None) -> str | None:
@@ -244,6 +275,8 @@ def _recall_problem(semantic: Mapping[str, Any]) -> str:
 def _problems(snapshot: Mapping[str, Any]) -> list[str]:
     """Plain sentences for the dashboard's health line; empty when all is well."""
     problems = []
+    if snapshot["storage"]["problem"]:
+        problems.append(f"{snapshot['storage']['problem']}: messages are refused (503) until it answers again.")
     reload = snapshot["config_reload"]
     if reload["error"]:
         problems.append(f"halo.yaml was not applied; halo runs on the previous config. {reload['error']}")

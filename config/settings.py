@@ -398,7 +398,8 @@ class StorageSettings(BaseModel):
         default=10,
         gt=0,
         le=600,
-        description="PostgreSQL: how long a process keeps its scopes (and the leader lease) after its last heartbeat",
+        description="PostgreSQL: how long the active process keeps the family after its last renewal "
+        "(a standby takes over then, or at once when the active one's database session ends)",
     )
 
     @field_validator("url")
@@ -407,6 +408,18 @@ class StorageSettings(BaseModel):
         if value is None or not value.get_secret_value().strip():
             return None
         return SecretStr(postgresql_url(value.get_secret_value().strip()))
+
+
+class ClusterSettings(BaseModel):
+    """Several processes serving one family on PostgreSQL (storage.url)."""
+
+    model_config = _STRICT
+    advertise_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/]+(/\S*)?$",
+        description="where the other processes forward requests that reach them to this one, when it is the "
+        "active one; default http://127.0.0.1:<admin.port>",
+    )
 
 
 def postgresql_url(url: str) -> str:
@@ -447,6 +460,7 @@ class Settings(BaseSettings, Family):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    cluster: ClusterSettings = Field(default_factory=ClusterSettings)
 
     @model_validator(mode="after")
     def _home_names_members(self) -> Settings:

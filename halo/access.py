@@ -16,6 +16,7 @@ from yarl import URL
 from config.family import secret_bytes
 
 _SAME_MACHINE_FETCH_SITES = frozenset({"same-origin", "none"})
+FORWARDED_PEER = "X-Halo-Forwarded-Peer"  # the client's address, set by a standby that forwards
 
 
 def is_loopback_address(host: str) -> bool:
@@ -35,6 +36,9 @@ def peer_is_loopback(request: web.BaseRequest) -> bool:
     peer = transport.get_extra_info("peername") if transport else None
     if not peer or not isinstance(peer, tuple | list):  # unix sockets and the like are not loopback TCP
         return False
+    forwarded_for = request.headers.get(FORWARDED_PEER)  # a standby passed it on (halo/cluster/forward.py)
+    if forwarded_for is not None and not is_loopback_address(forwarded_for):
+        return False  # only ever takes trust away: the client itself was not on this machine
     return is_loopback_address(str(peer[0]))
 
 

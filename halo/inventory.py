@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from config.paths import HaloPaths
     from config.settings import Settings
     from halo.cluster.cluster import Cluster
+    from halo.cluster.forward import Forwarder
     from halo.commands.builtin import CommandRegistry
     from halo.context.builder import ContextBuilder
     from halo.context.graph import GraphRecall
@@ -123,8 +124,11 @@ class Halo:
     missed: MissedMessages | None = None  # messages a crash left unanswered, caught up on start
     # adapters
     adapters: list[Adapter] = field(default_factory=list)
-    # several processes on PostgreSQL: this node's leases and handoffs; None on the embedded store
+    # several processes on PostgreSQL: this process's part (active or standby), the forwarding of
+    # requests that reach a standby, and every scope with a transcript (taken when it turns active)
     cluster: Cluster | None = None
+    forwarder: Forwarder | None = None
+    family_scopes: Callable[[], Awaitable[list[str]]] | None = None
     # the composition root's own clean-up, run last (the HTTP clients of the models it built)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
@@ -139,29 +143,40 @@ class Halo:
         return {a.platform: a.status() for a in self.adapters}
 
     def singleton(self, adapter: Adapter) -> bool:
-        """Runs on the leader only (several processes): a chat app's polling or gateway, MQTT.
-        An adapter a person waits on (the web chat) runs on every process."""
+        """Runs on the active process only (several processes): a chat app's polling or gateway,
+        MQTT. An adapter a person waits on (the web chat) runs on every process; a standby's
+        requests are forwarded to the active one before they reach it (halo/cluster/forward.py)."""
         return self.cluster is not None and not isinstance(adapter, LiveReplies)
 
     async def start(self) -> None:
-        await self.start_background()
+        """Embedded: serve at once. PostgreSQL: a warm standby (built, its database reached), which
+        serves once it holds the family (`activate`, from the family lease)."""
+        if self.cluster is None:
+            await self.start_background()
+            await self.start_adapters()
+            self._catch_up()
+            return
+        await self.start_background(serving=False)
         await self.start_adapters()
+        await self.cluster.start(self.activate, self.deactivate)
+
+    def _catch_up(self) -> None:
         if self.missed is not None:  # in the background: a model call must not hold up the start
             self.catching_up = asyncio.create_task(self.missed.catch_up())
 
-    async def start_background(self) -> None:
+    async def start_background(self, *, serving: bool = True) -> None:
         """Work that needs a running loop: extraction left over from before a restart, and
-        the semantic index's sync schedule."""
+        the semantic index's sync schedule. `serving`: this process writes the family's data
+        from now on (the outbox, the memory mirror's first upload); a standby does neither."""
         await self.db.prepare()  # PostgreSQL: the schema at its newest, or a clear stop
         if self.memory_record is not None:
             await self.memory_record.start()
-        if self.memory_mirror is not None:
+        if serving and self.memory_mirror is not None:
             await self.memory_mirror.join()  # SOUL.md and USER.md before the first turn reads them
-        if self.cluster is not None:
-            await self.cluster.start()  # this node's row and heartbeat, its handoffs' channel
         await self.memory.start()
         await self.semantic.start()
-        await self.delivery.start()  # what a previous run left in the outbox goes now
+        if serving:
+            await self.delivery.start()  # what a previous run left in the outbox goes now
         if self.graph is not None:
             await self.graph.start()  # FalkorDB (its own, or memory.graph.url); never raises
         self.config.start()  # from now on, an edit to halo.yaml is applied without a restart
@@ -169,13 +184,39 @@ class Halo:
             await self.start_singletons(adapters=False)
 
     async def start_adapters(self) -> None:
-        if self.home is not None:
+        if self.home is not None and self.cluster is None:
             await self.home.start()  # before MQTT: the first observation finds the rules ready
         for adapter in self.adapters:
             if not self.singleton(adapter):
                 await adapter.start()
-        if self.cluster is not None:  # the chat apps and schedules on the node that leads
-            await self.cluster.lead(self.start_singletons, self.stop_singletons)
+
+    async def activate(self) -> None:
+        """This process took the family (its writes carry the new epoch): every scope's copy here
+        is brought up to date from the store of record, then the outbox, the home rules, the
+        chat apps and the schedules start, and what a dead process left unanswered is caught up."""
+        if self.memory_mirror is not None:
+            await self.memory_mirror.join()
+        self.scope_takers.release_all()
+        for scope_id in await self.family_scopes() if self.family_scopes is not None else ():
+            await self.scope_takers.ensure(scope_id)
+        await self.delivery.start()
+        if self.home is not None:
+            await self.home.start()
+        await self.start_singletons()
+        self._catch_up()
+        log.warning("serving the family: the outbox, the chat apps and the schedules run here")
+
+    async def deactivate(self) -> None:
+        """This process no longer holds the family (stale, cut off, or stopping): it stops polling,
+        sending and scheduling; nothing it still tries to write gets past the fence."""
+        if self.catching_up is not None and not self.catching_up.done():
+            self.catching_up.cancel()
+            await asyncio.gather(self.catching_up, return_exceptions=True)
+        await self.stop_singletons()
+        if self.home is not None:
+            await self.home.stop()
+        await self.delivery.pause()
+        self.scope_takers.release_all()  # another process writes them now: taken again before next use
 
     async def start_singletons(self, *, adapters: bool = True) -> None:
         """What runs on one process at a time: the schedules, and (several processes) the chat
@@ -195,7 +236,7 @@ class Halo:
                 await adapter.start()
 
     async def stop_singletons(self) -> None:
-        """Leading ends (a clean stop, or the leader lease lost): another process takes over."""
+        """Serving ends (a clean stop, or the family lost): another process takes over."""
         for adapter in reversed(self.adapters):
             if self.singleton(adapter):
                 self.delivery.unregister(adapter.platform)
@@ -235,8 +276,11 @@ class Halo:
             self.catching_up.cancel()  # what it did not reach is still open, and caught up next start
             await asyncio.gather(self.catching_up, return_exceptions=True)
         await self.config.close()
-        if self.cluster is not None and self.cluster.leadership is not None:
-            await self.cluster.leadership.stop()  # the singletons stop: another process takes them now
+        serving = self.cluster is None or self.cluster.active
+        if self.cluster is not None:
+            await self.cluster.closing()  # it keeps renewing, but takes nothing and starts nothing now
+            if serving:
+                await self.stop_singletons()  # the chat apps stop polling first: no new messages
         for adapter in reversed(self.adapters):
             if self.singleton(adapter):
                 continue
@@ -244,15 +288,13 @@ class Halo:
                 await adapter.stop()
             except Exception:
                 log.exception("stopping adapter %s failed", adapter.platform)
-        if self.home is not None:
+        if self.home is not None and serving:
             await self.home.stop()
         await self.gateway.drain()
         if self.cluster is None:
             await self.stop_singletons()
-        else:
-            # what was handed here is answered, memory's held-back writes stored, then the leases go back:
-            # the process that takes a scope next mirrors every change this one made
-            await self.cluster.stop(before_release=self.memory_durable)
+        if self.forwarder is not None:
+            await self.forwarder.close()
         await self.delivery.close()
         await self.memory.close()
         if self.memory_record is not None:
@@ -263,4 +305,6 @@ class Halo:
         self.transcripts.close()  # last: delivery and memory above may still append
         for close in self.closers:  # the root's own: usage rows written, the models' HTTP clients closed
             await close()
+        if self.cluster is not None:  # every write above went out under this epoch: the lease lapses now
+            await self.cluster.stop()
         await self.db.close()

@@ -29,7 +29,6 @@ from tests.waiting import eventually
 from transcripts.store import TranscriptLine
 
 GROUP = "telegram:-1001234"  # the parents' group: the same chat id in both families
-CLUSTER_TABLES = {"nodes", "scope_leases", "handoffs"}  # #31 items 1-2 replace them; no RLS yet
 
 
 @pytest.fixture(autouse=True)
@@ -163,7 +162,7 @@ async def test_every_family_table_has_row_level_security_forced() -> None:
     unguarded = sorted(
         r["relname"] for r in rows if not (r["relrowsecurity"] and r["relforcerowsecurity"] and r["policies"])
     )
-    assert unguarded == sorted(CLUSTER_TABLES)
+    assert unguarded == []
 
 
 # --- two families' halos on one database, through the admin API -----------------------------

@@ -382,7 +382,7 @@ async def test_a_row_that_would_write_outside_the_memory_leaves_the_home_as_it_w
 
 
 async def test_what_only_running_processes_hold_is_never_moved(family_home: Path, database: str, tmp_path: Path):
-    """halo/cluster's tables (nodes, scope leases, handoffs) say who runs now: a move skips them,
+    """halo/cluster's tables (nodes, the family lease) say who runs now: a move skips them,
     and the names it skips are exactly cluster's tables."""
     from halo.cluster.tables import metadata as cluster_tables
     from halo.storage.move.directions import RUNNING_STATE

@@ -1,4 +1,10 @@
-"""Is halo up, and how is it: `/healthz` for anyone, `/status` for the admin."""
+"""Is halo up, and how is it: `/healthz` for anyone, `/status` for the admin.
+
+Several processes on PostgreSQL (as HA setups ask: Kubernetes' probes, Patroni's `/primary`):
+`/livez` says the process runs (restart it when this fails), `/readyz` that it is built and
+reaches its database (send it traffic), `/active` that it is the family's active process (a
+load balancer may prefer it; a standby forwards to it anyway). Each answers from memory but
+`/readyz`, which asks the database."""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ from typing import Literal
 
 from aiohttp import web
 from pydantic import Field
+from sqlalchemy import text
 
 from admin_api.base import halo_of
 from admin_api.models import ApiModel, reply
@@ -26,6 +33,40 @@ async def healthz(request: web.Request) -> web.Response:
     return reply(Health(home=home_fingerprint(halo_of(request).paths.home)))
 
 
+class Probe(ApiModel):
+    ok: bool
+    role: Literal["active", "standby", "alone"] = Field(description="alone: the embedded store, one process")
+    problem: str | None = Field(default=None, description="what keeps it from serving, said plainly")
+
+
+def _role(request: web.Request) -> Literal["active", "standby", "alone"]:
+    cluster = halo_of(request).cluster
+    return "alone" if cluster is None or not cluster.started else cluster.role
+
+
+async def livez(request: web.Request) -> web.Response:
+    cluster = halo_of(request).cluster
+    return reply(Probe(ok=True, role=_role(request), problem=None if cluster is None else cluster.problem))
+
+
+async def readyz(request: web.Request) -> web.Response:
+    halo = halo_of(request)
+    try:
+        async with halo.db.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception as exc:
+        problem = f"halo cannot reach its storage ({halo.db.backend}): {type(exc).__name__}"
+        return reply(Probe(ok=False, role=_role(request), problem=problem), status=503)
+    return reply(Probe(ok=True, role=_role(request)))
+
+
+async def active(request: web.Request) -> web.Response:
+    role = _role(request)
+    if role == "standby":
+        return reply(Probe(ok=False, role=role, problem="a standby: another process serves the family"), status=503)
+    return reply(Probe(ok=True, role=role))
+
+
 async def status(request: web.Request) -> web.Response:
     return reply(Status.model_validate(await status_snapshot(halo_of(request))))
 
@@ -38,6 +79,33 @@ ROUTES = [
         "anyone",
         summary="Is halo up?",
         responses={200: Reply("halo is up", Health)},
+        tag="health",
+    ),
+    Route(
+        "GET",
+        "/livez",
+        livez,
+        "anyone",
+        summary="Does the process run? (restart it when not)",
+        responses={200: Reply("it runs; `problem` says what keeps it from serving", Probe)},
+        tag="health",
+    ),
+    Route(
+        "GET",
+        "/readyz",
+        readyz,
+        "anyone",
+        summary="Is it built and does it reach its database? (send it traffic when so)",
+        responses={200: Reply("ready", Probe), 503: Reply("not ready, and why", Probe)},
+        tag="health",
+    ),
+    Route(
+        "GET",
+        "/active",
+        active,
+        "anyone",
+        summary="Is this the family's active process? (200 on it only; a standby forwards to it)",
+        responses={200: Reply("the active process (or the only one)", Probe), 503: Reply("a standby", Probe)},
         tag="health",
     ),
     Route(

@@ -1,4 +1,5 @@
-"""Several `halo serve` processes serving one family on PostgreSQL: each process is a node with
-a heartbeat, a scope is served by the node holding its lease, a message for a scope another
-node holds is handed over through PostgreSQL, and the singletons (chat apps' polling, MQTT,
-schedules) run on the node holding the leader lease. Unused on the embedded store."""
+"""Several `halo serve` processes serving one family on PostgreSQL: one is active (it holds
+the family lease and answers, polls and sends), the others are warm standbys that forward
+what reaches them to it and take over when its lease lapses or its session ends. Each take
+raises the family's epoch, and every write checks it (halo/storage/db.py's fence). Unused on
+the embedded store."""

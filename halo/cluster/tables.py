@@ -1,9 +1,11 @@
-"""The tables that let several processes share a family (PostgreSQL only): who is running, who
-serves which scope, and the messages handed from one process to another."""
+"""The tables that let several processes serve a family (PostgreSQL only): who is running, and
+which of them holds the family now, at which epoch."""
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Column, DateTime, Index, LargeBinary, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, DateTime, Integer, MetaData, String, Table
+
+from halo.storage.family import family_column
 
 metadata = MetaData()
 
@@ -12,31 +14,18 @@ nodes_table = Table(
     metadata,
     Column("node_id", String(32), primary_key=True),
     Column("host", String(255), nullable=False),
-    Column("address", String(255), nullable=False),  # where its HTTP port answers
+    Column("address", String(255), nullable=False),  # cluster.advertise_url: where the others forward to
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("heartbeat_at", DateTime(timezone=True), nullable=False),
+    Column("epoch", BigInteger),  # the family's epoch while this node holds it, else NULL
 )
 
-scope_leases_table = Table(
-    "scope_leases",
+family_leases_table = Table(
+    "family_leases",
     metadata,
-    Column("scope_id", String(200), primary_key=True),  # a scope id, or `halo:leader` for the singletons
-    Column("node_id", String(32), nullable=False, index=True),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
-)
-
-handoffs_table = Table(
-    "handoffs",
-    metadata,
-    Column("id", String(32), primary_key=True),  # the message's (the envelope's) id
-    Column("scope_id", String(200), nullable=False),
-    Column("origin_node", String(32), nullable=False),  # where the message came in, and waits
-    Column("target_node", String(32), nullable=False),  # the lease holder asked to answer it
-    Column("live", Boolean, nullable=False),  # a person waits on the origin's request: the reply goes back there
-    Column("message", Text, nullable=False),  # the `Incoming`, as JSON
-    Column("media", LargeBinary),  # the voice note's or attachment's bytes, read by the origin
-    Column("state", String(8), nullable=False),  # waiting | answered
-    Column("outcome", Text),  # the `TurnOutcome`, as JSON, once answered
-    Column("created", DateTime(timezone=True), nullable=False),
-    Index("ix_handoffs_target_state", "target_node", "state"),
+    family_column(primary_key=True),
+    Column("holder", String(32), nullable=False),  # the active node's id
+    Column("epoch", BigInteger, nullable=False),  # raised by every take: the fencing token
+    Column("expires_at", DateTime(timezone=True), nullable=False),  # PostgreSQL's clock
+    Column("holder_pid", Integer, nullable=False),  # the holder's session (pg_backend_pid): gone, the lease is free
 )

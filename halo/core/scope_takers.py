@@ -2,10 +2,10 @@
 
 On PostgreSQL the store of record is shared and each process keeps local caches (the markdown
 memory's mirror, the semantic index). Before a process first uses a scope it runs each
-`ScopeTaker` once for it: when its scope lease is taken (halo/cluster/leases.py calls `take`),
-and in any case the first time this process uses it (`ensure`: a turn, the admin API's memory
-routes); a lease lost calls `release`, so the next use takes it again. On the
-embedded store there are no takers and `ensure` returns at once.
+`ScopeTaker` once for it: for every scope when it takes the family (halo/inventory.py,
+`activate`), and in any case the first time this process uses it (`ensure`: a turn, the admin
+API's memory routes); losing the family calls `release_all`, so the next use takes each scope
+again. On the embedded store there are no takers and `ensure` returns at once.
 """
 
 from __future__ import annotations
@@ -46,3 +46,7 @@ class ScopeTakers:
     def release(self, scope_id: str) -> None:
         """This process no longer holds the scope (a lease lost, a purge): take it again before next use."""
         self._taken.discard(scope_id)
+
+    def release_all(self) -> None:
+        """This process no longer holds the family (or just took it): every scope is taken again."""
+        self._taken.clear()

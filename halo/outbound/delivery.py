@@ -384,7 +384,12 @@ class Delivery:
             self._wake.clear()
             now = self.clock()
             later: list[datetime] = []
-            for scope_id, due in await self.store.waiting():
+            try:
+                waiting = await self.store.waiting()
+            except Exception as exc:  # the database away for a moment: look again after a pause
+                log.warning("the outbox could not be read: %s", exc)
+                waiting, later = [], [now + timedelta(seconds=POLL_EVERY)]
+            for scope_id, due in waiting:
                 if platform_of(scope_id) not in self._adapters or scope_id in self._flushing:
                     continue
                 if self._elsewhere.get(scope_id, 0.0) > time.monotonic():
@@ -410,6 +415,18 @@ class Delivery:
         this is not waited for — it stays queued like any retry due later; waiting for it would
         never end while an adapter keeps failing (a stopped one, say)."""
         await self._sent_rows.flush()
+        in_flight = list(self._flushing.values())
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)
+
+    async def pause(self) -> None:
+        """Send nothing more until `start` (this process lost its family): the worker stops and the
+        attempts in flight finish; what is pending stays in the outbox for the active process."""
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._worker
+            self._worker = None
         in_flight = list(self._flushing.values())
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)

@@ -8,23 +8,18 @@ runs the gateway, queues its reply in the outbox (`Delivery`, which hands it bac
 adapter's `send`) and turns it into the port's `TurnOutcome`. Adapters see only this
 object, never the gateway or the services behind it.
 
-With several processes on PostgreSQL (`cluster`), the scope's lease is asked once the scope is
-known: this process holds it or takes it, and the message goes on here; another holds it,
-and the message is handed to that process (halo/cluster/handoffs.py), whose outcome is
-returned as if answered here.
+With several processes on PostgreSQL, only the active one takes messages: a standby forwards
+HTTP requests to it (halo/cluster/forward.py) and runs no chat app, so nothing here asks who
+serves the family.
 """
 
 from __future__ import annotations
 
-import asyncio
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from config.family import Family, Member
-from halo.cluster.cluster import Cluster
 from halo.commands.builtin import CommandRegistry
 from halo.core.envelope import Envelope, Platform, Scope, ScopeType, Speaker
 from halo.core.options import Option
@@ -154,15 +149,11 @@ class GatewayInbound(FamilyDirectory):
         asks: Asks,
         audit: Audit,
         admin_token: str | None = None,
-        cluster: Cluster | None = None,
         suggestions: TaskSuggestions | None = None,
     ) -> None:
         super().__init__(family, commands, admin_token, suggestions)
         self._asks = asks
         self._audit = audit
-        self._cluster = cluster  # several processes on PostgreSQL: the scope's lease decides who answers
-        if cluster is not None:
-            cluster.handoffs.answer_with(self.answer_here)
         self._gateway = gateway
         self._delivery = delivery
         self._groups = groups
@@ -177,8 +168,6 @@ class GatewayInbound(FamilyDirectory):
                 return TurnOutcome(None, "silent")
         if not envelope.text and envelope.voice is None and envelope.attachment is None:
             return TurnOutcome(None, "silent")  # a bare mention: nothing to answer
-        if self._cluster is not None and (holder := await self._cluster.leases.acquire(envelope.scope.id)):
-            return await self._hand_over(message, envelope, holder)
         reply = await self._gateway.handle(
             envelope,
             on_delta=progress.delta if progress is not None else None,
@@ -209,45 +198,9 @@ class GatewayInbound(FamilyDirectory):
             await self.receive(typed)
         return Pressed(f"{claim.label} ✓", closed=True)
 
-    async def _hand_over(self, message: Incoming, envelope: Envelope, holder: str) -> TurnOutcome:
-        """Another process serves the scope: it answers, and a reply someone waits for here
-        comes back to be handed to them (queued here, so this process's adapter has it)."""
-        assert self._cluster is not None
-        scope_id = envelope.scope.id
-        live = self._delivery.awaits_reply(scope_id, envelope.id)
-        outcome = await self._cluster.handoffs.hand_over(message, scope_id, holder, live=live)
-        if not live or not outcome.text:
-            return outcome
-        return replace(outcome, outbox_id=await self._send_reply(envelope, outcome.text))
-
-    async def answer_here(self, message: Incoming, live: bool) -> TurnOutcome:
-        """A message another process handed to this one, which holds the scope's lease. `live`:
-        its reply goes back to that process unqueued (a person waits there)."""
-        envelope, _ = self.envelope(message)
-        reply = await self._gateway.handle(envelope)
-        if live:
-            return TurnOutcome(reply.text, reply.kind, reason=_refusal(reply))
-        return await self._queue(envelope, reply)
-
     async def answer_again(self, envelope: Envelope) -> TurnOutcome:
-        """A message a crash left unanswered (halo/pipeline/missed.py): answered now, once. On
-        PostgreSQL, only by the process that serves its scope."""
-        if self._cluster is not None and await self._lease_after_its_holder(envelope.scope.id):
-            return TurnOutcome(None, "silent")
+        """A message a crash left unanswered (halo/pipeline/missed.py): answered now, once."""
         return await self._queue(envelope, await self._gateway.answer_again(envelope))
-
-    async def _lease_after_its_holder(self, scope_id: str) -> str | None:
-        """Take the scope's lease, waiting out a holder that does not renew it: a message left open
-        by a process that died is caught up once its lease lapses. The node still holding it after
-        `lease_seconds` + 5 s is alive, and answers its scope's messages itself."""
-        assert self._cluster is not None
-        leases = self._cluster.leases
-        every = leases.lease_seconds / 3  # a lease can only lapse between heartbeats
-        for _ in range(math.ceil((leases.lease_seconds + 5) / every)):
-            if await leases.acquire(scope_id) is None:
-                return None
-            await asyncio.sleep(every)
-        return await leases.acquire(scope_id)
 
     async def _queue(self, envelope: Envelope, reply: Reply) -> TurnOutcome:
         outbox_id = await self._send_reply(envelope, reply.text, reply.offered) if reply.text else None

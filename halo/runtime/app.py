@@ -12,8 +12,8 @@ from agents import Model, Tool
 
 from config.settings import Settings
 from halo.cluster.cluster import Cluster
-from halo.cluster.handoffs import Handoffs
-from halo.cluster.leases import Leases, Node
+from halo.cluster.family_lease import Node
+from halo.cluster.forward import Forwarder
 from halo.commands.builtin import CommandRegistry, builtin_commands
 from halo.commands.files import files_commands
 from halo.commands.memory import memory_commands
@@ -28,7 +28,6 @@ from halo.context.tone import ProfileSource
 from halo.core.live_family import LiveFamily
 from halo.core.live_settings import LiveSettings
 from halo.core.scope_locks import ScopeLocks
-from halo.core.scope_takers import ScopeTakers
 from halo.core.turn import Turn
 from halo.family.direct import DirectMessages
 from halo.family.groups import GroupGuard
@@ -115,21 +114,21 @@ log = logging.getLogger(__name__)
 
 
 def halo_db(settings: Settings) -> HaloDB:
-    """halo.db's tables: PostgreSQL when `storage.url` is set, else the file in HALO_HOME."""
+    """halo.db's tables: PostgreSQL when `storage.url` is set, else the file in HALO_HOME. A write
+    left idle for a lease (a paused process) is ended by PostgreSQL, so a take never waits on it."""
     url = settings.storage.url.get_secret_value() if settings.storage.url else None
-    return HaloDB(settings.paths.halo_db, url, family_id=settings.family_id)
+    return HaloDB(
+        settings.paths.halo_db, url, family_id=settings.family_id, idle_seconds=settings.storage.lease_seconds
+    )
 
 
-def build_cluster(settings: Settings, db: HaloDB, takers: ScopeTakers) -> Cluster | None:
-    """On PostgreSQL, this process is one node of several that may serve the family: its scope
-    leases, the handoffs to and from the others. None on the embedded store (one process).
-    Taking a scope runs every taker (transcripts, memory) for it; losing one forgets it was taken."""
+def build_cluster(settings: Settings, db: HaloDB) -> Cluster | None:
+    """On PostgreSQL, this process is one of those that may serve the family: active while it
+    holds the family lease, else a warm standby. None on the embedded store (one process)."""
     if db.backend != "postgresql":
         return None
-    node = Node.here(f"http://{settings.admin.host}:{settings.admin.port}")
-    leases = Leases(db, node, settings.storage.lease_seconds, [takers])
-    leases.on_lost.append(takers.release)
-    return Cluster(leases, Handoffs(db, leases))
+    address = settings.cluster.advertise_url or f"http://127.0.0.1:{settings.admin.port}"
+    return Cluster(db, Node.here(address), settings.storage.lease_seconds)
 
 
 def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
@@ -344,9 +343,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     )
     admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
     unconfigured = UnconfiguredChats(db, delivery)
-    # several processes on PostgreSQL: a scope's lease decides which answers (each taker brings
-    # its local mirror of a scope up to date when this process takes it)
-    cluster = build_cluster(settings, db, takers)
+    # several processes on PostgreSQL: the one holding the family lease answers; the others forward
+    cluster = build_cluster(settings, db)
     inbound = GatewayInbound(
         gateway,
         groups,
@@ -357,7 +355,6 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         asks,
         audit,
         admin_token,
-        cluster,
         suggestions=TaskSuggestions(tasks),
     )
     missed = MissedMessages(
@@ -378,7 +375,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         if adapter.platform == "mqtt":  # home events in only; it sends nothing
             pass
         elif cluster is not None and not isinstance(adapter, LiveReplies):
-            delivery.know(adapter.platform)  # a chat app sends from the leader (halo/inventory.py)
+            delivery.know(adapter.platform)  # a chat app sends from the active process (halo/inventory.py)
         else:
             delivery.register(adapter.platform, adapter)
         if isinstance(adapter, PresenceCheck):
@@ -452,6 +449,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         missed=missed,
         adapters=adapters,
         cluster=cluster,
+        forwarder=Forwarder() if cluster is not None else None,
+        family_scopes=TranscriptRows(db).scope_ids if on_postgresql else None,
         closers=[levels.meter.store.close, audit.close, *(partial(close_model, m) for m in owned)],
     )
 

@@ -115,7 +115,7 @@ class AuditRows:
             query = query.where(audit_events.c.kind == kind)
         query = query.order_by(audit_events.c.ts.desc(), audit_events.c.id.desc())
         found: list[dict[str, Any]] = []
-        async with self.db.autocommit(metadata) as conn:
+        async with self.db.read(metadata) as conn:
             offset = 0
             while len(found) < lines:
                 page = (await conn.execute(query.limit(PAGE if match else lines).offset(offset))).all()
@@ -139,7 +139,7 @@ class AuditRows:
             .where(audit_events.c.family_id == self.db.family_id)
             .order_by(audit_events.c.ts, audit_events.c.id)
         )
-        async with self.db.autocommit(metadata) as conn:
+        async with self.db.read(metadata) as conn:
             return [AuditEvent(row.ts, row.kind, row.scope_id, row.event) for row in await conn.execute(query)]
 
 

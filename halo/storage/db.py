@@ -15,13 +15,22 @@ in the database. Writes take turns in-process: SQLite has one writer at a time, 
 stores' read-then-write steps rely on it on both backends.
 Commits are durable (SQLite: synchronous=FULL) — an outgoing message or a processed-update
 mark must survive a power cut.
+
+Fencing (PostgreSQL, `fence`): one process at a time is the family's active one, and each
+take of the family raises its epoch (halo/cluster). Every write transaction here first reads
+the family's epoch `FOR KEY SHARE` and goes on only when it is the epoch this process holds:
+a take locks that row `FOR UPDATE`, so it waits for the writes already past the check, and
+every write after it sees the new epoch and raises `Fenced`. A process that lost its family
+(paused, cut off) cannot write one more row, whatever it still believes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +54,46 @@ class StorageUnavailable(RuntimeError):
     """PostgreSQL could not be reached or refused halo at start: said with the URL, never its password."""
 
 
+class Fenced(RuntimeError):
+    """This process does not hold its family (a newer epoch exists, or it never took one): the
+    write was refused and nothing of it is stored."""
+
+
+# The family's epoch, locked against a take for the rest of the write's transaction
+# (`family_leases` is halo/cluster's table; KEY SHARE lets the holder's renewals through).
+EPOCH_NOW = text("SELECT epoch FROM family_leases WHERE family_id = :family FOR KEY SHARE")
+
+
+@dataclass(slots=True)
+class Fence:
+    """The epoch this process's writes carry: None while it does not hold the family.
+    `on_refused` is told when a write found a newer epoch (the process learns it is stale)."""
+
+    epoch: int | None = None
+    on_refused: list[Callable[[int | None], None]] = field(default_factory=list)
+
+
+def unreachable(exc: BaseException) -> bool:
+    """PostgreSQL could not be reached (refused, reset, timed out): not a wrong statement."""
+    if isinstance(exc, OSError | TimeoutError | ConnectionError):
+        return True
+    if isinstance(exc, DBAPIError):
+        return bool(exc.connection_invalidated) or unreachable_cause(exc.orig)
+    return unreachable_cause(exc.__cause__)
+
+
+def unreachable_cause(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError | TimeoutError | ConnectionError):
+            return True
+        name = type(exc).__name__
+        if name in ("ConnectionDoesNotExistError", "InterfaceError", "CannotConnectNowError", "AdminShutdownError"):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def _sqlite_durable_pragmas(dbapi_connection: Any, _: Any) -> None:
     durable_sqlite_connection(dbapi_connection, busy_ms=5000, synchronous="FULL")
 
@@ -53,15 +102,27 @@ class HaloDB:
     """`path` is the SQLite file; `url`, when given, a PostgreSQL URL (postgresql+asyncpg://…)
     that takes its place. `family_id` is written into every row."""
 
-    def __init__(self, path: Path, url: str | None = None, *, family_id: str = DEFAULT_FAMILY) -> None:
+    def __init__(
+        self, path: Path, url: str | None = None, *, family_id: str = DEFAULT_FAMILY, idle_seconds: float | None = None
+    ) -> None:
+        """`idle_seconds` (PostgreSQL): a transaction left idle this long is ended by the server, so
+        a paused process's open write (and its lock on the epoch) cannot hold up a take for ever."""
         if url is None:
             use_wal(path)
             url = f"sqlite+aiosqlite:///{path}"
         self.family_id = family_id
+        self.fence: Fence | None = None  # set by halo/cluster when several processes may serve the family
+        connect_args: dict[str, Any] = {}
+        if url.startswith("postgresql"):
+            connect_args["timeout"] = CONNECT_TIMEOUT_SECONDS
+            # pg_stat_activity names the process each connection belongs to
+            server_settings = {"application_name": f"halo[{os.getpid()}]"}
+            if idle_seconds is not None:
+                ms = str(max(int(idle_seconds * 1000), 1000))
+                server_settings["idle_in_transaction_session_timeout"] = ms
+            connect_args["server_settings"] = server_settings
         self.engine: AsyncEngine = create_async_engine(
-            url,
-            execution_options={FAMILY_OPTION: family_id},
-            connect_args={"timeout": CONNECT_TIMEOUT_SECONDS} if url.startswith("postgresql") else {},
+            url, execution_options={FAMILY_OPTION: family_id}, connect_args=connect_args
         )
         self.backend = self.engine.dialect.name  # "sqlite" | "postgresql"
         if self.backend == "postgresql":  # a shared database; SQLite's file is one family's, rows stamped on write
@@ -118,16 +179,40 @@ class HaloDB:
         for tables in (metadata, *more):
             await self._ensure(tables)
         async with self._write_turns, self.engine.begin() as conn:
+            await self._check_fence(conn)
             yield conn
 
     @asynccontextmanager
     async def atomic(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
         """One transaction that does not take turns with this process's other writes: for
         statements whose own locks make them safe (PostgreSQL's row locks, ON CONFLICT), and for
-        a transaction held open while other writes go on (a claimed outbox row or handoff)."""
+        a transaction held open while other writes go on (a claimed outbox row)."""
+        await self._ensure(metadata)
+        async with self.engine.begin() as conn:
+            await self._check_fence(conn)
+            yield conn
+
+    @asynccontextmanager
+    async def unfenced(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
+        """A transaction with no epoch check: only for the family lease and the processes' own
+        rows (halo/cluster), which are how the epoch is taken in the first place."""
         await self._ensure(metadata)
         async with self.engine.begin() as conn:
             yield conn
+
+    async def _check_fence(self, conn: AsyncConnection) -> None:
+        fence = self.fence
+        if fence is None:
+            return
+        held = fence.epoch
+        found = None if held is None else (await conn.execute(EPOCH_NOW, {"family": self.family_id})).scalar()
+        if held is None or found != held:
+            for refused in fence.on_refused:
+                refused(found)
+            raise Fenced(
+                f"this process does not hold family {self.family_id!r} (its epoch {held}, the family's {found}): "
+                "nothing was written"
+            )
 
     @asynccontextmanager
     async def read(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
@@ -139,8 +224,14 @@ class HaloDB:
     async def autocommit(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
         """Each statement commits on its own, and none waits for the other writes' turn: for a
         store whose every write is one statement that reads nothing first (a turn's transcript
-        lines in one INSERT: one round trip), and for reads that need no snapshot."""
+        lines in one INSERT: one round trip), and for reads that need no snapshot. Fenced (several
+        processes): one transaction, the epoch checked first, as `atomic`."""
         await self._ensure(metadata)
+        if self.fence is not None:
+            async with self.engine.begin() as conn:
+                await self._check_fence(conn)
+                yield conn
+            return
         async with self._autocommit.connect() as conn:
             yield conn
 

@@ -71,7 +71,7 @@ class TranscriptRows:
             .where(self._family, transcript_lines.c.scope_id == scope_id, transcript_lines.c.seq >= seq)
             .order_by(transcript_lines.c.seq)
         )
-        async with self.db.autocommit(metadata) as conn:
+        async with self.db.read(metadata) as conn:
             return [RecordedLine(row.seq, row.ts, row.line) for row in await conn.execute(query)]
 
     async def purge(self, scope_id: str) -> int:
@@ -81,14 +81,14 @@ class TranscriptRows:
 
     async def scope_ids(self) -> list[str]:
         query = select(transcript_lines.c.scope_id).where(self._family).distinct().order_by(transcript_lines.c.scope_id)
-        async with self.db.autocommit(metadata) as conn:
+        async with self.db.read(metadata) as conn:
             return list((await conn.execute(query)).scalars())
 
     async def count(self, scope_id: str | None = None) -> int:
         query = select(func.count()).select_from(transcript_lines).where(self._family)
         if scope_id is not None:
             query = query.where(transcript_lines.c.scope_id == scope_id)
-        async with self.db.autocommit(metadata) as conn:
+        async with self.db.read(metadata) as conn:
             return int((await conn.execute(query)).scalar_one())
 
     @property

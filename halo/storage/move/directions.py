@@ -41,7 +41,7 @@ from transcripts.sqlite import backup_copy
 HALO_DB = "halo.db"
 # halo/cluster's tables: who runs and who holds what, true only while processes run; never a
 # family's data, so never moved (tests/test_storage_move.py checks the names against cluster's)
-RUNNING_STATE = frozenset({"nodes", "scope_leases", "handoffs"})
+RUNNING_STATE = frozenset({"nodes", "family_leases"})
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
