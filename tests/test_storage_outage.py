@@ -22,8 +22,9 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from admin_api.server import create_app
+from config.loader import load_settings
 from halo.runtime.app import build_halo
-from tests.conftest import OWNER_AUTH, llm_yaml, load_settings, write_home
+from tests.conftest import OWNER_AUTH, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.storage_support import fresh_database
 from tests.waiting import eventually
