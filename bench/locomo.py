@@ -171,7 +171,9 @@ class Home:
             session = this
             speaker = self.ids[turn.speaker]
             await self.transcripts.append(
-                TranscriptLine(uuid.uuid4().hex, turn.ts, SCOPE, "user", turn.text, speaker=speaker)
+                TranscriptLine(
+                    uuid.uuid4().hex, turn.ts, SCOPE, "user", turn.text, speaker=speaker, extra={"unaddressed": True}
+                )
             )
             await self.memory.log_turn(SCOPE, [LogEntry(turn.ts, "user", turn.text, turn.speaker)])
             await self.memory.after_turn(SCOPE, turn.text)

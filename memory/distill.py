@@ -96,7 +96,11 @@ def _plan_user_line(out: Plan, line: TranscriptLine, name: str) -> bool:
     day = day_of(line.ts)
     meta = f"{name}, {day.isoformat()}"
     noted = False
+    said_to_others = bool(line.extra.get("unaddressed"))
     for action in classify(redact(line.text)):
+        if said_to_others and isinstance(action, Durable) and action.key is None:
+            # "remember, just do it" in a group, to the others: an instruction only when said to halo
+            action = Note(redact(line.text))
         if isinstance(action, Durable):
             if action.key is not None and action.value is not None:
                 value = absolute_dates(action.value, day)

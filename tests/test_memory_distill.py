@@ -209,3 +209,22 @@ async def test_purge_removes_memory_files_and_progress(kit: MemoryKit) -> None:
     assert sorted(p.name for p in folder.iterdir()) == ["semantic.db"]  # the index's owner deletes it
     assert kit.state.get(SCOPE, "distill").offset == 0
     assert kit.files.purge("web:nobody") is False
+
+
+async def test_remember_said_to_the_others_in_a_group_is_a_note(kit: MemoryKit) -> None:
+    """'Remember, just do it' to a friend is not an instruction to halo; 'my X is Y' is a fact either way."""
+    import uuid
+
+    from transcripts import TranscriptLine
+
+    for text in ["Remember, just do it!", "My favourite colour is green."]:
+        await kit.transcripts.append(
+            TranscriptLine(uuid.uuid4().hex, T0, "web:mom", "user", text, speaker="mom", extra={"unaddressed": True})
+        )
+    await kit.say("web:mom", "remember the spare key is under the blue pot")
+    kit.distiller.run("web:mom")
+    memory = kit.memory("web:mom")
+    assert "spare key is under the blue pot" in memory, "said to halo: a fact"
+    assert "favourite colour: green" in memory
+    assert "do it" not in memory
+    assert "Remember, just do it!" in kit.day_file("web:mom").read_text()
