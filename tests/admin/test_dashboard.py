@@ -29,9 +29,12 @@ CHROMIUM_ARGS = [
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's Chromium is not at /usr/bin/chromium (apt-get install -y chromium)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="Debian's Chromium is not at /usr/bin/chromium (apt-get install -y chromium)"
+    ),
+    pytest.mark.slow,  # a real browser
+]
 
 
 @pytest.fixture
