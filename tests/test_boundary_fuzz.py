@@ -38,6 +38,8 @@ from tests.test_discord import discord_yaml
 from tests.waiting import eventually
 from transcripts import TranscriptStore
 
+pytestmark = pytest.mark.slow  # halo served from a thread, thousands of generated requests
+
 FUZZ = settings(
     max_examples=60,
     deadline=None,

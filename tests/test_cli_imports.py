@@ -18,6 +18,8 @@ from halo.runtime.cli import STARTUP_ERRORS
 from tests import processes
 from tests.conftest import write_home
 
+pytestmark = pytest.mark.slow  # fresh interpreters
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ["agents", "openai", "anthropic", "any_llm", "telegram", "sqlalchemy"]
 

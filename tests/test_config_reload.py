@@ -145,6 +145,7 @@ def status_of(port: int) -> dict[str, Any]:
         return json.load(response)  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow  # starts a process
 def test_sighup_and_halo_reload_apply_halo_yaml_to_a_running_serve(tmp_path: Path, capsys, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()

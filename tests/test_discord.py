@@ -320,6 +320,7 @@ async def test_the_digest_posts_the_days_changes_to_the_work_channel_without_the
     assert (fire.hour, fire.minute) == (17, 0) and fire.weekday() < 5
 
 
+@pytest.mark.slow  # starts a process
 async def test_halo_serve_with_a_discord_token_answers_in_the_work_channel(home: Path, dc: FakeDiscord):
     import os
     import signal

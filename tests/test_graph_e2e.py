@@ -11,6 +11,8 @@ import pytest
 
 from tests.graph_support import require_graph_extra
 
+pytestmark = pytest.mark.slow  # a real FalkorDB
+
 require_graph_extra()
 
 from halo.core.envelope import Envelope, Speaker  # noqa: E402

@@ -8,8 +8,12 @@ import sys
 import textwrap
 from datetime import UTC, datetime
 
+import pytest
+
 from tests import processes
 from tests.graph_support import require_graph_extra
+
+pytestmark = pytest.mark.slow  # a real FalkorDB and an interpreter
 
 require_graph_extra()
 

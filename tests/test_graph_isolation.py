@@ -16,6 +16,8 @@ import pytest
 
 from tests.graph_support import require_graph_extra
 
+pytestmark = pytest.mark.slow  # a real FalkorDB
+
 require_graph_extra()
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402

@@ -9,6 +9,8 @@ import pytest
 from tests import processes
 from tests.graph_support import require_graph_extra
 
+pytestmark = pytest.mark.slow  # a real FalkorDB
+
 require_graph_extra()
 
 from config.settings import GraphSettings, LLMSettings  # noqa: E402

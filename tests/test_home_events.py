@@ -347,6 +347,7 @@ async def test_halo_restarted_while_an_event_was_published_still_hears_it(house)
         assert again.sent(dm) == ["Water leak in the basement! (battery 97%)"]
 
 
+@pytest.mark.slow  # starts a process
 async def test_a_broker_restart_is_survived_and_what_was_queued_for_halo_arrives(home, tmp_path):
     broker = PrivateBroker(tmp_path / "broker")
     broker.start()

@@ -28,6 +28,8 @@ from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram, telegram_yaml
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.slow  # document readers are processes; one test runs halo serve
+
 WAGS, MOM, AARAV = 1001, 1002, 1003
 GROUP = -1001234
 ROOT = Path(__file__).resolve().parent.parent

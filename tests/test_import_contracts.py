@@ -17,6 +17,8 @@ import pytest
 
 from tests import processes
 
+pytestmark = pytest.mark.slow  # lint-imports in an interpreter of its own
+
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 

@@ -19,6 +19,8 @@ from memory.state import backoff_seconds
 from tests import processes
 from tests.memory_support import MemoryKit, names
 
+pytestmark = pytest.mark.slow  # an interpreter killed mid-write
+
 SCOPE = "web:mom"
 ROOT = Path(__file__).resolve().parent.parent
 

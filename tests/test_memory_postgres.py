@@ -30,6 +30,8 @@ from tests.semantic_helpers import save_concept_model
 from tests.storage_support import fresh_database
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.slow  # halo serve processes on PostgreSQL
+
 DM = "web:mom"
 PARENTS = "telegram:-1001234"
 MOM = "mom-token"

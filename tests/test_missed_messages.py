@@ -33,7 +33,10 @@ from tests.test_session_durability import Serve
 from tests.waiting import eventually
 from transcripts import TranscriptLine, TranscriptStore
 
-pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
+pytestmark = [  # halo.db on SQLite, then on PostgreSQL; halo serve as a process
+    pytest.mark.usefixtures("on_both_stores"),
+    pytest.mark.slow,
+]
 
 MOM = 1002
 WAGS = 1001

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
@@ -15,6 +16,8 @@ from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import telegram_yaml
 from tests.test_session_durability import Serve
 from tests.waiting import eventually
+
+pytestmark = pytest.mark.slow  # halo serve as a process, restarted
 
 
 def move_due(home: Path, reminder_id: int, seconds_ago: float) -> None:

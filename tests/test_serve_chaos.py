@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.document_support import alive, children_of, hostile_pdf
@@ -31,6 +32,8 @@ from tests.http_attack_support import HeaderTrickle, gzip_bomb, raw_exchange, re
 from tests.telegram_support import telegram_yaml
 from tests.test_session_durability import Serve
 from tests.waiting import eventually
+
+pytestmark = pytest.mark.slow  # halo serve as a process, under attack
 
 WAGS, MOM, AARAV = 1001, 1002, 1003
 MIB = 1024**2

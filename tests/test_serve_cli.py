@@ -96,6 +96,7 @@ def transcript_lines(home: Path) -> list[dict]:
     return [json.loads(line) for f in (home / "transcripts").glob("*.jsonl") for line in f.read_text().splitlines()]
 
 
+@pytest.mark.slow  # starts a process
 def test_serve_chats_and_a_sigterm_with_a_message_in_flight_loses_nothing(tmp_path: Path, threaded_llm: FakeOpenAI):
     home = tmp_path / "home"
     home.mkdir()
@@ -248,6 +249,7 @@ def test_terminal_chat_goes_through_the_same_pipeline(tmp_path: Path, threaded_l
     assert {line["scope_id"] for line in transcript_lines(home)} == {"cli:mom"}
 
 
+@pytest.mark.slow  # starts a process
 def test_chat_at_end_of_input_ends_cleanly(tmp_path: Path, threaded_llm: FakeOpenAI):
     """Input that ends (a pipe, ^D) is a normal end. Whether the first index sync is still waiting
     on the embedder then is up to timing; tests/test_semantic_schedule.py holds it there."""

@@ -17,10 +17,14 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests import processes
 from tests.conftest import FAMILY_YAML, free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.test_serve_cli import OWNER, STARTUP, threaded_llm, wait_healthy
+
+pytestmark = pytest.mark.slow  # halo serve as a process
 
 __all__ = ["threaded_llm"]  # the fixture, shared with test_serve_cli
 

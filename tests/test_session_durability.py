@@ -27,6 +27,8 @@ from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.waiting import eventually
 from transcripts import TranscriptStore
 
+pytestmark = pytest.mark.slow  # halo serve as a process, killed and started again
+
 ROOT = Path(__file__).resolve().parent.parent
 SCOPES = 6
 KILLS = 2  # each start of `halo serve` costs seconds (imports): two kills and a last start

@@ -34,7 +34,7 @@ from tests.conftest import Outbox, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.storage_support import database_url, drop_database, fresh_database, new_database
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # `uv run halo` processes
 
 FAMILY_ID = "sharma"
 ROOT = Path(__file__).resolve().parents[1]

@@ -353,6 +353,7 @@ async def test_the_audit_rows_api_for_moving_a_family_writes_and_reads_every_eve
 # --- two `halo serve` processes, one killed ----------------------------------------------------
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.postgres
 async def test_after_a_kill_9_a_process_with_an_empty_home_answers_with_every_acknowledged_message(
     postgres: str, tmp_path: Path

@@ -162,6 +162,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow  # starts a process
 async def test_a_second_process_appending_concurrently_never_interleaves(
     store: TranscriptStore, tmp_path: Path
 ) -> None:
@@ -217,6 +218,7 @@ def waiting_for_flock(inode: int) -> bool:
     return any(w[1:3] == ["->", "FLOCK"] and w[5] == str(os.getpid()) and w[6].endswith(f":{inode}") for w in waiters)
 
 
+@pytest.mark.slow  # starts a process
 async def test_an_append_waits_while_another_process_holds_the_transcripts_flock(store: TranscriptStore) -> None:
     # An older process, or a CLI import, locks the transcript itself; our append goes after its line.
     first = make_line("first")

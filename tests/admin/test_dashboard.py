@@ -31,9 +31,12 @@ PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
 SHOTS = os.environ.get("HALO_SCREENSHOTS")  # a folder to keep the screenshots in, to look at them
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian's Chromium is not at /usr/bin/chromium (apt-get install -y chromium)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="Debian's Chromium is not at /usr/bin/chromium (apt-get install -y chromium)"
+    ),
+    pytest.mark.slow,  # a real browser
+]
 
 
 @pytest.fixture

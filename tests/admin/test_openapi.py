@@ -22,6 +22,8 @@ from tests.admin.conftest import ADMIN_YAML, ask_to_join, memory_yaml, seed_docu
 from tests.admin.threaded import ThreadedHalo
 from tests.conftest import write_home
 
+pytestmark = pytest.mark.slow  # schemathesis against halo served from a thread (minutes)
+
 EXAMPLES_PER_OPERATION = 25
 
 

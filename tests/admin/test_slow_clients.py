@@ -14,6 +14,8 @@ from tests.admin.conftest import ADMIN_TOKEN
 from tests.http_attack_support import closed_by_server
 from tests.waiting import eventually
 
+pytestmark = pytest.mark.slow  # slow clients on real sockets: seconds of waiting by design
+
 HEADERS_ONLY_HALF = b"POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl"
 HALF_A_BODY = (
     b"POST /pairing/requests/ABCD/approve HTTP/1.1\r\nHost: 127.0.0.1\r\n"
