@@ -52,8 +52,11 @@ async def test_the_family_groups_list_is_shared(family_halo: Halo, fake_llm: Fak
     assert await say(family_halo, "mom", GROUP, "/list") == "The list:\n1. bread"
     await say(family_halo, "mom", GROUP, "/list groceries add apples")
     assert await say(family_halo, "aarav", GROUP, "/list groceries") == "The groceries list:\n1. apples"
-    assert "Other lists here: groceries." in await say(family_halo, "aarav", GROUP, "/list")
-    assert await say(family_halo, "aarav", GROUP, "/list done 9") == "There is no item 9 on the list."
+    assert "Other lists here: groceries." in await say(family_halo, "aarav", GROUP, "/list list")
+    # /list is the list in use: the one last added to (issue 32: it answered "The list is empty")
+    assert await say(family_halo, "aarav", GROUP, "/list") == "The groceries list:\n1. apples"
+    assert await say(family_halo, "aarav", GROUP, "/list done 9") == "There is no item 9 on the groceries list."
+    assert await say(family_halo, "aarav", GROUP, "/list done 1") == "Done: apples."
     assert fake_llm.model_requests == []  # the command form never asks a model
 
 

@@ -94,6 +94,18 @@ async def test_a_list_is_kept_and_shown_in_plain_words(halo: Halo, fake_llm: Fak
     assert await say(halo, "mom", "what's on our list for the weekend?") == "This weekend: football on Saturday."
 
 
+async def test_list_shows_the_list_in_use(halo: Halo) -> None:
+    """After "add eggs and bread to the shopping list", /list showed "The list is empty. Other
+    lists here: shopping." (issue 32): it shows the only list, or the one last used."""
+    await say(halo, "mom", "add eggs and bread to the shopping list")
+    assert await say(halo, "mom", "/list") == "The shopping list:\n1. eggs\n2. bread"
+    await say(halo, "mom", "/list school add glue")
+    assert (await say(halo, "mom", "/list")).startswith("The school list:\n1. glue")
+    assert (
+        await say(halo, "mom", "/list shopping") == "The shopping list:\n1. eggs\n2. bread\nOther lists here: school."
+    )
+
+
 async def test_with_routing_off_the_model_answers_as_before(home: Path, fake_llm: FakeOpenAI) -> None:
     family = ROUTED_FAMILY.replace("family: {name: Sharma}\n", "").replace(
         "routing: {enabled: true}", "routing: {enabled: false}"

@@ -310,6 +310,11 @@ RULES: list[tuple[str, str, str, str | None, dict[str, Any] | None, bool, str | 
     ("wags", "remind", "member:priya", "work", None, True, "work-reminds-colleagues"),
     ("priya", "remind", "member:wags", "work", None, False, "colleague-reminders-work-only"),
     ("wags", "remind", "member:priya", "dm:wags", None, False, "colleagues-reminded-from-work-only"),
+    # what the safety screen flagged in a child's message (halo/safety/gate.py) is not kept
+    ("tara", "remind", "member:tara", "dm:tara", {"input_risk": "medium"}, False, "child-flagged-words-not-kept"),
+    ("aarav", "write_memory", "dm:aarav", "dm:aarav", {"input_risk": "high"}, False, "child-flagged-words-not-kept"),
+    ("aarav", "write_memory", "dm:aarav", "dm:aarav", {"input_risk": "low"}, True, "write-own-scope"),
+    ("wags", "write_memory", "dm:wags", "dm:wags", {"input_risk": "medium"}, True, "write-own-scope"),
 ]
 
 

@@ -95,6 +95,11 @@ def transcript_marks(halo: Halo, scope_id: str) -> list[tuple[str, str | None, s
         ("why is the sky blue?", Level.L1),
         ("tell me a joke", Level.L1),
         ("what colour is a flamingo?", Level.L1),
+        # a first-person word or a weekday's name alone needs no memory or tools (issue 32)
+        ("tell me a short joke", Level.L1),
+        ("what day comes after Tuesday?", Level.L1),
+        ("how long should I boil an egg?", Level.L1),
+        ("what is on this Tuesday?", Level.L2),
         ("what colour is my bike?", Level.L2),
         ("can you remind me about the dentist tomorrow?", Level.L2),
         ("what does Aarav have on Friday?", Level.L2),

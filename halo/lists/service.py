@@ -52,7 +52,7 @@ class Lists:
         if refused := self._refused(turn, False, name):
             return refused
         text = render(await self.store.items(turn.scope.id, name), name)
-        others = [n for n in await self.store.names(turn.scope.id) if n != list_name(name)]
+        others = [n for n in await self.store.names(turn.scope.id) if n not in (list_name(name), DEFAULT_LIST)]
         if others:
             text += f"\nOther lists here: {', '.join(others)}."
         return text

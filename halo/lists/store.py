@@ -72,6 +72,11 @@ def list_name(name: str | None) -> str:
     return cleaned or DEFAULT_LIST
 
 
+def _the_list(name: str | None) -> str:
+    stored = list_name(name)
+    return "the list" if stored == DEFAULT_LIST else f"the {stored} list"
+
+
 def _item(r: object) -> ListItem:
     m = r._mapping  # type: ignore[attr-defined]
     return ListItem(
@@ -161,7 +166,7 @@ class ListStore:
         if ref.isdigit():
             number = int(ref)
             if not 1 <= number <= len(items):
-                raise ListError(f"There is no item {number} on the {list_name(name)}.")
+                raise ListError(f"There is no item {number} on {_the_list(name)}.")
             found = items[number - 1]
         else:
             open_items = [i for i in items if not i.done]
@@ -170,7 +175,7 @@ class ListStore:
                 (i for i in open_items if lowered and lowered in i.text.lower()), None
             )
             if found is None:
-                raise ListError(f"{ref!r} is not on the {list_name(name)}.")
+                raise ListError(f"{ref!r} is not on {_the_list(name)}.")
         if found.done:
             raise ListError(f"{found.text} is done already.")
         async with self.db.write(metadata) as conn:

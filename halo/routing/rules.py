@@ -59,26 +59,29 @@ NEEDS_CONTEXT = re.compile(
     r"\b(remember|remind|reminder|recall|forget|last time|yesterday|tomorrow|tonight|next (week|month|year)|"
     r"this (week|weekend|month|morning|afternoon|evening)|schedule|calendar|appointment|search|look up|google|"
     r"find|latest|news|weather|forecast|price|prices|book|booking|send|message|tell (mom|mum|dad)|email|write|"
-    r"draft|homework|essay|explain|help me|help with|how do i|how should|should i|should we|can you|could you|"
-    r"my|our|we|us|me|mine|i'm|i am|i have|i've|did i|did we|when is|when's|what time|where is|who is coming|"
+    r"draft|homework|essay|explain|help me|help with|how do i|how should|should we|can you|could you|"
+    # "my", "our", "we": the family's own facts. "me" or "should i" alone is not ("tell me a short joke",
+    # "how long should I boil an egg?"), nor is a weekday's name without a when ("what day comes after Tuesday?")
+    r"my|our|we|us|mine|about me|know me|for me|i'm|i am|i have|i've|did i|did we|when is|when's|what time|where is|who is coming|"
     r"pick up|pickup|drop off|school|practice|dentist|doctor|party|dinner|lunch|shopping|list|task|tasks|"
     r"project|status|translate|fix|code|recipe|why did|what happened|mom|mum|dad|today|summari[sz]e|"
-    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|"
+    r"(?:on|this|next|last|by|until|till|every|before|after school on) "
+    r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?|weekend|"
     # the family's own facts, and the work a work channel tracks
     r"password|passcode|wifi|pin|address|phone number|code|blocked|working on|in progress|progress|"
     r"left on|finished|done yet|owns|owner|release|deadline)\b"
 )
 # short questions about the world at large that a small model answers well
 SIMPLE_QUESTION = re.compile(
-    r"^(what('s| is| are| was| were| does| do)|what [a-z]+ (is|are|was|were|does|do)|who('s| is| was| were)|"
+    r"^(what('s| is| are| was| were| does| do)|what [a-z]+ (is|are|was|were|does|do|comes?)|who('s| is| was| were)|"
     r"how (many|much|far|old|tall|big|long|do you spell|are you|is it going)|"
     r"why (is|are|do|does)|when (was|did)|where (is|are|was|do)|which|is|are|does|do|can|"
     r"who (wrote|painted|invented|discovered|won)|how do you say|convert|"
-    r"define|spell|tell me a (joke|fun fact|riddle|story)|say something|what's up|sup|i'm bored|im bored)\b"
+    r"define|spell|tell me an? (?:[a-z]+ )?(joke|fun fact|riddle|story)|say something|what's up|sup|i'm bored|im bored)\b"
 )
 SMALL_TALK = re.compile(
     r"^(how are you|how's it going|hows it going|what's up|whats up|sup|how was your day|i'm bored|im bored|"
-    r"tell me a (joke|fun fact|riddle)|do you like|what's your favou?rite|whats your favou?rite|"
+    r"tell me an? (?:[a-z]+ )?(joke|fun fact|riddle)|do you like|what's your favou?rite|whats your favou?rite|"
     r"are you (a robot|real|ok)|"
     r"i love you|you're (funny|great|the best)|good job|well done)\b"
 )
