@@ -9,8 +9,10 @@ opened in a browser, so it gets a page that says what to do, not JSON.
 from __future__ import annotations
 
 import html
+from typing import Annotated
 
 from aiohttp import web
+from pydantic import Field
 
 from admin_api.base import ApiError, halo_of
 from admin_api.models import ApiModel, reply
@@ -41,7 +43,7 @@ class SignedOut(ApiModel):
 
 
 class TokenSignIn(ApiModel):
-    token: str
+    token: Annotated[str, Field(min_length=1, max_length=256, pattern=r"\S")]
 
 
 class SignedIn(ApiModel):
@@ -79,7 +81,7 @@ async def sign_in_with_token(request: web.Request) -> web.Response:
     then keeps no token (a script cannot read an HttpOnly cookie), and signing out ends it."""
     body = await read_json(request, '{"token": "your web_token"}')
     token = body.get("token") if isinstance(body, dict) else None
-    if not isinstance(token, str) or not token.strip():
+    if not isinstance(token, str) or not token.strip() or len(token) > 256:
         raise ApiError(400, 'the body is {"token": "your web_token"}')
     member = halo_of(request).family.by_web_token(token.strip())
     if member is None:
@@ -132,6 +134,8 @@ ROUTES = [
             200: Reply("signed in: the session cookie is set", SignedIn),
             400: "Not JSON, or no token",
             401: "The token is no member's web_token",
+            413: "The body is too large",
+            415: "The body is not declared application/json",
         },
         tag="web chat",
     ),

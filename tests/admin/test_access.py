@@ -74,6 +74,7 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/home/observations"): Example("/home/observations"),
     ("GET", "/home/rules"): Example("/home/rules"),
     ("GET", "/login"): Example("/login?token={login}", ok=303),
+    ("POST", "/signin"): Example("/signin", json_body={"token": "mom-token"}),
     ("POST", "/logout"): Example("/logout"),
     ("GET", "/backups"): Example("/backups"),
     ("POST", "/backups"): Example("/backups", ok=201),
