@@ -25,4 +25,4 @@ async def forward_to_active(request: web.Request, handler: Handler) -> web.Strea
     address = cluster.active_address()
     if address is None or FORWARDED in request.headers:  # never passed on twice
         return unavailable(NO_ACTIVE)
-    return await forwarder.forward(request, address)
+    return await forwarder.forward(request, address, lambda: cluster.active_address() == address)

@@ -12,7 +12,10 @@ a JSON 503 with `Retry-After`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 
 import aiohttp
 from aiohttp import web
@@ -24,6 +27,7 @@ log = logging.getLogger(__name__)
 
 FORWARDED = "X-Halo-Forwarded"
 RETRY_AFTER_SECONDS = 2
+WATCH_EVERY = 0.25  # seconds: how often a forwarded request asks whether its target still serves
 # hop-by-hop headers (RFC 9110 §7.6.1) and the ones aiohttp sets from the body it sends
 _NOT_PASSED = frozenset(
     h.lower()
@@ -64,7 +68,27 @@ class Forwarder:
             )
         return self._http
 
-    async def forward(self, request: web.Request, address: str) -> web.StreamResponse:
+    async def forward(
+        self, request: web.Request, address: str, still_active: Callable[[], bool] = lambda: True
+    ) -> web.StreamResponse:
+        """Pass `request` on to `address`. Until its answer begins, `still_active()` is asked a few
+        times a second: once that process no longer holds the family (frozen, cut off, replaced),
+        the client gets a 503 to send again, not a wait for a process that may never answer (a
+        frozen one that wakes finds its writes refused, so nothing of the first try is kept)."""
+        answering = asyncio.Event()
+        passing = asyncio.ensure_future(self._pass_on(request, address, answering))
+        while not passing.done():
+            await asyncio.wait({passing}, timeout=WATCH_EVERY)
+            if passing.done() or answering.is_set() or still_active():
+                continue
+            passing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await passing
+            log.warning("%s %s: %s no longer serves the family", request.method, request.path, address)
+            return unavailable("the process serving this family changed; send it again", retry_after=1)
+        return passing.result()
+
+    async def _pass_on(self, request: web.Request, address: str, answering: asyncio.Event) -> web.StreamResponse:
         headers = CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() not in _NOT_PASSED)
         headers[FORWARDED] = "1"
         headers[FORWARDED_PEER] = request.remote or ""
@@ -75,6 +99,7 @@ class Forwarder:
             async with self._client().request(
                 request.method, url, headers=headers, data=body, allow_redirects=False
             ) as upstream:
+                answering.set()
                 response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
                 for key, value in upstream.headers.items():
                     if key.lower() not in _NOT_PASSED:
