@@ -75,6 +75,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """`uv run pytest` (the suite, or `-m "not slow"`) runs on one worker per core; one module or a
     few run here, at once. `-n N` always wins (`-n 0`: no workers)."""
+    if hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # an xdist worker re-parses the command line: it must never start workers of its own
     if getattr(config.option, "numprocesses", "no xdist") is not None:
         return  # `-n` given, or `-p no:xdist`
     if config.getoption("collectonly") or config.getoption("usepdb"):
