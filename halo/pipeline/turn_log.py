@@ -59,11 +59,13 @@ class TurnLog:
         """The line that answers the message: the reply (what the model's history keeps of this
         turn, unless it is a command's), or an event when no reply was made."""
         env = turn.envelope
-        level = reply.route.marks() if reply.route is not None else {}  # the level, on the line and in the log
+        level: dict[str, str | bool] = {}  # the level, on the line and in the log
+        if reply.route is not None:
+            level.update(reply.route.marks())
         if reply.route is not None:
             self.audit.write("route", scope_id=env.scope.id, reply=reply.kind, **level)
         if turn.safety is not None:  # a guarded turn: the screen's verdict and what halo did
-            level = {**level, **turn.safety.marks(reply=True)}
+            level.update(turn.safety.marks(reply=True))
         if reply.kind == "provider_error":
             await self._append(
                 turn, "event", "model unavailable: the message was kept, no reply was made", answers=env.id, **level

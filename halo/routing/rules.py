@@ -62,7 +62,8 @@ NEEDS_CONTEXT = re.compile(
     r"draft|homework|essay|explain|help me|help with|how do i|how should|should we|can you|could you|"
     # "my", "our", "we": the family's own facts. "me" or "should i" alone is not ("tell me a short joke",
     # "how long should I boil an egg?"), nor is a weekday's name without a when ("what day comes after Tuesday?")
-    r"my|our|we|us|mine|about me|know me|for me|i'm|i am|i have|i've|did i|did we|when is|when's|what time|where is|who is coming|"
+    r"my|our|we|us|mine|about me|know me|for me|i'm|i am|i have|i've|did i|did we|"
+    r"when is|when's|what time|where is|who is coming|"
     r"pick up|pickup|drop off|school|practice|dentist|doctor|party|dinner|lunch|shopping|list|task|tasks|"
     r"project|status|translate|fix|code|recipe|why did|what happened|mom|mum|dad|today|summari[sz]e|"
     r"(?:on|this|next|last|by|until|till|every|before|after school on) "
@@ -77,7 +78,8 @@ SIMPLE_QUESTION = re.compile(
     r"how (many|much|far|old|tall|big|long|do you spell|are you|is it going)|"
     r"why (is|are|do|does)|when (was|did)|where (is|are|was|do)|which|is|are|does|do|can|"
     r"who (wrote|painted|invented|discovered|won)|how do you say|convert|"
-    r"define|spell|tell me an? (?:[a-z]+ )?(joke|fun fact|riddle|story)|say something|what's up|sup|i'm bored|im bored)\b"
+    r"define|spell|tell me an? (?:[a-z]+ )?(joke|fun fact|riddle|story)|say something|what's up|sup|"
+    r"i'm bored|im bored)\b"
 )
 SMALL_TALK = re.compile(
     r"^(how are you|how's it going|hows it going|what's up|whats up|sup|how was your day|i'm bored|im bored|"
