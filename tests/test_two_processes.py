@@ -273,7 +273,8 @@ async def test_a_frozen_active_process_writes_nothing_after_the_standby_took_ove
         frozen.proc.send_signal(signal.SIGSTOP)  # mid-conversation, for 3× the lease
         stopped_at = await admin.fetchval("SELECT now()")
         await admin.execute(
-            "UPDATE reminders SET due_at = floor(extract(epoch FROM now())), occurrence_at = floor(extract(epoch FROM now()))"
+            "UPDATE reminders SET due_at = floor(extract(epoch FROM now())), "
+            "occurrence_at = floor(extract(epoch FROM now()))"
         )
         await eventually(
             lambda: _role_is(http, standby, "active"), within=WITHIN, every=0.2, what="the standby takes over"
