@@ -119,9 +119,12 @@ def settings_from(paths: HaloPaths, data: Any, **overrides: Any) -> Settings:
     plain.setdefault("home", paths.home)
     plain.update(overrides)
     try:
-        return Settings(**plain)
+        settings = Settings(**plain)
     except ValidationError as err:
         raise ConfigError(_describe(paths.config_file, data, err)) from None
+    # the environment wins over halo.yaml, but not over the home a caller named: an exported
+    # HALO_HOME must not move a config read from another folder (a test's, a backup's) into it
+    return settings if settings.home == paths.home else settings.model_copy(update={"home": paths.home})
 
 
 def _plain(data: Any) -> Any:

@@ -92,3 +92,21 @@ def test_member_ids_are_unique_slugs():
     assert member_id_for("Aarav", {"aarav", "aarav-2"}) == "aarav-3"
     assert member_id_for("Zoë Ann", set()) == "zo-ann"
     assert member_id_for("---", set()) == "member"
+
+
+def test_an_exported_halo_home_does_not_move_a_config_read_from_another_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`load_settings(home)` reads `home`'s halo.yaml and stays there, whatever HALO_HOME says
+    (the suite run with a parent's HALO_HOME exported wrote into that home, issue 32)."""
+    elsewhere = tmp_path / "parents-home"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "halo.yaml").write_text(
+        "family: {name: Test}\nmembers:\n  - {id: wags, name: Wags, role: parent}\nowner: wags\n", encoding="utf-8"
+    )
+    monkeypatch.setenv("HALO_HOME", str(elsewhere))
+    settings = load_settings(mine)
+    assert settings.home == mine
+    assert settings.paths.config_file == mine / "halo.yaml"
+    assert not elsewhere.exists()
