@@ -41,6 +41,9 @@ class Example:
 
 EXAMPLES: dict[tuple[str, str], Example] = {
     ("GET", "/healthz"): Example("/healthz"),
+    ("GET", "/livez"): Example("/livez"),
+    ("GET", "/readyz"): Example("/readyz"),
+    ("GET", "/active"): Example("/active"),
     ("GET", "/status"): Example("/status"),
     ("GET", "/sessions"): Example("/sessions"),
     ("GET", "/sessions-with-counts"): Example("/sessions-with-counts"),
