@@ -157,8 +157,7 @@ class Halo:
             self._catch_up()
             return
         await self.start_background(serving=False)
-        await self.start_adapters()
-        await self.cluster.start(self.activate, self.deactivate)
+        await self.start_adapters()  # and joins the family's processes: a standby until it holds the family
 
     def _catch_up(self) -> None:
         if self.missed is not None:  # in the background: a model call must not hold up the start
@@ -189,6 +188,8 @@ class Halo:
         for adapter in self.adapters:
             if not self.singleton(adapter):
                 await adapter.start()
+        if self.cluster is not None and not self.cluster.started:  # the chat apps and schedules: once active
+            await self.cluster.start(self.activate, self.deactivate)
 
     async def activate(self) -> None:
         """This process took the family (its writes carry the new epoch): every scope's copy here
