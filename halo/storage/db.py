@@ -27,7 +27,9 @@ every write after it sees the new epoch and raises `Fenced`. A process that lost
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -73,9 +75,22 @@ class Fence:
     on_refused: list[Callable[[int | None], None]] = field(default_factory=list)
 
 
+def _network_error(exc: BaseException) -> bool:
+    """A socket that failed (refused, reset, unreachable, timed out, a name not resolved), not a
+    file: a MEMORY.md that is a folder is an OSError too, and halo's own fault, not the database's."""
+    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror):
+        return True
+    return isinstance(exc, OSError) and exc.errno in _NETWORK_ERRNOS
+
+
+_NETWORK_ERRNOS = frozenset(
+    {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ETIMEDOUT}
+)
+
+
 def unreachable(exc: BaseException) -> bool:
     """PostgreSQL could not be reached (refused, reset, timed out): not a wrong statement."""
-    if isinstance(exc, OSError | TimeoutError | ConnectionError):
+    if _network_error(exc):
         return True
     if isinstance(exc, DBAPIError):
         return bool(exc.connection_invalidated) or unreachable_cause(exc.orig)
@@ -85,7 +100,7 @@ def unreachable(exc: BaseException) -> bool:
 def unreachable_cause(exc: BaseException | None) -> bool:
     seen = 0
     while exc is not None and seen < 8:
-        if isinstance(exc, OSError | TimeoutError | ConnectionError):
+        if _network_error(exc):
             return True
         name = type(exc).__name__
         if name in ("ConnectionDoesNotExistError", "InterfaceError", "CannotConnectNowError", "AdminShutdownError"):
