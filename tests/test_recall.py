@@ -192,7 +192,7 @@ async def test_status_names_a_degraded_recall(fake_llm, settings_for, serve_halo
         body = await resp.json()
     assert body["semantic"]["mode"] == "full-text only"
     assert "could not be loaded" in body["semantic"]["problem"]
-    assert any(p.startswith("semantic recall: embedder unavailable") for p in body["problems"])
+    assert any(p.startswith("Search by meaning is off") for p in body["problems"])  # once, in words
     _, reply = await running.chat("/recall dentist", token="mom-token")
     assert "Dr. Patel" in reply["reply"], "full-text recall still works"
 
