@@ -92,10 +92,18 @@ def tables(db: Path) -> dict[str, list[tuple[Any, ...]]]:
     conn = sqlite3.connect(db)
     try:
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        found = {name: sorted(conn.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr) for name in names}
+        found = {name: sorted(_rows_by_column(conn, name), key=repr) for name in names}
         return {name: rows for name, rows in found.items() if rows and name != "memory_jobs"}
     finally:
         conn.close()
+
+
+def _rows_by_column(conn: sqlite3.Connection, table: str) -> list[tuple[Any, ...]]:
+    """A table's rows with their columns in name order: a column an older file got by ALTER
+    TABLE stands last there, and where Alembic's schema puts it in a file made afresh."""
+    columns = sorted(r[1] for r in conn.execute(f'PRAGMA table_info("{table}")'))
+    names = ", ".join(f'"{c}"' for c in columns)
+    return conn.execute(f'SELECT {names} FROM "{table}"').fetchall()
 
 
 def files(home: Path) -> dict[str, bytes]:
