@@ -241,8 +241,9 @@ class Cluster:
 
     async def _beat_forever(self) -> None:
         while not self._stopped.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopped.wait(), self.every)
+            with contextlib.suppress(TimeoutError):  # not wait_for: 3.11 loses a cancel (test_background_loops_stop)
+                async with asyncio.timeout(self.every):
+                    await self._stopped.wait()
             if not self._stopped.is_set():
                 try:
                     await self.beat()

@@ -124,8 +124,9 @@ class ReminderScheduler:
             pause = LONGEST_SLEEP
             if following is not None:
                 pause = min(max((following - self.clock()).total_seconds(), 0.0), LONGEST_SLEEP)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), pause)
+            with contextlib.suppress(TimeoutError):  # not wait_for: 3.11 loses a cancel (test_background_loops_stop)
+                async with asyncio.timeout(pause):
+                    await self._wake.wait()
 
     async def fire_due(self) -> int:
         """Fire everything due now; returns how many messages were queued."""

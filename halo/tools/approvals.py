@@ -342,8 +342,9 @@ class Approvals:
                 due = None
             wait = 60.0 if due is None else max(0.05, (due - self.clock()).total_seconds())
             self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout=min(wait, 60.0))
+            with contextlib.suppress(TimeoutError):  # not wait_for: 3.11 loses a cancel (test_background_loops_stop)
+                async with asyncio.timeout(min(wait, 60.0)):
+                    await self._changed.wait()
 
     async def close(self) -> None:
         if self._timer is not None:
