@@ -18,6 +18,7 @@ from config.settings import Settings
 from halo.core.live_settings import LiveSettings
 from halo.storage import HaloDB
 from halo.storage.config_rows import ConfigRows
+from halo.storage.db import Fence
 from halo.workspace.config_reload import ConfigReload
 from tests.conftest import write_home
 from tests.fakes.llm_server import FakeOpenAI, Reply
@@ -45,10 +46,12 @@ class Process:
     """One process's config reload on a real HALO_HOME and the real database; `applied` is
     what it handed on (halo's own `apply` sets the family and the home rules from it)."""
 
-    def __init__(self, home: Path, url: str, *, family_yaml: str, own: str = "") -> None:
+    def __init__(self, home: Path, url: str, *, family_yaml: str, own: str = "", standby: bool = False) -> None:
         write_home(home, own, family=family_yaml)
         self.settings = load_settings(home, storage={"url": url, "family_id": "sharma"})
         self.db = HaloDB(home / "halo.db", url, family_id="sharma")
+        if standby:  # fenced, and not holding the family: as a second `halo serve` is
+            self.db.fence = Fence()
         self.applied: list[Settings] = []
         self.config = ConfigReload(LiveSettings(self.settings), self._apply, record=ConfigRows(self.db))
 
@@ -109,6 +112,24 @@ async def test_a_file_edited_while_halo_was_stopped_is_stored_and_one_merely_beh
     await behind.config.join()  # version 1's text: behind, so it follows version 2
     assert behind.config.version == 2 and "nani" in behind.members
     for process in (a, behind, offline_edit):
+        await process.db.close()
+
+
+async def test_an_edit_through_a_standby_is_stored_and_run_by_the_active_process(database: str, tmp_path: Path) -> None:
+    """The config is the family's, not the active process's: any process may store a valid
+    edit (versions are ordered by their own key, not by the family's epoch)."""
+    from tests.conftest import FAMILY_YAML
+
+    active = Process(tmp_path / "active", database, family_yaml=FAMILY_YAML)
+    standby = Process(tmp_path / "standby", database, family_yaml=FAMILY_YAML, standby=True)
+    await standby.config.join()  # the first to start, while it holds nothing: version 1 all the same
+    await active.config.join()
+    assert (standby.config.version, active.config.version) == (1, 1)
+    standby.edit(NEW_MEMBER)
+    assert await standby.config.reload("api"), standby.config.error
+    await active.config.poll()
+    assert active.config.version == 2 and "nani" in active.members
+    for process in (active, standby):
         await process.db.close()
 
 

@@ -71,7 +71,9 @@ class ConfigRows:
             stored = StoredConfig((newest.version if newest else 0) + 1, text, sha)
             row = {"version": stored.version, "text": text, "sha256": sha, "updated_at": datetime.now(UTC)}
             try:
-                async with self.db.atomic(metadata) as conn:
+                # unfenced: the config is the family's, and a standby stores an edit too (its
+                # version is taken by the primary key, so two processes cannot both store one)
+                async with self.db.unfenced(metadata) as conn:
                     await conn.execute(insert(family_config).values(**row))
             except IntegrityError:
                 continue  # another process stored that version first: go after it

@@ -210,7 +210,8 @@ class HaloDB:
     @asynccontextmanager
     async def unfenced(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
         """A transaction with no epoch check: only for the family lease and the processes' own
-        rows (halo/cluster), which are how the epoch is taken in the first place."""
+        rows (halo/cluster), which are how the epoch is taken in the first place, and for the
+        family's config versions, which any process of the family may add."""
         await self._ensure(metadata)
         async with self.engine.begin() as conn:
             yield conn
