@@ -165,6 +165,32 @@ async def test_every_family_table_has_row_level_security_forced() -> None:
     assert unguarded == []
 
 
+@pytest.mark.postgres
+async def test_every_family_table_but_the_clusters_own_refuses_a_write_at_a_stale_epoch() -> None:
+    """A new table with `family_id` needs the fence trigger (migration 0011) in its migration."""
+    async with fresh_database(migrated=True) as url:
+        conn = await asyncpg.connect(url.replace("+asyncpg", ""))
+        try:
+            rows = await conn.fetch(
+                """
+                SELECT c.relname, EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid
+                                          AND t.tgname = 'halo_fence') AS fenced
+                FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'family_id'
+                WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace
+                """
+            )
+            await conn.execute("SET halo.family_id = 'sharma'")
+            await conn.execute("INSERT INTO family_leases VALUES ('sharma', 'n', 3, now() + interval '1 hour', 0)")
+            await conn.execute("SET halo.epoch = '2'")  # a process that held epoch 2
+            with pytest.raises(asyncpg.PostgresError, match="does not hold its family") as refused:
+                await conn.execute("INSERT INTO list_items (family_id, list_name, text) VALUES ('sharma', 'x', 'y')")
+            assert refused.value.sqlstate == "HL409"
+        finally:
+            await conn.close()
+    unfenced = sorted(r["relname"] for r in rows if not r["fenced"])
+    assert unfenced == ["family_config", "family_leases", "nodes"]
+
+
 # --- two families' halos on one database, through the admin API -----------------------------
 
 

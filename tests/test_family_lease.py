@@ -129,13 +129,15 @@ async def test_a_take_waits_for_a_write_in_flight_and_the_next_write_is_refused(
         release = asyncio.Event()
 
         async def slow_write() -> None:
-            async with a.db.write(transcript_tables) as conn:  # past the epoch check
-                in_flight.set()
-                await release.wait()
-                await conn.exec_driver_sql(
-                    "INSERT INTO transcript_lines (family_id, scope_id, seq, ts, line) "
-                    "VALUES ('fam', 'web:mom', 0, now(), 'in flight')"
-                )
+            async with a.db.write(transcript_tables) as conn:
+                for seq in (0, 1):  # the first statement is past the epoch check; the second comes after the take began
+                    await conn.exec_driver_sql(
+                        "INSERT INTO transcript_lines (family_id, scope_id, seq, ts, line) "
+                        f"VALUES ('fam', 'web:mom', {seq}, now(), 'in flight {seq}')"
+                    )
+                    if seq == 0:
+                        in_flight.set()
+                        await release.wait()
 
         writing = asyncio.create_task(slow_write())
         await in_flight.wait()
@@ -152,8 +154,9 @@ async def test_a_take_waits_for_a_write_in_flight_and_the_next_write_is_refused(
         await writing
         await eventually(lambda: b.serving, what="b takes the family after the write in flight committed")
         with pytest.raises(Fenced):
-            await a.write(1, "stale")
-        assert [r["line"] for r in await admin.fetch("SELECT line FROM transcript_lines")] == ["in flight"]
+            await a.write(2, "stale")
+        lines = await admin.fetch("SELECT line FROM transcript_lines ORDER BY seq")
+        assert [r["line"] for r in lines] == ["in flight 0", "in flight 1"]
     finally:
         await admin.close()
         await b.close()

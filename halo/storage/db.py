@@ -17,11 +17,14 @@ Commits are durable (SQLite: synchronous=FULL) — an outgoing message or a proc
 mark must survive a power cut.
 
 Fencing (PostgreSQL, `fence`): one process at a time is the family's active one, and each
-take of the family raises its epoch (halo/cluster). Every write transaction here first reads
-the family's epoch `FOR KEY SHARE` and goes on only when it is the epoch this process holds:
-a take locks that row `FOR UPDATE`, so it waits for the writes already past the check, and
-every write after it sees the new epoch and raises `Fenced`. A process that lost its family
-(paused, cut off) cannot write one more row, whatever it still believes.
+take of the family raises its epoch (halo/cluster). Each connection says which epoch it holds
+(`halo.epoch`, set at checkout when the fence's epoch changed), and a statement trigger on every
+family table (migration 0011) locks the family's lease row `FOR KEY SHARE` and refuses the
+statement unless that is the family's epoch. A take locks the row `FOR UPDATE`, so it waits for
+the writes already past the check, and every write after it is refused: `Fenced`. A process
+that lost its family (paused, cut off) cannot write one more row, whatever it still believes;
+one that knows it holds nothing is refused here, without a round trip. The check rides on the
+write itself, so a fenced one-statement write is still one round trip.
 """
 
 from __future__ import annotations
@@ -61,9 +64,9 @@ class Fenced(RuntimeError):
     write was refused and nothing of it is stored."""
 
 
-# The family's epoch, locked against a take for the rest of the write's transaction
-# (`family_leases` is halo/cluster's table; KEY SHARE lets the holder's renewals through).
-EPOCH_NOW = text("SELECT epoch FROM family_leases WHERE family_id = :family FOR KEY SHARE")
+EPOCH_SETTING = "halo.epoch"  # PostgreSQL: the epoch the connection's writes carry, read by the fence trigger
+NOT_HELD = "-1"  # no epoch is -1: every family write on the connection is refused
+FENCED_SQLSTATE = "HL409"  # raised by the fence trigger (migration 0011)
 
 
 @dataclass(slots=True)
@@ -142,6 +145,7 @@ class HaloDB:
         self.backend = self.engine.dialect.name  # "sqlite" | "postgresql"
         if self.backend == "postgresql":  # a shared database; SQLite's file is one family's, rows stamped on write
             bind_family(self.engine.sync_engine, family_id)
+            event.listen(self.engine.sync_engine, "checkout", self._say_epoch)
         if self.backend == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_durable_pragmas)
         # each statement its own transaction: no BEGIN and COMMIT round trips around one INSERT
@@ -193,8 +197,8 @@ class HaloDB:
         stores' tables the same transaction writes (a reminder's fired mark and its outbox row)."""
         for tables in (metadata, *more):
             await self._ensure(tables)
-        async with self._write_turns, self.engine.begin() as conn:
-            await self._check_fence(conn)
+        self._refuse_unless_held()
+        async with self._write_turns, self._fenced(), self.engine.begin() as conn:
             yield conn
 
     @asynccontextmanager
@@ -203,8 +207,8 @@ class HaloDB:
         statements whose own locks make them safe (PostgreSQL's row locks, ON CONFLICT), and for
         a transaction held open while other writes go on (a claimed outbox row)."""
         await self._ensure(metadata)
-        async with self.engine.begin() as conn:
-            await self._check_fence(conn)
+        self._refuse_unless_held()
+        async with self._fenced(), self.engine.begin() as conn:
             yield conn
 
     @asynccontextmanager
@@ -216,19 +220,45 @@ class HaloDB:
         async with self.engine.begin() as conn:
             yield conn
 
-    async def _check_fence(self, conn: AsyncConnection) -> None:
+    def _refuse_unless_held(self) -> None:
+        """A process that knows it holds nothing writes nothing, and asks nobody."""
+        if self.fence is not None and self.fence.epoch is None:
+            raise self._refused(None)
+
+    @asynccontextmanager
+    async def _fenced(self) -> AsyncIterator[None]:
+        """The fence trigger's refusal, as `Fenced`; the cluster is told the epoch it found."""
+        try:
+            yield
+        except DBAPIError as exc:
+            if self.fence is None or getattr(exc.orig, "sqlstate", None) != FENCED_SQLSTATE:
+                raise
+            detail = getattr(getattr(exc.orig, "__cause__", None), "detail", None) or ""
+            raise self._refused(int(detail) if detail.isdigit() else None) from None
+
+    def _refused(self, found: int | None) -> Fenced:
+        assert self.fence is not None
+        for tell in self.fence.on_refused:
+            tell(found)
+        return Fenced(
+            f"this process does not hold family {self.family_id!r} (its epoch {self.fence.epoch}, the family's "
+            f"{found}): nothing was written"
+        )
+
+    def _say_epoch(self, dbapi_connection: Any, record: Any, _: Any) -> None:
+        """At checkout: the connection says the epoch this process holds now (once per change,
+        outside any transaction, as the family is said at connect: halo/storage/family.py)."""
         fence = self.fence
-        if fence is None:
+        epoch = "" if fence is None else NOT_HELD if fence.epoch is None else str(fence.epoch)
+        if record.info.get(EPOCH_SETTING, "") == epoch:
             return
-        held = fence.epoch
-        found = None if held is None else (await conn.execute(EPOCH_NOW, {"family": self.family_id})).scalar()
-        if held is None or found != held:
-            for refused in fence.on_refused:
-                refused(found)
-            raise Fenced(
-                f"this process does not hold family {self.family_id!r} (its epoch {held}, the family's {found}): "
-                "nothing was written"
-            )
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"SELECT set_config('{EPOCH_SETTING}', '{epoch}', false)")
+        cursor.close()
+        dbapi_connection.autocommit = autocommit
+        record.info[EPOCH_SETTING] = epoch
 
     @asynccontextmanager
     async def read(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
@@ -240,15 +270,11 @@ class HaloDB:
     async def autocommit(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
         """Each statement commits on its own, and none waits for the other writes' turn: for a
         store whose every write is one statement that reads nothing first (a turn's transcript
-        lines in one INSERT: one round trip), and for reads that need no snapshot. Fenced (several
-        processes): one transaction, the epoch checked first, as `atomic`."""
+        lines in one INSERT: one round trip), and for reads that need no snapshot. Fenced as every
+        write (the trigger checks the epoch in the same statement)."""
         await self._ensure(metadata)
-        if self.fence is not None:
-            async with self.engine.begin() as conn:
-                await self._check_fence(conn)
-                yield conn
-            return
-        async with self._autocommit.connect() as conn:
+        self._refuse_unless_held()
+        async with self._fenced(), self._autocommit.connect() as conn:
             yield conn
 
     async def close(self) -> None:
