@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import asyncpg
 import pytest
 
 from tests.fakes.llm_server import FakeOpenAI, Reply
+from tests.fakes.telegram_server import TOKEN, FakeTelegram
 from tests.storage_support import fresh_database
 from tests.test_session_durability import SCOPES, Serve, family_yaml  # six members with web tokens
 from tests.waiting import eventually
@@ -83,9 +85,19 @@ async def _admin(url: str) -> asyncpg.Connection:
     return await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
 
 
-def node(home: Path, fake: FakeOpenAI, url: str) -> Serve:
+def node(home: Path, fake: FakeOpenAI, url: str, telegram: FakeTelegram | None = None) -> Serve:
+    """One process; with `telegram`, member m<i> is Telegram user 1000+i, and the process polls
+    the fake Bot API under its own name (the folder's), so each call says whose it was."""
     home.mkdir()
-    (home / "halo.yaml").write_text(family_yaml(fake))
+    text = family_yaml(fake)
+    if telegram is not None:
+        for i in range(SCOPES):
+            text = text.replace(f"id: m{i}, ", f"id: m{i}, telegram_user_id: {1000 + i}, ")
+        text += (
+            f"telegram: {{token: '{TOKEN}', base_url: '{telegram.base_url_for(home.name)}', "
+            "poll_timeout_seconds: 1, stream_drafts: false, react_on_receipt: false}\n"
+        )
+    (home / "halo.yaml").write_text(text)
     return Serve(
         home,
         {
@@ -244,10 +256,21 @@ async def test_the_standby_forwards_code_answers_once_and_takes_over_after_kill_
 async def test_a_frozen_active_process_writes_nothing_after_the_standby_took_over(
     tmp_path: Path, model: FakeOpenAI, database: str
 ) -> None:
-    a, b = node(tmp_path / "a", model, database), node(tmp_path / "b", model, database)
+    telegram = await FakeTelegram().start()
+    a, b = node(tmp_path / "a", model, database, telegram), node(tmp_path / "b", model, database, telegram)
     answered: dict[str, str] = {}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http:
         frozen, standby = await both_up(http, a, b)
+        await eventually(lambda: telegram.calls_to("getUpdates"), within=WITHIN, what="Telegram polled")
+        polled_by = {c.caller for c in telegram.calls_to("getUpdates")}
+        assert polled_by == {frozen.home.name}, f"only the active process polls Telegram: {polled_by}"
+        sent_on_telegram: list[str] = []
+
+        def telegram_message(n: int) -> None:
+            """A DM from member m1 (Telegram user 1001), a message the model echoes."""
+            sent_on_telegram.append(f"telegram message {n}")
+            telegram.message(1001, 1001, f"telegram message {n}")
+
         for scope in range(3):  # reminders, made due while the active process is frozen
             assert (await chat(http, frozen, scope, f"/remind m{scope} in 2h reminder {scope}") or "").startswith("OK")
         admin = await _admin(database)
@@ -272,6 +295,7 @@ async def test_a_frozen_active_process_writes_nothing_after_the_standby_took_ove
         assert frozen.proc is not None
         frozen.proc.send_signal(signal.SIGSTOP)  # mid-conversation, for 3× the lease
         stopped_at = await admin.fetchval("SELECT now()")
+        telegram_message(0)  # taken by the frozen one's long poll, or left for the new active one
         await admin.execute(
             "UPDATE reminders SET due_at = floor(extract(epoch FROM now())), "
             "occurrence_at = floor(extract(epoch FROM now()))"
@@ -280,6 +304,8 @@ async def test_a_frozen_active_process_writes_nothing_after_the_standby_took_ove
             lambda: _role_is(http, standby, "active"), within=WITHIN, every=0.2, what="the standby takes over"
         )
         took_over_at = len(answered)
+        new_epoch_at = time.monotonic()
+        telegram_message(1)
         await eventually(  # frozen for 3x the lease, by PostgreSQL's clock
             lambda: admin.fetchval("SELECT now() > $1::timestamptz + make_interval(secs => $2)", stopped_at, 3 * LEASE),
             within=WITHIN,
@@ -287,12 +313,21 @@ async def test_a_frozen_active_process_writes_nothing_after_the_standby_took_ove
             what="3x the lease",
         )
         await eventually(lambda: len(answered) > took_over_at + 6, within=WITHIN, what="answers by the new active")
+        telegram_message(2)
         frozen.proc.send_signal(signal.SIGCONT)
         await eventually(
             lambda: _role_is(http, frozen, "standby"), within=WITHIN, every=0.2, what="the thawed one stands by"
         )
         thawed_at = len(answered)
         await eventually(lambda: len(answered) > thawed_at + 6, within=WITHIN, what="answers after the thaw")
+        telegram_message(3)
+
+        def all_answered_on_telegram() -> bool:
+            got = sorted(t for t in telegram.texts(1001) if t.startswith("re: "))  # reminders go there too
+            assert got == sorted(f"re: {t}" for t in sent_on_telegram), f"answered on Telegram: {got}"
+            return True
+
+        await eventually(all_answered_on_telegram, within=WITHIN, what="every Telegram message answered")
         stop.set()
         await asyncio.wait_for(asyncio.gather(*talkers), timeout=WITHIN)  # raises what a talker found wrong
 
@@ -306,6 +341,15 @@ async def test_a_frozen_active_process_writes_nothing_after_the_standby_took_ove
             serve.proc.send_signal(signal.SIGTERM)
             await asyncio.wait_for(serve.proc.wait(), timeout=30)
 
+    await telegram.close()
+    stale_polls = [
+        c.at - new_epoch_at
+        for c in telegram.calls_to("getUpdates")
+        if c.caller == frozen.home.name and c.at > new_epoch_at
+    ]
+    assert stale_polls == [], "the stale process polled Telegram after the new epoch (s after the take)"
+    replies = sorted(t for t in telegram.texts(1001) if t.startswith("re: "))
+    assert replies == sorted(f"re: {t}" for t in sent_on_telegram)  # each once
     assert [tuple(r) for r in stale] == [], "the stale process wrote after the new epoch"
     assert sorted(r["fired"] for r in fired) == [1, 1, 1]
     assert sent == 3

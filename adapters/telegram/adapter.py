@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import logging
 import warnings
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse
@@ -43,6 +44,7 @@ from telegram.warnings import PTBDeprecationWarning
 from adapters.telegram.connection import (
     Health,
     PerChatOrder,
+    PollingRequest,
     TrackedRequest,
     describer,
     hide_token_in_logs,
@@ -83,8 +85,17 @@ class TelegramAdapter:
     platform = "telegram"
 
     def __init__(
-        self, inbound: Inbound, directory: Directory, settings: TelegramSettings, tables: Tables, audit: Audit
+        self,
+        inbound: Inbound,
+        directory: Directory,
+        settings: TelegramSettings,
+        tables: Tables,
+        audit: Audit,
+        *,
+        may_poll: Callable[[], bool] = lambda: True,
     ) -> None:
+        """`may_poll`: whether this process serves the family now (several processes: the
+        family lease, by this process's own clock); getUpdates is not asked meanwhile."""
         if settings.token is None:
             raise ValueError("telegram.token is not set")
         self.inbound = inbound
@@ -108,6 +119,7 @@ class TelegramAdapter:
         if settings.webhook_url:
             self.webhook_path = urlparse(settings.webhook_url).path or DEFAULT_WEBHOOK_PATH
         self.audit = audit
+        self._may_poll = may_poll
         self.app = self._application(token)
         self._migrated: dict[int, int] = {}  # groups that became supergroups: old chat id → new
         self._parts_sent: dict[str, int] = {}  # outbox id → pieces already delivered
@@ -120,7 +132,9 @@ class TelegramAdapter:
             Application.builder()
             .token(token)
             .request(TrackedRequest(self.health, self.describe, connection_pool_size=32, **timeouts))
-            .get_updates_request(TrackedRequest(self.health, self.describe, connection_pool_size=1, **timeouts))
+            .get_updates_request(
+                PollingRequest(self.health, self.describe, self._may_poll, connection_pool_size=1, **timeouts)
+            )
             .concurrent_updates(PerChatOrder(64))
             .job_queue(None)
         )

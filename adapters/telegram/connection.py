@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from telegram import Update
-from telegram.error import TelegramError
+from telegram.error import NetworkError, TelegramError
 from telegram.ext import BaseUpdateProcessor
 from telegram.request import HTTPXRequest
 
@@ -64,6 +64,20 @@ class TrackedRequest(HTTPXRequest):
             raise
         self._health.ok()
         return result
+
+
+class PollingRequest(TrackedRequest):
+    """The getUpdates request, asked only while `may_poll()` says this process serves the family:
+    one thawed after a long pause must not take updates beside the process that took over."""
+
+    def __init__(self, health: Health, describe: Any, may_poll: Callable[[], bool], **kwargs: Any) -> None:
+        super().__init__(health, describe, **kwargs)
+        self._may_poll = may_poll
+
+    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        if not self._may_poll():
+            raise NetworkError("not polling: this process does not hold its family now")
+        return await super().do_request(*args, **kwargs)
 
 
 class PerChatOrder(BaseUpdateProcessor):

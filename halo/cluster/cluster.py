@@ -158,8 +158,10 @@ class Cluster:
                 self.problem = None
 
     async def _renew(self, epoch: int) -> None:
+        asked_at = time.monotonic()  # the lease runs from the renewal, which comes after this
         if await self.lease.renew(epoch):
             self._renewed_at = time.monotonic()
+            self.fence.lapses_at = asked_at + self.lease_seconds
         else:
             self.fence.epoch = None
             self._in_background(self.give_up(f"another process took the family (this process had epoch {epoch})"))
@@ -168,10 +170,12 @@ class Cluster:
         self.holder = await self.lease.holder()
         if not self.holder.free or self._closing:
             return
+        asked_at = time.monotonic()
         epoch = await self.lease.take()
         if epoch is None:
             return
         self._renewed_at = time.monotonic()
+        self.fence.lapses_at = asked_at + self.lease_seconds
         self.takes += 1
         await self._become_active(int(epoch))
         self.holder = Holder(self.node.id, int(epoch), self.node.address, False)

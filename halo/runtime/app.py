@@ -471,7 +471,7 @@ def build_adapters(
     if settings.telegram.token is not None:
         from adapters.telegram import TelegramAdapter
 
-        adapters.append(TelegramAdapter(inbound, inbound, settings.telegram, db, audit))
+        adapters.append(TelegramAdapter(inbound, inbound, settings.telegram, db, audit, may_poll=db.holds_family))
     if settings.discord.token is not None:
         from adapters.discord import DiscordAdapter, SeenMessages
 

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import math
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -76,6 +78,12 @@ class Fence:
 
     epoch: int | None = None
     on_refused: list[Callable[[int | None], None]] = field(default_factory=list)
+    lapses_at: float = math.inf  # time.monotonic() when the lease lapses unless renewed first
+
+    def held_now(self) -> bool:
+        """Held, and not lapsed by this process's own clock: a process thawed after a long pause
+        knows it may have lost the family before any beat says so (it polls nothing meanwhile)."""
+        return self.epoch is not None and time.monotonic() < self.lapses_at
 
 
 def _network_error(exc: BaseException) -> bool:
@@ -219,6 +227,11 @@ class HaloDB:
         await self._ensure(metadata)
         async with self.engine.begin() as conn:
             yield conn
+
+    def holds_family(self) -> bool:
+        """This process may act for the family now: always with one process; with several, while
+        it holds the family's lease by its own clock (`Fence.held_now`)."""
+        return self.fence is None or self.fence.held_now()
 
     def _refuse_unless_held(self) -> None:
         """A process that knows it holds nothing writes nothing, and asks nobody."""

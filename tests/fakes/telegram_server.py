@@ -13,6 +13,7 @@ editMessageReplyMarkup, setMyCommands (kept per scope) and setMessageReaction ar
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import json
 import time
@@ -41,6 +42,10 @@ class BotCall:
     params: JSON
     at: float  # time.monotonic() when it arrived
     ok: bool  # whether it was answered with success
+    caller: str = field(default_factory=lambda: _CALLER.get())  # whose base URL (`base_url_for`) it came by
+
+
+_CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="")
 
 
 @dataclass(slots=True)
@@ -95,9 +100,15 @@ class FakeTelegram:
         """What goes in `telegram.base_url` (PTB appends the token)."""
         return f"http://127.0.0.1:{self._port}/bot"
 
+    def base_url_for(self, caller: str) -> str:
+        """The same Bot API under `/<caller>/`: each call records who made it (two processes
+        polling one bot, say)."""
+        return f"http://127.0.0.1:{self._port}/{caller}/bot"
+
     async def start(self) -> Self:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._serve)
+        app.router.add_route("*", "/{caller}/bot{token}/{method}", self._serve)
         app.router.add_get("/file/bot{token}/{path:.+}", self._file)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2, handler_cancellation=True, access_log=None)
         await self._runner.setup()
@@ -320,6 +331,7 @@ class FakeTelegram:
     # --- the API -------------------------------------------------------------------------
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
+        _CALLER.set(request.match_info.get("caller", ""))  # this request's own task: its calls only
         method = request.match_info["method"]
         params = await _params(request)
         if request.match_info["token"] != self.token:
