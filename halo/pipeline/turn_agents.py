@@ -23,7 +23,6 @@ from agents.run_config import CallModelData, ModelInputData
 
 from config.settings import RoutingSettings
 from halo.core.turn import Turn
-from halo.pipeline.sdk_identity import sign_once
 from halo.routing.levels import Level
 from halo.tools.guarded import tool_class
 
@@ -71,16 +70,14 @@ class TurnAgents:
         tools = self.offered_tools(turn) if level != Level.L1 or self.routing().l1_tools else ()
         key = (id(model), tuple(id(t) for t in tools), safety is not None)
         if (agent := _get(self._agents, key)) is None:
-            agent = sign_once(  # never changed once built: its SDK identity signature is computed once
-                Agent[Turn](
-                    name="halo",
-                    instructions=self._instructions,
-                    model=model,
-                    model_settings=self.model_settings,
-                    tools=list(tools),
-                    input_guardrails=[safety.input_guardrail()] if safety else [],
-                    output_guardrails=[safety.output_guardrail()] if safety else [],
-                )
+            agent = Agent[Turn](
+                name="halo",
+                instructions=self._instructions,
+                model=model,
+                model_settings=self.model_settings,
+                tools=list(tools),
+                input_guardrails=[safety.input_guardrail()] if safety else [],
+                output_guardrails=[safety.output_guardrail()] if safety else [],
             )
             _put(self._agents, key, agent)
         return agent
