@@ -118,9 +118,9 @@ class Outbound:
 
     `id` is the outbox row's id and stays the same across retries: an adapter whose platform
     can deduplicate (a nonce, an idempotency key) should pass it along. `reply_to` is the
-    platform message id this answers, when there is one. `audience` says who will read it
-    (for an alert to a parent's chat app, the text never quotes a child; that is decided
-    before it gets here — an adapter sends `text` as it is).
+    platform message id this answers, when there is one. What the text may say (an alert to a
+    parent never quotes a child) is decided before it gets here: an adapter sends `text` as it
+    is, with `choices` as buttons where its platform has them.
     """
 
     id: str

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import processes
+from tests.waiting import until
 
 SLOW = pytest.mark.slow  # each starts a process: an interpreter, a shell, a FalkorDB
 LINUX = pytest.mark.skipif(sys.platform != "linux", reason="death-with-parent is Linux's PR_SET_PDEATHSIG")
@@ -26,18 +27,6 @@ def running(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
-
-
-def wait_gone(pid: int, within: float = 60.0) -> bool:
-    """Poll until `pid` has ended; a deadline for a hang, not a measure."""
-    import time
-
-    deadline = time.monotonic() + within
-    while running(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)  # another process's exit: no event of ours to wait on
-    return True
 
 
 def middleman(code: str) -> tuple[subprocess.Popen[str], int]:
@@ -69,7 +58,7 @@ def test_a_process_a_test_started_dies_with_its_worker() -> None:
     assert running(child)
     worker.send_signal(signal.SIGKILL)  # as a worker killed for a timeout, or by a crash
     worker.wait()
-    assert wait_gone(child), "the test's process outlived its killed worker"
+    until(lambda: not running(child), within=60, what="the test's process to die with its killed worker")
 
 
 @SLOW
@@ -81,7 +70,7 @@ def test_the_reaper_kills_the_whole_group_of_a_test_it_ends() -> None:
     assert os.getpgid(grandchild) == shell.pid  # its own group, with what it started
     processes.reap(since)
     shell.wait()
-    assert wait_gone(grandchild), "reap left the group's other process running"
+    until(lambda: not running(grandchild), within=60, what="reap to end the group's other process")
 
 
 @SLOW
@@ -115,7 +104,7 @@ def test_the_embedded_falkordb_dies_with_a_killed_halo(tmp_path: Path) -> None:
         assert running(server)
         halo.send_signal(signal.SIGKILL)  # no `stop()`: the kernel is all that is left to end it
         halo.wait()
-        assert wait_gone(server), "FalkorDB outlived the halo that started it"
+        until(lambda: not running(server), within=60, what="FalkorDB to die with the halo that started it")
     finally:
         if running(server):
             os.kill(server, signal.SIGKILL)

@@ -38,3 +38,9 @@ async def eventually(
             detail = f": {last_error}" if last_error else ""
             raise AssertionError(f"timed out after {within}s waiting for {what or check}{detail}")
         await asyncio.sleep(every)
+
+
+def until(check: Callable[[], T], *, within: float = DEFAULT_WITHIN, what: str = "", every: float = 0.05) -> T:
+    """`eventually` for a test that is not async (another process's exit, say: no event of the
+    test's own to wait on)."""
+    return asyncio.run(eventually(check, within=within, what=what, every=every))
