@@ -78,3 +78,12 @@ def test_serve_with_a_config_typo_says_so_without_loading_the_sdk(tmp_path: Path
     assert result["code"] == 2
     assert "llm.colour" in done.stderr and "Traceback" not in done.stderr
     assert result["loaded"] == [], f"`halo serve` with a typo imported {result['loaded']}"
+
+
+def test_the_adapter_port_loads_no_sdk_store_or_platform_library() -> None:
+    """The port names SQLAlchemy's types in annotations only (`Tables`), so lint-imports lets
+    `halo.port -> sqlalchemy` through: this is the check that importing it loads none of them."""
+    code = f"import json, sys; import halo.port; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    done = processes.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

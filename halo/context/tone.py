@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from halo.context.builder import ContextSection
+from halo.safety.gate import verdict
 
 if TYPE_CHECKING:
     from halo.core.turn import Turn
@@ -17,7 +18,7 @@ class ProfileSource:
     """Adds the age profile's tone and reply length to a child's (or the family group's) turn."""
 
     async def sections(self, turn: Turn) -> list[ContextSection]:
-        state = turn.safety
+        state = verdict(turn)
         if state is None:
             return []
         profile = state.limits.profile

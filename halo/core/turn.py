@@ -10,22 +10,29 @@ to have respected a permission.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from config.family import Family, Member
 from halo.core.envelope import Envelope, Scope
 from halo.core.options import Option
 
 if TYPE_CHECKING:
-    from halo.safety.gate import SafetyState
     from policy import Decision, PolicyEngine
+
+
+class Screened(Protocol):
+    """A guarded turn's verdict on its message (halo/safety's `SafetyState`). Core reads only
+    the level the policy is told; the guardrails read the rest (`halo.safety.gate.verdict`)."""
+
+    @property
+    def input_risk(self) -> str: ...
 
 
 @dataclass(slots=True)
 class Turn:
     envelope: Envelope
     policy: PolicyEngine
-    safety: SafetyState | None = None  # set for a child's turn (and the family group): see halo/safety
+    safety: Screened | None = None  # set for a child's turn (and the family group): see halo/safety
     tool_budget: int = 12  # tool calls this message may make (llm.max_tool_calls)
     tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (tool, arguments) made so far
     cut_short: str | None = None  # why tool work stopped early, said in the reply
@@ -58,7 +65,7 @@ class Turn:
         A guarded turn's requests carry the safety screen's level for its message (`input_risk`):
         the policy keeps a child's flagged words out of memory, lists and reminders on every path."""
         if self.safety is not None:
-            context = {**context, "input_risk": self.safety.input.level}
+            context = {**context, "input_risk": self.safety.input_risk}
         return self.policy.decide(
             action,  # type: ignore[arg-type]
             principal=self.member,

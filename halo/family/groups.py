@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import Column, Float, MetaData, String, Table, delete, select
 
@@ -30,8 +30,23 @@ from policy import PolicyEngine
 from transcripts import AuditLog
 
 if TYPE_CHECKING:
-    from halo.commands.builtin import CommandRegistry as CommandMatcher
     from halo.core.turn import Turn
+
+
+class MatchedCommand(Protocol):
+    """A command a message names (halo/commands' `Command`): the family layer sits below the
+    commands, so it knows them only by this much."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def handler(self) -> Callable[[Turn, str], Awaitable[str]]: ...
+
+
+class CommandMatcher(Protocol):
+    def match(self, text: str) -> tuple[MatchedCommand, str] | None: ...
+
 
 log = logging.getLogger(__name__)
 

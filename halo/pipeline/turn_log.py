@@ -14,6 +14,7 @@ from config.settings import RoutingSettings
 from halo.core.turn import Turn
 from halo.pipeline.intake import Taken, model_input
 from halo.pipeline.reply import Reply
+from halo.safety.gate import verdict
 from transcripts import TranscriptLine
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class TurnLog:
             unaddressed=None if env.addressed else True,  # kept, not to be answered (even after a crash)
             message_id=env.platform_message_id,
             **taken.marks,
-            **(turn.safety.marks() if turn.safety is not None and turn.safety.flagged else {}),
+            **(state.marks() if (state := verdict(turn)) is not None and state.flagged else {}),
         )
 
     async def close(self, turn: Turn, reply: Reply) -> None:
@@ -64,8 +65,8 @@ class TurnLog:
             level.update(reply.route.marks())
         if reply.route is not None:
             self.audit.write("route", scope_id=env.scope.id, reply=reply.kind, **level)
-        if turn.safety is not None:  # a guarded turn: the screen's verdict and what halo did
-            level.update(turn.safety.marks(reply=True))
+        if (state := verdict(turn)) is not None:  # a guarded turn: the screen's verdict and what halo did
+            level.update(state.marks(reply=True))
         if reply.kind == "provider_error":
             await self._append(
                 turn, "event", "model unavailable: the message was kept, no reply was made", answers=env.id, **level

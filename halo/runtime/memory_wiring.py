@@ -15,6 +15,7 @@ from halo.core.scope_takers import ScopeTakers
 from halo.core.scopes import UnknownScopeError, resolve_scope
 from halo.core.turn import Turn
 from halo.pipeline.reply import AfterTurnHook, Reply
+from halo.safety.gate import verdict
 from halo.storage import HaloDB
 from halo.storage.memory_mirror import MemoryMirror, RecordedFiles
 from halo.storage.memory_rows import MemoryRows
@@ -127,7 +128,7 @@ def memory_after_turn(memory: MemoryService) -> AfterTurnHook:
 
     async def after_turn(turn: Turn, reply: Reply) -> None:
         env = turn.envelope
-        if turn.safety is not None and turn.safety.kept_out:  # a child's flagged words: not in the day's log
+        if (state := verdict(turn)) is not None and state.kept_out:  # a child's flagged words: not in the day's log
             return
         speaker = env.speaker.member.name if env.speaker.member else env.speaker.label
         entries = [LogEntry(env.ts, "user", env.text, speaker)]

@@ -57,6 +57,11 @@ class SafetyState:
     classifier_errors: list[str] = field(default_factory=list)
 
     @property
+    def input_risk(self) -> str:
+        """The screen's level for the message: what the policy is told (`Turn.decide`)."""
+        return self.input.level
+
+    @property
     def flagged(self) -> bool:
         """The screen found a risk above low, or a blocked topic, in the message."""
         return self.input.above_low or self.input.topic is not None
@@ -122,8 +127,9 @@ class SafetyGate:
 
     def begin(self, turn: Turn) -> SafetyState | None:
         limits = turn_profile(self.family, turn.envelope)
-        turn.safety = SafetyState(limits) if limits else None
-        return turn.safety
+        state = SafetyState(limits) if limits else None
+        turn.safety = state
+        return state
 
     def screen(self, turn: Turn) -> SafetyState | None:
         """The floor's verdict on a guarded turn's message, before anything else sees it: its
@@ -136,7 +142,7 @@ class SafetyGate:
         return state
 
     def model_for(self, turn: Turn, default: Model | None) -> Model | None:
-        state = turn.safety
+        state = verdict(turn)
         return self.models.get(state.limits.profile.model, default) if state else default
 
     # --- input ------------------------------------------------------------------------
@@ -206,7 +212,7 @@ class SafetyGate:
         """A child's message halo was not addressed in (the family group): no reply, but the
         screen's verdict still counts, and a high risk (or a medium one, per profile) still
         reaches the parents."""
-        state = turn.safety
+        state = verdict(turn)
         if state is None or state.limits.child is None:
             return
         if state.input.level == "high" or (
@@ -332,10 +338,16 @@ class SafetyGate:
         )
 
 
+def verdict(turn: Turn) -> SafetyState | None:
+    """What the guardrails found in this turn: None for a turn they do not guard."""
+    return turn.safety if isinstance(turn.safety, SafetyState) else None
+
+
 def _state(turn: Turn) -> SafetyState:
-    if turn.safety is None:
+    state = verdict(turn)
+    if state is None:
         raise RuntimeError("a guarded step ran on a turn that SafetyGate.begin did not guard")
-    return turn.safety
+    return state
 
 
 def _event_line(turn: Turn, text: str) -> TranscriptLine:
