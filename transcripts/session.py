@@ -89,9 +89,8 @@ def line_item(line: TranscriptLine) -> dict[str, Any] | None:
         return {"role": "user", "content": content if isinstance(content, str) else line.text}
     if line.role == "assistant":
         return None if line.extra.get("reply") in OFF_THE_RECORD else {"role": "assistant", "content": line.text}
-    if line.role == "event" and line.extra.get("kind") == ITEM and isinstance(line.extra.get("item"), dict):
-        return line.extra["item"]
-    return None
+    item = line.extra.get("item") if line.role == "event" and line.extra.get("kind") == ITEM else None
+    return item if isinstance(item, dict) else None
 
 
 def summary_item(summary: str) -> dict[str, Any]:
@@ -351,7 +350,7 @@ class TranscriptSessions:
             items = items[1:]
         if not items:
             return
-        batch = self._held.pop(scope_id, []) + [dict(i) for i in items]  # type: ignore[arg-type]
+        batch = self._held.pop(scope_id, []) + [dict(i) for i in items]
         if all(_is_assistant_message(i) for i in batch):
             self._held[scope_id] = batch  # the reply line will stand for it
             return
