@@ -9,6 +9,7 @@ import re
 
 from halo.commands.memory_actions import MemoryActions
 from halo.core.turn import Turn
+from halo.routing.levels import CodeAnswer
 from halo.routing.plain import done_in_code, request_of
 from memory.rules import Durable, classify
 
@@ -21,7 +22,7 @@ class RememberWords:
     def __init__(self, actions: MemoryActions) -> None:
         self.actions = actions
 
-    async def __call__(self, turn: Turn, on_model_start: object = None) -> str | None:
+    async def __call__(self, turn: Turn, on_model_start: object = None) -> CodeAnswer | None:
         text = turn.envelope.text
         asked = _REMEMBER.match(request_of(text))
         if asked is None or "?" in text or [type(a) for a in classify(text)] != [Durable]:

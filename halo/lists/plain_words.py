@@ -10,6 +10,7 @@ import re
 
 from halo.core.turn import Turn
 from halo.lists.service import Lists
+from halo.routing.levels import CodeAnswer
 from halo.routing.plain import done_in_code, request_of
 
 _ADD = re.compile(
@@ -25,7 +26,7 @@ class ListWords:
     def __init__(self, lists: Lists) -> None:
         self.lists = lists
 
-    async def __call__(self, turn: Turn, on_model_start: object = None) -> str | None:
+    async def __call__(self, turn: Turn, on_model_start: object = None) -> CodeAnswer | None:
         request = request_of(turn.envelope.text)
         if (adding := _ADD.match(request)) is not None:
             items = [item for item in _SEPARATORS.split(adding["items"]) if item.strip()]

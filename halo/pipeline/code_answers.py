@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from config.settings import RoutingSettings
 from halo.core.turn import Turn
 from halo.pipeline.reply import Answerer, ModelStartCallback
+from halo.routing.levels import CodeAnswer
 
 if TYPE_CHECKING:
     from halo.commands.builtin import CommandRegistry
@@ -20,15 +21,15 @@ class CodeAnswers:
         self.commands = commands
         self.answerers = list(answerers)
 
-    async def answer(self, turn: Turn, on_model_start: ModelStartCallback | None) -> str | None:
-        """The reply, or None when the message is the model's to answer."""
+    async def answer(self, turn: Turn, on_model_start: ModelStartCallback | None) -> CodeAnswer | None:
+        """The reply and its level, or None when the message is the model's to answer."""
         text = await self.commands.run(turn, turn.envelope.text)
         if text is not None:
-            return text
+            return CodeAnswer(text)
         for answer in self.answerers:
-            text = await answer(turn, on_model_start)
-            if text is not None:
-                return text
+            answered = await answer(turn, on_model_start)
+            if answered is not None:
+                return answered
         return None
 
 
@@ -41,12 +42,12 @@ class PlainWords:
         self.answerers = list(answerers)
         self.routing = routing
 
-    async def __call__(self, turn: Turn, on_model_start: ModelStartCallback | None) -> str | None:
+    async def __call__(self, turn: Turn, on_model_start: ModelStartCallback | None) -> CodeAnswer | None:
         settings = self.routing()
         if not (settings.enabled and settings.plain_words):
             return None
         for answer in self.answerers:
-            text = await answer(turn, on_model_start)
-            if text is not None:
-                return text
+            answered = await answer(turn, on_model_start)
+            if answered is not None:
+                return answered
         return None

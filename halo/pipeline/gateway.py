@@ -19,7 +19,7 @@ from halo.core.scope_locks import ScopeLocks
 from halo.core.scope_takers import ScopeTakers
 from halo.core.turn import Turn
 from halo.pipeline.reply import DeltaCallback, ModelStartCallback, Reply
-from halo.routing.levels import Level, Route, route_of_answer
+from halo.routing.levels import Level, Route
 from halo.routing.router import small_reply
 from halo.usage.budget import SPENT_REPLY
 from halo.usage.meter import attributed
@@ -170,7 +170,7 @@ class Gateway:
             return Reply(stopped, scope_id, "guarded", decision, Route(Level.L0, "the safety screen answers"))
         in_code = await self.code_answers.answer(turn, on_model_start)
         if in_code is not None:
-            return Reply(in_code, scope_id, "command", decision, route_of_answer(in_code), offered=turn.offered)
+            return Reply(in_code.text, scope_id, "command", decision, in_code.route, offered=turn.offered)
         if not self.model_run.configured:
             return self.model_run.no_model(turn, decision)
 

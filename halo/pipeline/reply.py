@@ -8,7 +8,7 @@ from typing import Literal
 
 from halo.core.options import Option
 from halo.core.turn import Turn
-from halo.routing.levels import Route
+from halo.routing.levels import CodeAnswer, Route
 from policy import Decision
 
 # "guarded": halo's own reply for a child's turn the guardrails stopped (escalation, deflection)
@@ -31,4 +31,16 @@ class Reply:
 
 AfterTurnHook = Callable[[Turn, Reply], Awaitable[None]]
 # answers made in code before the model is asked (status questions in work channels); None: not mine
-Answerer = Callable[[Turn, ModelStartCallback | None], Awaitable[str | None]]
+Answerer = Callable[[Turn, ModelStartCallback | None], Awaitable[CodeAnswer | None]]
+TextAnswerer = Callable[[Turn, ModelStartCallback | None], Awaitable[str | None]]
+
+
+def in_code(answer: TextAnswerer) -> Answerer:
+    """An answerer whose text is made in code alone (L0): a parent's yes or no to an approval,
+    the note that a document was kept."""
+
+    async def answered(turn: Turn, on_model_start: ModelStartCallback | None) -> CodeAnswer | None:
+        text = await answer(turn, on_model_start)
+        return CodeAnswer(text) if text is not None else None
+
+    return answered

@@ -15,6 +15,7 @@ import re
 from halo.core.turn import Turn
 from halo.reminders.service import Reminders, zone_of
 from halo.reminders.when import MAX_WHEN_WORDS, When, WhenError, parse_when
+from halo.routing.levels import CodeAnswer
 from halo.routing.plain import done_in_code, request_of
 
 REASON = "a reminder, set in code from plain words"
@@ -36,7 +37,7 @@ class ReminderWords:
     def __init__(self, reminders: Reminders) -> None:
         self.reminders = reminders
 
-    async def __call__(self, turn: Turn, on_model_start: object = None) -> str | None:
+    async def __call__(self, turn: Turn, on_model_start: object = None) -> CodeAnswer | None:
         asked = _ASK.match(request_of(turn.envelope.text))
         if asked is None or turn.member is None:
             return None

@@ -43,19 +43,14 @@ class Route:
         return found
 
 
-class Answered(str):
-    """Text an answerer made in code before the router (halo/pipeline/gateway.py's `answerers`),
-    carrying the level of the model it used, if any: a status answer worded by llm.model is L2,
-    not "a command or code answers" (L0). A plain `str` from an answerer stays L0."""
-
-    route: Route
-
-    def __new__(cls, text: str, route: Route) -> Answered:
-        answered = super().__new__(cls, text)
-        answered.route = route
-        return answered
+IN_CODE = Route(Level.L0, "a command or code answers")
 
 
-def route_of_answer(text: str) -> Route:
-    """The level of a command's or an answerer's reply: its own when it is `Answered`, else L0."""
-    return text.route if isinstance(text, Answered) else Route(Level.L0, "a command or code answers")
+@dataclass(frozen=True, slots=True)
+class CodeAnswer:
+    """A reply made in code before the router (a /command, an answerer: halo/pipeline's
+    `CodeAnswers`), with the level it was made at: L0 unless the answerer used a model (a status
+    answer worded by llm.model is L2)."""
+
+    text: str
+    route: Route = IN_CODE

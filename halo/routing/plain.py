@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from halo.routing.levels import Answered, Level, Route
+from halo.routing.levels import CodeAnswer, Level, Route
 
 _POLITE = re.compile(
     r"^(?:(?:hey |hi |ok |okay )?halo[,:]?\s+)?(?:please\s+|(?:can|could|would|will) you(?: please)?\s+)?", re.I
@@ -23,6 +23,6 @@ def request_of(text: str) -> str:
     return body.rstrip(" ?!.").removesuffix(" please").rstrip(" ,")
 
 
-def done_in_code(text: str, reason: str) -> Answered:
+def done_in_code(text: str, reason: str) -> CodeAnswer:
     """A reply made in code, marked L0 on the transcript line and in the audit log."""
-    return Answered(text, Route(Level.L0, reason))
+    return CodeAnswer(text, Route(Level.L0, reason))

@@ -59,7 +59,7 @@ from halo.pipeline.intake import Intake
 from halo.pipeline.missed import MissedMessages
 from halo.pipeline.model_health import ModelHealth
 from halo.pipeline.model_run import ModelRun
-from halo.pipeline.reply import Answerer, Reply
+from halo.pipeline.reply import Answerer, Reply, in_code
 from halo.pipeline.resends import Resends
 from halo.pipeline.turn_agents import TurnAgents
 from halo.pipeline.turn_log import TurnLog
@@ -286,7 +286,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         ]
     )
     # answered in code before any model is asked, in this order
-    answerers: list[Answerer] = [documents.acknowledge] if main_model is None else []  # at least say it was kept
+    answerers: list[Answerer] = [in_code(documents.acknowledge)] if main_model is None else []  # say it was kept
     answerers += [
         StatusAnswers(
             tasks,
@@ -298,7 +298,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             tracing=settings.llm.tracing,
             deadline_seconds=settings.llm.timeout_seconds,
         ),
-        approvals.answer,  # a parent's yes or no
+        in_code(approvals.answer),  # a parent's yes or no
     ]
     # L0: reminders, lists, "remember …" in plain words, while routing.plain_words is on
     answerers.append(

@@ -30,7 +30,7 @@ from config.settings import RoutingSettings
 from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError, resolve_scope
 from halo.core.turn import Turn
-from halo.routing.levels import Answered, Level, Route
+from halo.routing.levels import CodeAnswer, Level, Route
 from halo.work.tasks import Task, TaskStore
 from memory import daily
 from memory.markdown import section_body
@@ -223,21 +223,21 @@ class StatusAnswers:
         self.deadline_seconds = deadline_seconds
         self.clock = clock
 
-    async def __call__(self, turn: Turn, on_model_start: ModelStart | None = None) -> str | None:
+    async def __call__(self, turn: Turn, on_model_start: ModelStart | None = None) -> CodeAnswer | None:
         text = turn.envelope.text
         if turn.scope.type != "work_channel" or text.startswith("/") or not is_status_question(text):
             return None
         decision = turn.decide("ask_status")
         if not decision.allowed:
-            return f"Sorry, I can't give status here: {decision.reason}"
+            return CodeAnswer(f"Sorry, I can't give status here: {decision.reason}")
         facts = await self.facts(turn)
         if self.model is not None and not self.routing().enabled:
             if on_model_start is not None:
                 await on_model_start()
             worded = await self._word(facts, text)
             if worded:  # llm.model worded it: the transcript and the audit say L2, as for any reply
-                return Answered(worded, Route(Level.L2, "status: the task list, worded by llm.model"))
-        return Answered(rules_answer(facts), Route(Level.L0, "status: the task list answers"))
+                return CodeAnswer(worded, Route(Level.L2, "status: the task list, worded by llm.model"))
+        return CodeAnswer(rules_answer(facts), Route(Level.L0, "status: the task list answers"))
 
     async def facts(self, turn: Turn) -> StatusFacts:
         everything = await self.tasks.list()
