@@ -139,16 +139,15 @@ class ConfigReload:
 
     async def _watch(self) -> None:
         joined = self.record is None
+        # PostgreSQL: the file too at the follow's pace, so an edit is stored (and run by every
+        # process) within about a second and a half, not two polls of a second and the follow
         tick = self.poll_seconds if self.record is None else min(self.poll_seconds, FOLLOW_SECONDS)
-        file_due = 0.0
         while True:
             try:
                 if not joined:
                     await self.join()
                     joined = True
-                if time.monotonic() >= file_due:
-                    file_due = time.monotonic() + self.poll_seconds
-                    await self.poll_file()
+                await self.poll_file()
                 if self.record is not None:
                     await self.follow()
             except Exception:
