@@ -7,6 +7,7 @@ process, answering at once), `--clients` members at once:
   PostgreSQL ≥ 0.8× the embedded store);
 - forwarding: the same requests, one at a time, sent to the active process and to the
   standby (which forwards them); the added p50 (goal ≤ 3 ms);
+- config: an edit saved in a standby's halo.yaml, to every process running it (goal ≤ 3 s);
 - failover: `kill -9` of the active process, to the first answer from the standby with the
   default lease (goal ≤ 3 s: the holder's database session ends with it); and SIGSTOP of the
   active one (its session stays: goal ≤ lease + 3 s);
@@ -183,6 +184,25 @@ async def first_answer(http: aiohttp.ClientSession, process: Process, since: flo
         await asyncio.sleep(0.05)
 
 
+async def config_spread(http: aiohttp.ClientSession, processes: list[Process], edited_in: Process) -> float:
+    """Seconds from saving an edit of one process's halo.yaml until every process runs it."""
+
+    async def version(process: Process) -> int | None:
+        async with http.get(f"{process.url}/status", headers={"Authorization": "Bearer token-0"}) as r:
+            return int((await r.json())["config_reload"]["version"]) if r.status == 200 else None
+
+    before = await version(edited_in)
+    assert before is not None
+    path = edited_in.folder / "halo.yaml"
+    path.write_text(path.read_text().replace("members:\n", "members:\n  - {id: nani, name: Nani, role: parent}\n", 1))
+    saved = time.perf_counter()
+    while (time.perf_counter() - saved) < 60:
+        if all((v or 0) > before for v in [await version(p) for p in processes]):
+            return time.perf_counter() - saved
+        await asyncio.sleep(0.02)
+    raise RuntimeError("an edit of halo.yaml did not reach every process within 60 s")
+
+
 async def two_processes(
     http: aiohttp.ClientSession, tmp: Path, model_url: str, url: str, args: argparse.Namespace
 ) -> dict[str, float]:
@@ -200,6 +220,7 @@ async def two_processes(
             direct += await latencies(http, active.url, 10)
             forwarded += await latencies(http, standby.url, 10)
         found = {"direct_p50": statistics.median(direct), "forwarded_p50": statistics.median(forwarded)}
+        found["config"] = await config_spread(http, processes, standby)  # an edit through a standby
         killed = time.perf_counter()
         await active.stop(signal.SIGKILL)
         found["kill9"] = await first_answer(http, standby, killed)
@@ -311,6 +332,10 @@ async def main() -> None:
                 print(
                     f"  {verdict(added <= 3)} forwarding: p50 {two['direct_p50']:.1f} ms to the active process, "
                     f"{two['forwarded_p50']:.1f} ms through a standby: +{added:.1f} ms (goal ≤ 3 ms)"
+                )
+                print(
+                    f"  {verdict(two['config'] <= 3)} config: an edit saved on a standby runs on all three "
+                    f"processes {two['config']:.2f}s later (goal ≤ 3 s)"
                 )
                 print(
                     f"  {verdict(two['kill9'] <= 3)} failover: kill -9 of the active to the first answer "
