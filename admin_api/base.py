@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -25,7 +27,7 @@ from halo.storage.db import unreachable
 log = logging.getLogger(__name__)
 
 HALO = web.AppKey("halo", Halo)
-OPENAPI = web.AppKey("openapi", dict)
+OPENAPI: web.AppKey[Callable[[], dict[str, Any]]] = web.AppKey("openapi")  # built on the first ask
 
 _DIGITS = re.compile(r"[0-9]{1,7}")
 STORAGE_AWAY = "halo can't reach its storage right now: your message was not saved; send it again in a moment"

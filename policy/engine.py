@@ -234,6 +234,12 @@ class _Rules:
 
     @classmethod
     def load(cls, files: list[Path]) -> _Rules:
+        """Parsed once per set of file contents: a reload that changed no policy, and every halo a
+        process builds after the first (the test suite builds hundreds), reuse the parse."""
+        return _parsed(tuple((path, path.read_bytes()) for path in [SCHEMA_PATH, *files]))
+
+    @classmethod
+    def parse(cls, files: list[Path]) -> _Rules:
         schema = load_schema(SCHEMA_PATH)
         policy_set, infos = load_policies(files, schema)
         policies = policy_set.to_pst().static_policies
@@ -254,6 +260,11 @@ class _Rules:
         if info is None or not info.reason:
             return f"Policy {policy_id} applies."
         return info.reason
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(contents: tuple[tuple[Path, bytes], ...]) -> _Rules:
+    return _Rules.parse([path for path, _ in contents[1:]])
 
 
 def _applies(constraint: pst.ActionConstraint, action: str) -> bool:

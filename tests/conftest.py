@@ -56,6 +56,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if "UV_CACHE_DIR" not in os.environ:  # `uv run` in a test keeps the caller's cache, not a cold one
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         os.environ["UV_CACHE_DIR"] = os.path.join(cache, "uv")
+    # halo's own modules keep their bytecode between runs (site-packages has it from install,
+    # pyproject's compile-bytecode): with PYTHONDONTWRITEBYTECODE set, every xdist worker and every
+    # `halo serve` a test starts would compile halo and the tests from source again.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
     scratch = Path(tempfile.mkdtemp(prefix="halo-tests-"))
     os.environ["HOME"] = str(scratch)
     config.stash[_scratch] = scratch
@@ -83,6 +88,15 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         return
     if _test_files(config.args) >= PARALLEL_FROM:
         config.option.numprocesses = "auto"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on PostgreSQL talks to a real server (a fresh database each): it is `slow` too. The
+    inner loop (`-m "not slow"`) runs each store-parametrised test on the embedded store; the
+    whole suite and CI run both."""
+    for item in items:
+        if item.get_closest_marker("postgres") is not None and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
 
 
 def _test_files(args: list[str]) -> int:
@@ -122,7 +136,10 @@ def _own_home_and_processes(request: pytest.FixtureRequest, monkeypatch: pytest.
     monkeypatch.setenv("HOME", tempfile.mkdtemp(prefix="home-", dir=request.config.stash[_scratch]))
     since = processes.mark()
     yield
+    started = processes.mark() > since
     processes.reap(since)
+    if started and request.node.get_closest_marker("slow") is None:
+        pytest.fail('this test starts a process: mark it `slow` so `-m "not slow"` stays a loop in seconds')
 
 
 FAMILY_YAML = """\

@@ -46,7 +46,7 @@ async def get_json(running: Any, path: str, token: str | None) -> tuple[int, Any
         return resp.status, await resp.json()
 
 
-async def test_adolescent_without_visibility_parents_get_the_category_only(home, serve_halo, tg) -> None:
+async def test_adolescent_without_visibility_parents_get_the_category_only(home, tg, serve_halo) -> None:
     async with FakeOpenAI(responder=SafetyScript(summary="Aarav is being groomed by a stranger.")) as fake:
         running = await serve_halo(family_settings(home, llm_yaml(fake) + telegram_yaml(tg.base_url)))
         await with_telegram(running, tg)
@@ -102,7 +102,7 @@ async def test_adolescent_with_visibility_parents_see_the_words(home, serve_halo
 
 
 @pytest.mark.parametrize("provider", ["fake-model", "none"])
-async def test_escalation_without_any_adapter_is_kept_and_delivered_later(provider, home, serve_halo, tg) -> None:
+async def test_escalation_without_any_adapter_is_kept_and_delivered_later(provider, home, tg, serve_halo) -> None:
     async with FakeOpenAI(responder=SafetyScript()) as fake:
         yaml = llm_yaml(fake) if provider != "none" else "llm: {provider: none}\n"
         running = await serve_halo(family_settings(home, yaml + telegram_yaml(tg.base_url)))

@@ -160,6 +160,7 @@ async def _status(http: aiohttp.ClientSession, serve: Serve) -> dict[str, Any] |
         return None
 
 
+@pytest.mark.slow  # `halo` as a process
 async def test_two_halo_processes_run_the_same_config_version_after_an_edit_through_one(
     tmp_path: Path, model: FakeOpenAI, database: str
 ) -> None:

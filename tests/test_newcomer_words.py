@@ -160,6 +160,7 @@ def printed_createdb(stderr: str) -> list[str]:
 
 
 @pytest.mark.postgres
+@pytest.mark.slow  # `halo` as a process
 def test_a_newcomer_moves_to_postgresql_by_doing_what_halo_says(tmp_path: Path) -> None:
     if shutil.which("createdb") is None:
         pytest.skip("PostgreSQL's client tools (createdb) are not installed here")
@@ -199,6 +200,7 @@ def test_a_newcomer_moves_to_postgresql_by_doing_what_halo_says(tmp_path: Path) 
 
 
 @pytest.mark.postgres
+@pytest.mark.slow  # `halo` as a process
 def test_halo_serve_on_a_database_that_does_not_exist_says_the_createdb_line(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -216,6 +218,7 @@ def test_halo_serve_on_a_database_that_does_not_exist_says_the_createdb_line(tmp
 # --- halo chat ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # `halo` as a process
 def test_halo_chat_keeps_log_lines_out_of_the_conversation(tmp_path: Path) -> None:
     """A model that cannot be reached is logged (a warning for whoever runs halo) while the
     member is typing: the warning goes to the log file, the member gets a plain reply."""

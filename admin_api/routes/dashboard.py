@@ -66,7 +66,7 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(request.app[OPENAPI])
+    return web.json_response(request.app[OPENAPI]())
 
 
 ROUTES = [

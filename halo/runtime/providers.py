@@ -13,10 +13,12 @@ Retries are the runner's (one place, bounded, with backoff); client-level retrie
 from __future__ import annotations
 
 import functools
+import ssl
 import weakref
 from functools import cached_property
 from typing import Any
 
+import httpx2
 from agents import (
     Model,
     ModelRetrySettings,
@@ -26,7 +28,7 @@ from agents import (
     retry_policies,
 )
 from agents.retry import RetryDecision, RetryPolicy, RetryPolicyContext
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from config.settings import LLMSettings
 
@@ -64,6 +66,7 @@ def build_model(llm: LLMSettings, model_name: str | None = None) -> Model | None
         base_url=llm.base_url,
         timeout=llm.timeout_seconds,
         max_retries=0,
+        http_client=DefaultAsyncHttpxClient(verify=_tls_context()),
     )
     model: Model
     if llm.provider == "openai":
@@ -72,6 +75,13 @@ def build_model(llm: LLMSettings, model_name: str | None = None) -> Model | None
         model = OpenAIChatCompletionsModel(model=name, openai_client=client)
     _CLIENTS[model] = client
     return model
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every client this process makes: loading the CA bundle costs ~40 ms,
+    which each client (one per routing level, again on every reload) would pay on its own."""
+    return httpx2.create_ssl_context()  # what the client makes by default (httpx2: openai's HTTP library)
 
 
 class _PlainBodyCompletions:
