@@ -5,9 +5,11 @@ interpreter that only ran `import agents` (so the machine's load weighs on both 
 
 - start → a `serve` config error printed and exited: ≤ 0.3 × `import agents` time;
 - start → the first `/healthz` answer: ≤ 0.5 × `import agents` time;
+- start → the first web chat answered (ready, not merely listening): ≤ 1.3 × (issue 34);
 - RSS of `halo serve` serving a family (web and Telegram, Telegram against the fake Bot API
   server, the model the fake OpenAI server) after 100 turns (half web, half Telegram):
-  ≤ 1.3 × the RSS of a process that only ran `import agents`.
+  ≤ 1.7 × the RSS of a process that only ran `import agents` (issue 34; the libraries halo
+  needs put the floor near 1.5 ×).
 
 Times are the median of `--repeat` interleaved runs. Exits 1 when a ratio is over its limit.
 
@@ -37,7 +39,7 @@ from tests.fakes.llm_server import FakeOpenAI  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 from tests.telegram_support import telegram_yaml  # noqa: E402
 
-LIMITS = {"config error": 0.3, "first /healthz": 0.5, "RSS after turns": 1.3}
+LIMITS = {"config error": 0.3, "first /healthz": 0.5, "first chat": 1.3, "RSS after turns": 1.7}
 RSS_PROBE = "import agents\nprint(open('/proc/self/status').read())"
 MOM = 1002  # a parent with a Telegram id in FAMILY_YAML
 WEB = {"Authorization": "Bearer wags-token", "Content-Type": "application/json"}
@@ -93,6 +95,28 @@ def first_healthz(home: Path) -> float:
                 raise SystemExit(f"halo serve never answered /healthz: {proc.stderr.read() if proc.stderr else ''}")
             time.sleep(0.01)  # polling a port that is not open yet: nothing to wait on
         return time.perf_counter() - started
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=120)
+
+
+def first_chat(home: Path) -> float:
+    """Start → the first web chat's reply: what a person waits for after a restart."""
+    port = free_port()
+    started = time.perf_counter()
+    proc = serve(home, port)
+    body = json.dumps({"text": "are you up?"}).encode()
+    try:
+        while True:
+            if proc.poll() is not None or time.perf_counter() - started > 120:
+                raise SystemExit(f"halo serve never answered a chat: {proc.stderr.read() if proc.stderr else ''}")
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/api/chat", data=body, headers=WEB)
+            try:
+                with urllib.request.urlopen(request, timeout=60) as resp:
+                    if resp.status == 200 and json.load(resp).get("reply"):
+                        return time.perf_counter() - started
+            except OSError:  # not listening yet, or 503 while it starts
+                time.sleep(0.01)  # polling a port that is not open yet: nothing to wait on
     finally:
         proc.terminate()
         proc.communicate(timeout=120)
@@ -156,7 +180,7 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=100)
     opts = parser.parse_args()
     llm = FakeOpenAI(default_reply="Noted.").start_in_thread()
-    times: dict[str, list[float]] = {"import agents": [], "config error": [], "first /healthz": []}
+    times: dict[str, list[float]] = {"import agents": [], "config error": [], "first /healthz": [], "first chat": []}
     with tempfile.TemporaryDirectory() as tmp:
         typo, good, busy = Path(tmp, "typo"), Path(tmp, "good"), Path(tmp, "busy")
         for home in (typo, good, busy):
@@ -168,6 +192,7 @@ def main() -> int:
             times["import agents"].append(import_agents())
             times["config error"].append(config_error(typo))
             times["first /healthz"].append(first_healthz(good))
+            times["first chat"].append(first_chat(good))
         agents_rss = rss_kib(
             subprocess.run(
                 [sys.executable, "-c", RSS_PROBE], cwd=ROOT, check=True, capture_output=True, text=True
@@ -181,7 +206,7 @@ def main() -> int:
     print("| measure | value | ratio to `import agents` | limit |")
     print("| --- | --- | --- | --- |")
     print(f"| import agents | {base:.3f} s | 1.00 | |")
-    ratios = {name: medians[name] / base for name in ("config error", "first /healthz")}
+    ratios = {name: medians[name] / base for name in ("config error", "first /healthz", "first chat")}
     for name, ratio in ratios.items():
         print(f"| start → {name} | {medians[name]:.3f} s | {ratio:.2f} | ≤ {LIMITS[name]} |")
     ratios["RSS after turns"] = serve_rss / agents_rss
