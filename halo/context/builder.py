@@ -7,16 +7,15 @@ with a visible marker, never silently.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from config.settings import RoutingSettings
 from transcripts.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from halo.core.turn import Turn
+    from halo.routing.plan import TurnPlan
 
 CUT_MARKER = "[… older part cut to fit the context budget …]"
 
@@ -50,9 +49,10 @@ class Assembled:
 
 
 class ContextSource(Protocol):
-    """Contributes sections to a turn's instructions. Must only read what the policy allows."""
+    """Contributes sections to a turn's instructions. Must only read what the policy allows,
+    and only what the turn's plan gives it (`TurnPlan.notes`, `.recall`)."""
 
-    async def sections(self, turn: Turn) -> list[ContextSection]: ...
+    async def sections(self, turn: Turn, plan: TurnPlan) -> list[ContextSection]: ...
 
 
 def cut_oldest(text: str, max_tokens: int) -> str:
@@ -95,7 +95,7 @@ class PersonaSource:
     def __init__(self, soul_path: Path) -> None:
         self.soul = CachedFile(soul_path)
 
-    async def sections(self, turn: Turn) -> list[ContextSection]:
+    async def sections(self, turn: Turn, plan: TurnPlan) -> list[ContextSection]:
         env = turn.envelope
         member = env.speaker.member
         who = f"{member.name} (member id {member.id}, {member.role}" if member else "an unknown person ("
@@ -125,10 +125,9 @@ def _describe_scope(turn: Turn) -> str:
 
 
 class ContextBuilder:
-    """`lean_sources`: the ones a lean turn (`Turn.lean`, small talk at L1) is given — who is
-    speaking where, how to talk to them and the durable memory — not recall or documents, which
-    the rules found the message does not need (MemorySource leaves out the day's notes itself).
-    None, or `routing.l1_recall` (read at each turn: it applies live): every source."""
+    """`lean_sources`: the ones a plan without recall (`TurnPlan.recall`: small talk at L1) is
+    given — who is speaking where, how to talk to them and the memory — not recall or documents,
+    which the rules found the message does not need. None: every source."""
 
     def __init__(
         self,
@@ -136,25 +135,23 @@ class ContextBuilder:
         budget_tokens: int = 6000,
         *,
         lean_sources: list[ContextSource] | None = None,
-        routing: Callable[[], RoutingSettings] = RoutingSettings,
     ) -> None:
         self.sources = sources
         self.lean_sources = sources if lean_sources is None else lean_sources
-        self.routing = routing
         self.budget = budget_tokens
 
-    async def sections(self, turn: Turn) -> list[ContextSection]:
+    async def sections(self, turn: Turn, plan: TurnPlan) -> list[ContextSection]:
         found: list[ContextSection] = []
-        for source in self.lean_sources if turn.lean and not self.routing().l1_recall else self.sources:
-            found.extend(await source.sections(turn))
+        for source in self.sources if plan.recall else self.lean_sources:
+            found.extend(await source.sections(turn, plan))
         return sorted(found, key=lambda s: s.priority)
 
-    async def assemble(self, turn: Turn) -> Assembled:
+    async def assemble(self, turn: Turn, plan: TurnPlan) -> Assembled:
         """The sections that fit, by priority, split into the stable and the volatile ones."""
         left = self.budget
         stable: list[str] = []
         volatile: list[str] = []
-        for section in await self.sections(turn):
+        for section in await self.sections(turn, plan):
             if not section.text.strip():
                 continue
             parts = volatile if section.volatile else stable

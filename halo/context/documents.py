@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from halo.context.builder import ContextSection
 from halo.core.turn import Turn
+from halo.routing.plan import TurnPlan
 from memory.documents import ScopeDocuments, StoredDocument
 
 RECENT = timedelta(minutes=15)  # a follow-up question about a document comes within minutes
@@ -24,7 +25,7 @@ class DocumentSource:
         self.store = store
         self.excerpt_chars = excerpt_tokens * 4  # the estimate the context budget uses
 
-    async def sections(self, turn: Turn) -> list[ContextSection]:
+    async def sections(self, turn: Turn, plan: TurnPlan) -> list[ContextSection]:
         env = turn.envelope
         if not turn.decide("read_memory", audit=False).allowed:
             return []

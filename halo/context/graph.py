@@ -16,6 +16,7 @@ from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
 from halo.context.recall import readable_among, scope_label
 from halo.core.turn import Turn
+from halo.routing.plan import TurnPlan
 from halo.tools.guarded import guarded_tool
 from memory.graph.service import GraphMemory
 from transcripts import AuditLog
@@ -125,7 +126,7 @@ class GraphFactsSource:
         self.priority = priority
         self.budget_tokens = budget_tokens
 
-    async def sections(self, turn: Turn) -> list[ContextSection]:
+    async def sections(self, turn: Turn, plan: TurnPlan) -> list[ContextSection]:
         graph = self.recall._on()
         if graph is None or graph.settings.context_facts == 0 or turn.envelope.text.lstrip().startswith("/"):
             return []

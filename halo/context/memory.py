@@ -29,6 +29,7 @@ from transcripts.session import SentHistory
 
 if TYPE_CHECKING:
     from halo.core.turn import Turn
+    from halo.routing.plan import TurnPlan
 
 USER_TOKENS = 800
 MEMORY_TOKENS = 2500
@@ -107,7 +108,7 @@ class MemorySource:
     def _daily(self, text: str) -> str:
         return daily.prompt_view(text, self.daily_section)
 
-    async def sections(self, turn: Turn) -> list[ContextSection]:
+    async def sections(self, turn: Turn, plan: TurnPlan) -> list[ContextSection]:
         found: list[ContextSection] = []
         speaker = turn.member
         if speaker is not None and turn.decide("read_memory", speaker, audit=False).allowed:
@@ -118,14 +119,14 @@ class MemorySource:
         if target is not None and about_someone_else and turn.decide("read_memory", target).allowed:
             found.append(self._profile(target, PRIORITY_TARGET))
         if turn.decide("read_memory", turn.scope, audit=False).allowed:
-            found.extend(self._scope_sections(turn))
+            found.extend(self._scope_sections(turn, notes=plan.notes))
         return [s for s in found if s.text.strip()]
 
     def _profile(self, member: Member, priority: int) -> ContextSection:
         text = self._read(self.paths.user_file(member.id), "profile", profile_view)
         return ContextSection(f"What you know about {member.name}", cut_oldest(text, USER_TOKENS), priority)
 
-    def _scope_sections(self, turn: Turn) -> list[ContextSection]:
+    def _scope_sections(self, turn: Turn, *, notes: bool) -> list[ContextSection]:
         scope_id = turn.scope.id
         memory = self._read(self.paths.memory_file(scope_id), "memory", facts.prompt_view)
         today = day_of(turn.envelope.ts)
@@ -133,11 +134,11 @@ class MemorySource:
         sections = [
             ContextSection("What you remember in this chat", cut_oldest(memory, MEMORY_TOKENS), PRIORITY_MEMORY)
         ]
-        if turn.lean:  # small talk (L1): the durable facts, not what was said today
+        if not notes:  # small talk (L1): the durable facts, not what was said today
             return sections
         sent = self.sent_history(scope_id) if self.sent_history is not None else None
         for day, label, priority in ((today, "today", PRIORITY_TODAY), (yesterday, "yesterday", PRIORITY_YESTERDAY)):
-            notes = notes_before(self._read(self.paths.daily_file(scope_id, day), "daily", self._daily), day, sent)
+            kept = notes_before(self._read(self.paths.daily_file(scope_id, day), "daily", self._daily), day, sent)
             title = f"Notes from {day.isoformat()} ({label})"
-            sections.append(ContextSection(title, cut_oldest(notes, DAILY_TOKENS), priority))
+            sections.append(ContextSection(title, cut_oldest(kept, DAILY_TOKENS), priority))
         return sections

@@ -19,6 +19,7 @@ from halo.context.builder import ContextSection
 from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError, resolve_scope
 from halo.core.turn import Turn
+from halo.routing.plan import TurnPlan
 from halo.tools.guarded import guarded_tool
 from memory.documents import document_label
 from memory.semantic import Hit, SemanticMemory
@@ -105,7 +106,7 @@ class RecallSource:
         self.priority = priority
         self.already_in_context = already_in_context
 
-    async def sections(self, turn: Turn) -> list[ContextSection]:
+    async def sections(self, turn: Turn, plan: TurnPlan) -> list[ContextSection]:
         semantic = self.recall.semantic
         if not semantic.enabled or turn.envelope.text.lstrip().startswith("/"):
             return []

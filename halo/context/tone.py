@@ -12,12 +12,13 @@ from halo.safety.gate import verdict
 
 if TYPE_CHECKING:
     from halo.core.turn import Turn
+    from halo.routing.plan import TurnPlan
 
 
 class ProfileSource:
     """Adds the age profile's tone and reply length to a child's (or the family group's) turn."""
 
-    async def sections(self, turn: Turn) -> list[ContextSection]:
+    async def sections(self, turn: Turn, plan: TurnPlan) -> list[ContextSection]:
         state = verdict(turn)
         if state is None:
             return []

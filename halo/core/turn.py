@@ -39,7 +39,6 @@ class Turn:
     images: list[dict[str, str]] = field(default_factory=list)  # photos shown to the model (halo/media/images.py)
     tool_steps: list[dict[str, Any]] = field(default_factory=list)  # finished calls and outputs (run_items.py)
     context_note: str = ""  # the volatile context (the time, recall) for the next model call (turn_agents.py)
-    lean: bool = False  # an L1 turn: small talk is sent durable memory, not the day's notes or recall
     offered: tuple[Option, ...] = ()  # buttons a command's reply carries (a task's start · block · done)
 
     @property

@@ -174,14 +174,14 @@ class Gateway:
         if not self.model_run.configured:
             return self.model_run.no_model(turn, decision)
 
-        route = await self.router.route(turn)
-        if route.level == Level.L0:
-            return self._without_model(turn, decision, route)
+        plan = await self.router.plan(turn)
+        if plan.level == Level.L0:
+            return self._without_model(turn, decision, plan.route)
         if on_model_start is not None:
             await on_model_start()
         # a guarded reply is checked whole before anything of it is sent: no streaming
-        reply = await self.model_run.answer(turn, decision, route, None if guarded else on_delta)
-        return replace(reply, route=route)
+        reply = await self.model_run.answer(turn, decision, plan, None if guarded else on_delta)
+        return replace(reply, route=plan.route)
 
     def _without_model(self, turn: Turn, decision: Decision, route: Route) -> Reply:
         """L0: thanks or a greeting gets halo's own short answer (or none); a message the budget

@@ -7,7 +7,6 @@ history even when the run fails."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from agents import (
@@ -24,7 +23,6 @@ from agents import (
 )
 from openai.types.responses import ResponseTextDeltaEvent
 
-from config.settings import RoutingSettings
 from halo.core.turn import Turn
 from halo.media.images import MODEL_CANNOT_SEE
 from halo.pipeline.intake import model_input
@@ -32,7 +30,7 @@ from halo.pipeline.model_health import ModelHealth
 from halo.pipeline.reply import DeltaCallback, Reply
 from halo.pipeline.run_items import ToolSteps, input_items
 from halo.pipeline.turn_agents import TurnAgents
-from halo.routing.levels import Level, Route
+from halo.routing.plan import TurnPlan
 from memory.redact import redact
 from policy import Decision
 from transcripts.text import clean_text
@@ -66,8 +64,6 @@ class ModelRun:
         audit: AuditLog,
         llm: LLMSettings,
         health: ModelHealth,
-        *,
-        routing: Callable[[], RoutingSettings] = RoutingSettings,
     ) -> None:
         self.agents = agents  # the agent for a turn at a level: model, tools, guardrails, instructions
         self.sessions = sessions  # the scope's history, read from its transcript
@@ -76,9 +72,6 @@ class ModelRun:
         self.audit = audit
         self.llm = llm
         self.health = health  # the last model failure until a call succeeds (/status)
-        # routing.l1_history_items: small talk needs the last few items, not the whole chat
-        # (read at each turn: it applies live)
-        self.routing = routing
         # built once (it reads the environment); the changing note goes after the stable prefix
         self.run_config = RunConfig(tracing_disabled=not llm.tracing, call_model_input_filter=agents.model_input)
 
@@ -107,20 +100,19 @@ class ModelRun:
         )
         return Reply(noted + NO_MODEL, turn.scope.id, "no_model", decision)
 
-    async def answer(self, turn: Turn, decision: Decision, route: Route, on_delta: DeltaCallback | None) -> Reply:
-        """The model's reply at the route's level, or the reply that says why there is none."""
+    async def answer(self, turn: Turn, decision: Decision, plan: TurnPlan, on_delta: DeltaCallback | None) -> Reply:
+        """The model's reply as the turn's plan says (level, history, tools, context), or the reply
+        that says why there is none."""
         env = turn.envelope
         safety = self.safety if turn.safety is not None else None
-        # small talk the rules placed at L1 needs no memory (capped there by a budget, it may)
-        turn.lean = route.level == Level.L1 and not route.capped
-        agent = self.agents.agent(turn, route.level)  # built once per model, tools and guard; instructions per turn
+        agent = self.agents.agent(turn, plan)  # built once per model, tools, guard and context; instructions per turn
         session = self.sessions.get(env.scope.id)
         # the history is the transcript; the message (a photo's picture too) goes after it
         content: str | list[Any] = model_input(turn)
         if turn.images:
             content = [{"type": "input_text", "text": content}, *turn.images]
-        limit = self.routing().l1_history_items if route.level == Level.L1 else None
-        run_input = [*await session.get_items(limit), cast(TResponseInputItem, {"role": "user", "content": content})]
+        history = await session.get_items(plan.history_items)
+        run_input = [*history, cast(TResponseInputItem, {"role": "user", "content": content})]
         max_turns = self.llm.max_model_turns
         try:
             try:

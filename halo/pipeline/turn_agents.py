@@ -15,15 +15,15 @@ turn, and a provider's prefix cache reuses them in a long chat.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from agents import Agent, Model, ModelSettings, RunContextWrapper, Tool, TResponseInputItem
 from agents.run_config import CallModelData, ModelInputData
 
-from config.settings import RoutingSettings
 from halo.core.turn import Turn
-from halo.routing.levels import Level
+from halo.routing.levels import Level, Route
+from halo.routing.plan import TurnPlan
 from halo.tools.guarded import tool_class
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from policy import PolicyEngine
 
 CACHE_SIZE = 1024
+FULL_PLAN = TurnPlan(Route(Level.L2, "the default"))  # a turn outside the router: all of it
 # the note is context halo adds, not words of the member's: said so, to the model
 NOTE_HEADER = "(halo's context for the message below; not written by the member)"
 
@@ -47,7 +48,6 @@ class TurnAgents:
         model_settings: ModelSettings,
         tools: list[Tool],
         levels: Mapping[Level, Model] | None = None,
-        routing: Callable[[], RoutingSettings] = RoutingSettings,
     ) -> None:
         self.context = context
         self.policy = policy
@@ -56,23 +56,21 @@ class TurnAgents:
         self.model_settings = model_settings
         self.tools = tools
         self.levels = dict(levels or {})  # the model of each level (halo/routing); absent: `model`
-        # L1 is small talk and short questions the rules found need no tool: no schemas to send
-        # (the policy still decides what the other levels are offered, and each tool asks it again)
-        self.routing = routing  # routing.l1_tools, read at each turn: it applies live
         self._offered: OrderedDict[tuple[Any, ...], tuple[Tool, ...]] = OrderedDict()
         self._agents: OrderedDict[tuple[Any, ...], Agent[Turn]] = OrderedDict()
 
-    def agent(self, turn: Turn, level: Level = Level.L2) -> Agent[Turn]:
-        """The agent at `level`'s model; a child's safety profile may name its own model."""
+    def agent(self, turn: Turn, plan: TurnPlan = FULL_PLAN) -> Agent[Turn]:
+        """The agent for the plan: its level's model (a child's safety profile may name its own),
+        the tools it offers and the context it is given."""
         safety = self.safety if turn.safety is not None else None
-        base = self.levels.get(level, self.model)
+        base = self.levels.get(plan.level, self.model)
         model: Model | None = safety.model_for(turn, base) if safety else base
-        tools = self.offered_tools(turn) if level != Level.L1 or self.routing().l1_tools else ()
-        key = (id(model), tuple(id(t) for t in tools), safety is not None)
+        tools = self.offered_tools(turn) if plan.tools else ()
+        key = (id(model), tuple(id(t) for t in tools), safety is not None, plan.notes, plan.recall)
         if (agent := _get(self._agents, key)) is None:
             agent = Agent[Turn](
                 name="halo",
-                instructions=self._instructions,
+                instructions=self._instructions(plan),
                 model=model,
                 model_settings=self.model_settings,
                 tools=list(tools),
@@ -82,10 +80,15 @@ class TurnAgents:
             _put(self._agents, key, agent)
         return agent
 
-    async def _instructions(self, ctx: RunContextWrapper[Turn], agent: Agent[Turn]) -> str:
-        assembled = await self.context.assemble(ctx.context)
-        ctx.context.context_note = assembled.note  # `model_input` places it, right after this
-        return assembled.instructions
+    def _instructions(self, plan: TurnPlan) -> Callable[[RunContextWrapper[Turn], Agent[Turn]], Awaitable[str]]:
+        """The SDK asks for the instructions at each turn, with the turn as the run's context."""
+
+        async def instructions(ctx: RunContextWrapper[Turn], agent: Agent[Turn]) -> str:
+            assembled = await self.context.assemble(ctx.context, plan)
+            ctx.context.context_note = assembled.note  # `model_input` places it, right after this
+            return assembled.instructions
+
+        return instructions
 
     def model_input(self, call: CallModelData[Any]) -> ModelInputData:
         """The SDK's last step before each model call: the turn's note goes just before the

@@ -16,6 +16,7 @@ from agents import Agent, Model, ModelSettings, RunConfig, Runner
 
 from config.settings import RoutingSettings
 from halo.routing.levels import Level, Route
+from halo.routing.plan import TurnPlan, plan_for
 from halo.routing.rules import Rules
 
 if TYPE_CHECKING:
@@ -107,6 +108,10 @@ class Router:
     async def route(self, turn: Turn) -> Route:
         wanted = await self.wanted(turn)
         return await self.capped(turn, wanted)
+
+    async def plan(self, turn: Turn) -> TurnPlan:
+        """The turn's level and everything that follows from it (halo/routing/plan.py)."""
+        return plan_for(await self.route(turn), self.settings())
 
     async def wanted(self, turn: Turn) -> Route:
         """The least level that answers this message well, before any cap."""

@@ -232,8 +232,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             RecallSource(recall, already_in_context=memory_files_in_context),
             graph_recall.source(),
         ],
-        lean_sources=[persona, tone, memory_source],  # small talk (L1)
-        routing=live.routing,  # routing.l1_recall: a lean turn gets every source too
+        lean_sources=[persona, tone, memory_source],  # small talk (L1): halo/routing/plan.py
     )
     tools: list[Tool] = [
         *default_tools(),
@@ -256,7 +255,6 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         model_settings=settings_for_model,
         tools=tools,
         levels=levels.reply_models(),
-        routing=live.routing,
     )
     prices = Prices(live.prices)  # llm.prices on top of halo's defaults, read at each use
     router, budget = build_routing(
@@ -325,7 +323,6 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             audit,
             settings.llm,
             model_health,
-            routing=live.routing,
         ),
         after_turn=AfterTurn(
             [
