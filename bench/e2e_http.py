@@ -1,11 +1,13 @@
 """Benchmark: `POST /api/chat` through `halo serve`, next to a minimal relay, same run, same model.
 
-A stand-in model (tests/fakes' FakeOpenAI, answering at once) serves both. The relay is the
+A stand-in model (tests/fakes' FakeOpenAI, answering at once) serves all three. A relay is the
 least a durable chat gateway can do: parse the request, append the message fsync'd, call
-the model with the OpenAI client, append the reply fsync'd, answer. Both run as their own
+the model, append the reply fsync'd, answer. Two relays: one calls the model with the OpenAI
+client (as halo does), one forwards with aiohttp (the least there is). Each runs as its own
 process; what each adds is its latency minus the model's own, measured directly.
 
-Goal (issue 11): halo's added latency p50 ≤ 3× the relay's.
+Goals: halo's added latency p50 ≤ 3× the OpenAI-client relay's (issue 11) and ≤ 3× the
+aiohttp relay's (issue 34).
 
 Run: `uv run python bench/e2e_http.py [--requests 300] [--clients 8]`.
 """
@@ -41,12 +43,13 @@ def percentile(values: list[float], pct: float) -> float:
 # -- the relay ------------------------------------------------------------------------
 
 
-def relay_main(port: int, model_url: str, folder: Path) -> None:
+def relay_main(port: int, model_url: str, folder: Path, kind: str) -> None:
     """parse → append fsync'd → model → append fsync'd → answer; one file per member."""
-    from aiohttp import web
+    from aiohttp import ClientSession, web
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(base_url=model_url, api_key="k", max_retries=0)
+    forward: list[ClientSession] = []  # made on the server's loop, at the first request
     fdatasync = getattr(os, "fdatasync", os.fsync)
 
     def append(path: Path, record: dict) -> None:
@@ -62,17 +65,29 @@ def relay_main(port: int, model_url: str, folder: Path) -> None:
         who = request.headers.get("Authorization", "anon").rsplit(" ", 1)[-1]
         path = folder / f"{who}.jsonl"
         await asyncio.to_thread(append, path, {"role": "user", "text": body["text"]})
-        done = await client.chat.completions.create(
-            model="fake-model", messages=[{"role": "user", "content": body["text"]}]
-        )
-        text = done.choices[0].message.content or ""
+        messages = [{"role": "user", "content": body["text"]}]
+        if kind == "aiohttp":
+            if not forward:
+                forward.append(ClientSession())
+            async with forward[0].post(
+                f"{model_url}/chat/completions", json={"model": "fake-model", "messages": messages}
+            ) as resp:
+                text = (await resp.json())["choices"][0]["message"]["content"] or ""
+        else:
+            done = await client.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+            text = done.choices[0].message.content or ""
         await asyncio.to_thread(append, path, {"role": "assistant", "text": text})
         return web.json_response({"reply": text})
 
     async def health(request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    async def close_forward(app: web.Application) -> None:
+        for session in forward:
+            await session.close()
+
     app = web.Application()
+    app.on_cleanup.append(close_forward)
     app.router.add_post("/api/chat", chat)
     app.router.add_get("/healthz", health)
     web.run_app(app, host="127.0.0.1", port=port, print=None)
@@ -143,7 +158,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--relay", nargs=3, metavar=("PORT", "MODEL_URL", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--relay", nargs=4, metavar=("PORT", "MODEL_URL", "DIR", "KIND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     fake = FakeOpenAI(default_reply="ok").start_in_thread()
@@ -161,7 +176,7 @@ async def main() -> None:
                 f"llm:\n  provider: openai-compatible\n  model: fake-model\n  base_url: {fake.base_url}\n"
                 "  api_key: k\n  max_retries: 0\n"
             )
-            halo_port, relay_port = free_port(), free_port()
+            halo_port, relay_port, plain_port = free_port(), free_port(), free_port()
             env = {**os.environ, "HALO_HOME": str(home), "HALO_ADMIN__PORT": str(halo_port)}
             log = (Path(tmp) / "halo.log").open("wb")
             procs.append(
@@ -169,26 +184,35 @@ async def main() -> None:
                     sys.executable, "-m", "halo.runtime.cli", "serve", cwd=ROOT, env=env, stdout=log, stderr=log
                 )
             )
-            procs.append(
-                await asyncio.create_subprocess_exec(
-                    sys.executable, __file__, "--relay", str(relay_port), fake.base_url, str(relay_dir), cwd=ROOT
+            for port, kind in ((relay_port, "openai"), (plain_port, "aiohttp")):
+                folder = relay_dir / kind
+                folder.mkdir()
+                procs.append(
+                    await asyncio.create_subprocess_exec(
+                        sys.executable, __file__, "--relay", str(port), fake.base_url, str(folder), kind, cwd=ROOT
+                    )
                 )
-            )
             halo_url, relay_url = f"http://127.0.0.1:{halo_port}", f"http://127.0.0.1:{relay_port}"
+            plain_url = f"http://127.0.0.1:{plain_port}"
             async with aiohttp.ClientSession() as http:
-                await wait_healthy(http, halo_url, procs[0])
-                await wait_healthy(http, relay_url, procs[1])
-                for url in (halo_url, relay_url):  # warm-up: imports, first-scope files, connections
+                for url, proc in zip((halo_url, relay_url, plain_url), procs, strict=True):
+                    await wait_healthy(http, url, proc)
+                for url in (halo_url, relay_url, plain_url):  # warm-up: imports, first-scope files, connections
                     await drive(http, url, 4 * MEMBERS, MEMBERS)
                 print(f"{args.requests} chats, stand-in model answering at once, {os.cpu_count()} cores\n")
                 for clients in (1, args.clients):
                     print(f"-- {clients} client{'s' if clients > 1 else ''} at once")
                     model = line("model directly", *await direct(http, fake.base_url, args.requests, clients), 0.0)
-                    relay = line("minimal relay", *await drive(http, relay_url, args.requests, clients), model["p50"])
+                    relay = line(
+                        "relay, OpenAI client", *await drive(http, relay_url, args.requests, clients), model["p50"]
+                    )
+                    plain = line("relay, aiohttp", *await drive(http, plain_url, args.requests, clients), model["p50"])
                     halo = line("halo serve", *await drive(http, halo_url, args.requests, clients), model["p50"])
-                    ratio = halo["added"] / max(relay["added"], 1e-6)
-                    verdict = "ok  " if ratio <= 3 else "MISS"
-                    print(f"  {verdict} halo adds {ratio:.2f}× what the relay adds (goal ≤ 3×)\n")
+                    for name, base in (("the OpenAI-client relay", relay), ("the aiohttp relay", plain)):
+                        ratio = halo["added"] / max(base["added"], 1e-6)
+                        verdict = "ok  " if ratio <= 3 else "MISS"
+                        print(f"  {verdict} halo adds {ratio:.2f}× what {name} adds (goal ≤ 3×)")
+                    print()
     finally:
         for proc in procs:
             proc.terminate()
@@ -198,6 +222,6 @@ async def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--relay":
-        relay_main(int(sys.argv[2]), sys.argv[3], Path(sys.argv[4]))
+        relay_main(int(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), sys.argv[5])
     else:
         asyncio.run(main())
