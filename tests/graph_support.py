@@ -62,4 +62,8 @@ def falkordb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc, port = start_falkordb(tmp_path_factory.mktemp("falkordb"))
     yield f"redis://127.0.0.1:{port}"
     proc.terminate()
-    proc.wait(timeout=10)
+    try:  # a FalkorDB busy with a query on a loaded machine may take its time: not the test's failure
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from halo.pipeline.admission import Admission
     from halo.pipeline.after_turn import AfterTurn
     from halo.pipeline.code_answers import CodeAnswers
+    from halo.pipeline.guarded import ChildGuardrails
     from halo.pipeline.intake import Intake
     from halo.pipeline.model_run import ModelRun
     from halo.pipeline.resends import Resends
@@ -49,6 +50,7 @@ class Gateway:
         intake: Intake,
         turn_log: TurnLog,
         safety: SafetyGate,
+        guardrails: ChildGuardrails,
         code_answers: CodeAnswers,
         router: Router,
         model_run: ModelRun,
@@ -60,7 +62,8 @@ class Gateway:
         self.admission = admission  # the group guard's view, the turn, the policy's converse decision
         self.intake = intake  # voice notes heard, photos shown, documents read (halo/media)
         self.turn_log = turn_log  # the message's transcript line, and the line that closes it
-        self.safety = safety  # the child guardrails (halo/safety); other turns pass straight through
+        self.safety = safety  # a guarded turn's verdict on its message, before its line is written
+        self.guardrails = guardrails  # the child guardrails around the answer; other turns pass through
         self.code_answers = code_answers  # /commands, approvals, status: answered without a model
         self.router = router  # the model level a message is answered at (halo/routing)
         self.model_run = model_run  # the Agents SDK run, and its failures said plainly
@@ -129,7 +132,7 @@ class Gateway:
                 turn, cannot_take_in = taken.turn, taken.refusal
                 self.safety.screen(turn)  # a guarded turn's verdict, on its line and on every path after it
                 await self.turn_log.message(taken)
-            else:
+            else:  # its line was written before a restart: the verdict again, for the paths after it
                 self.safety.screen(turn)
             if cannot_take_in is not None:  # said plainly, in code: no model turn on what it could not take in
                 return await self._close(turn, Reply(cannot_take_in, turn.scope.id, "command", decision))
@@ -139,16 +142,16 @@ class Gateway:
                 self.after_turn.start(turn, reply)
                 return reply
 
-            # 3. answer, within one deadline; the child guardrails only for a child's turn (or
-            # the family group with children)
-            guarded = turn.safety is not None
-            try:  # everything in the turn (classifier, commands, retries, model, tools) shares the deadline
-                async with asyncio.timeout(self.model_run.deadline):
-                    reply = await self._answer(turn, decision, guarded, on_delta, on_model_start)
-            except TimeoutError:
-                reply = self.model_run.too_late(turn, decision)
-            if guarded:
-                await self.safety.settle(turn)
+            # 3. answer, within one deadline, under the child guardrails (a child's turn, or the
+            # family group with children): the message screened in, the reply checked out
+            async def answer(stream: DeltaCallback | None) -> Reply:
+                try:  # everything in the turn (classifier, commands, retries, model, tools) shares the deadline
+                    async with asyncio.timeout(self.model_run.deadline):
+                        return await self._answer(turn, decision, stream, on_model_start)
+                except TimeoutError:
+                    return self.model_run.too_late(turn, decision)
+
+            reply = await self.guardrails.answer(turn, decision, answer, on_delta)
 
             # 4. close the turn: its line, then the work after it
             return await self._close(turn, reply)
@@ -157,17 +160,13 @@ class Gateway:
         self,
         turn: Turn,
         decision: Decision,
-        guarded: bool,
         on_delta: DeltaCallback | None,
         on_model_start: ModelStartCallback | None,
     ) -> Reply:
-        """Stopped by the screen (a guarded turn), answered in code, or routed to a level and the
-        model. Whatever answers, it answers under the screen's verdict: the policy reads it
-        (halo/core/turn.py), so a child's flagged words are not kept by a command, a code answer or a tool."""
+        """Answered in code, or routed to a level and the model. Whatever answers, it answers
+        under the screen's verdict: the policy reads it (halo/core/turn.py), so a child's flagged
+        words are not kept by a command, a code answer or a tool."""
         scope_id = turn.scope.id
-        stopped = await self.safety.screen_input(turn) if guarded else None
-        if stopped is not None:
-            return Reply(stopped, scope_id, "guarded", decision, Route(Level.L0, "the safety screen answers"))
         in_code = await self.code_answers.answer(turn, on_model_start)
         if in_code is not None:
             return Reply(in_code.text, scope_id, "command", decision, in_code.route, offered=turn.offered)
@@ -179,8 +178,7 @@ class Gateway:
             return self._without_model(turn, decision, plan.route)
         if on_model_start is not None:
             await on_model_start()
-        # a guarded reply is checked whole before anything of it is sent: no streaming
-        reply = await self.model_run.answer(turn, decision, plan, None if guarded else on_delta)
+        reply = await self.model_run.answer(turn, decision, plan, on_delta)
         return replace(reply, route=plan.route)
 
     def _without_model(self, turn: Turn, decision: Decision, route: Route) -> Reply:

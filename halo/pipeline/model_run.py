@@ -37,7 +37,6 @@ from transcripts.text import clean_text
 
 if TYPE_CHECKING:
     from config.settings import LLMSettings
-    from halo.safety.gate import SafetyGate
     from memory.service import MemoryService
     from transcripts import AuditLog
     from transcripts.session import TranscriptSessions
@@ -59,7 +58,6 @@ class ModelRun:
         self,
         agents: TurnAgents,
         sessions: TranscriptSessions,
-        safety: SafetyGate,
         memory: MemoryService,
         audit: AuditLog,
         llm: LLMSettings,
@@ -67,7 +65,6 @@ class ModelRun:
     ) -> None:
         self.agents = agents  # the agent for a turn at a level: model, tools, guardrails, instructions
         self.sessions = sessions  # the scope's history, read from its transcript
-        self.safety = safety  # a child's turn: the guardrails' own replies and final check
         self.memory = memory  # without a model, "remember …" is still kept (and said so)
         self.audit = audit
         self.llm = llm
@@ -104,7 +101,6 @@ class ModelRun:
         """The model's reply as the turn's plan says (level, history, tools, context), or the reply
         that says why there is none."""
         env = turn.envelope
-        safety = self.safety if turn.safety is not None else None
         agent = self.agents.agent(turn, plan)  # built once per model, tools, guard and context; instructions per turn
         session = self.sessions.get(env.scope.id)
         # the history is the transcript; the message (a photo's picture too) goes after it
@@ -122,15 +118,10 @@ class ModelRun:
                 raise
             await self.sessions.add_run(env.scope.id, input_items(result.new_items))  # tool calls: one append
             text = clean_text(str(result.final_output or "")).strip()  # a model can send a lone surrogate
-        except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as tripped:
-            # the user's line is in the session, and nothing of a stopped reply: the reply line
-            # halo writes next is what the model's history keeps
-            assert safety is not None
-            if isinstance(tripped, InputGuardrailTripwireTriggered):
-                text = await safety.act_on_input(turn)
-            else:
-                text = safety.deflect_output(turn)
-            return Reply(text, env.scope.id, "guarded", decision)
+        except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered):
+            # the child guardrails answer (halo/pipeline/guarded.py); the user's line is in the
+            # session, and nothing of a stopped reply: the reply line halo writes is what it keeps
+            raise
         except MaxTurnsExceeded:
             log.warning("the model took more than %d steps for %s; stopped", max_turns, env.scope.id)
             self.audit.write("turn_cut_short", scope_id=env.scope.id, reason="max_model_turns", limit=max_turns)
@@ -166,8 +157,6 @@ class ModelRun:
         if turn.cut_short is not None:
             self.audit.write("turn_cut_short", scope_id=env.scope.id, reason=turn.cut_short)
             text = f"{text}\n\n(I stopped looking things up early: {turn.cut_short}.)"
-        if safety is not None:
-            text = safety.final_text(turn, text)
         return Reply(text or "…", env.scope.id, "model", decision)
 
     async def _run(

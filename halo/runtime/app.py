@@ -54,6 +54,7 @@ from halo.pipeline.code_answers import CodeAnswers, PlainWords
 from halo.pipeline.compaction import compact_if_needed
 from halo.pipeline.conversations import TranscriptConversations
 from halo.pipeline.gateway import Gateway
+from halo.pipeline.guarded import ChildGuardrails
 from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.intake import Intake
 from halo.pipeline.missed import MissedMessages
@@ -313,12 +314,12 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         ),
         turn_log=TurnLog(transcripts, sessions, audit, routing=live.routing),
         safety=safety,
+        guardrails=ChildGuardrails(safety),
         code_answers=CodeAnswers(commands, answerers),
         router=router,
         model_run=ModelRun(
             agents,
             sessions,
-            safety,
             memory,
             audit,
             settings.llm,

@@ -1,0 +1,56 @@
+"""The child guardrails as one step of the turn: the message screened in, the answer made
+under that verdict, the reply checked on its way out, and what was found settled (audited,
+parents told). A turn that is not guarded (an adult's, a group without children) passes
+straight through.
+
+The screen's floor verdict is on the message's transcript line before this step (the gateway
+writes it); the classifier runs as the Agents SDK's guardrails inside the model run, which
+raise their tripwires here. Nothing else in the turn calls the guardrails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from agents import InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered
+
+from halo.core.turn import Turn
+from halo.pipeline.reply import DeltaCallback, Reply
+from halo.routing.levels import Level, Route
+from policy import Decision
+
+if TYPE_CHECKING:
+    from halo.safety.gate import SafetyGate
+
+# the answer under the guardrails: streamed to `on_delta`, or (a guarded turn) not at all
+Answer = Callable[[DeltaCallback | None], Awaitable[Reply]]
+SCREEN_ANSWERS = Route(Level.L0, "the safety screen answers")
+
+
+class ChildGuardrails:
+    def __init__(self, safety: SafetyGate) -> None:
+        self.safety = safety
+
+    async def answer(self, turn: Turn, decision: Decision, answer: Answer, on_delta: DeltaCallback | None) -> Reply:
+        """`answer`, under the guardrails when the turn is guarded. A guarded reply is checked
+        whole before anything of it is sent: it is not streamed."""
+        if turn.safety is None:
+            return await answer(on_delta)
+        safety, scope_id = self.safety, turn.scope.id
+        try:
+            stopped = await safety.screen_input(turn)
+            if stopped is not None:
+                return Reply(stopped, scope_id, "guarded", decision, SCREEN_ANSWERS)
+            try:
+                reply = await answer(None)
+            except InputGuardrailTripwireTriggered:  # the classifier found what the floor did not
+                return Reply(await safety.act_on_input(turn), scope_id, "guarded", decision)
+            except OutputGuardrailTripwireTriggered:  # the model's reply may not be sent
+                return Reply(safety.deflect_output(turn), scope_id, "guarded", decision)
+            if reply.kind == "model" and reply.text:
+                reply = replace(reply, text=safety.final_text(turn, reply.text) or "…")
+            return reply
+        finally:
+            await safety.settle(turn)
