@@ -5,10 +5,12 @@ It builds a `Halo` (halo/inventory.py); the runtime starts and closes it."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
+from typing import TYPE_CHECKING
 
-from agents import Model, Tool
+from agents import Model, ModelSettings, Tool
 
 from config.settings import Settings
 from halo.cluster.cluster import Cluster
@@ -111,6 +113,13 @@ from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
 from transcripts.session import TranscriptSessions
 
+if TYPE_CHECKING:  # the stages' fields only
+    from config.paths import HaloPaths
+    from halo.core.scope_takers import ScopeTakers
+    from halo.storage.memory_mirror import MemoryMirror, RecordedFiles
+    from memory.graph.service import GraphMemory
+    from memory.service import MemoryService
+
 log = logging.getLogger(__name__)
 
 
@@ -132,11 +141,192 @@ def build_cluster(settings: Settings, db: HaloDB) -> Cluster | None:
     return Cluster(db, Node.here(address), settings.storage.lease_seconds)
 
 
+@dataclass(frozen=True, slots=True)
+class Stores:
+    """HALO_HOME and the stores every later stage writes through."""
+
+    paths: HaloPaths
+    db: HaloDB
+    audit: AuditLog
+    transcripts: TranscriptStore
+    sessions: TranscriptSessions  # the model's history, read from `transcripts`
+    record: RecordedFiles | None  # PostgreSQL: the markdown memory's store of record
+    tasks: TaskStore
+
+    @property
+    def on_postgresql(self) -> bool:
+        return self.db.backend == "postgresql"
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyParts:
+    """The family and its policy, the one outbox, and who may join."""
+
+    policy: PolicyEngine
+    family: LiveFamily
+    live: LiveSettings  # routing, budget, prices, reminders: read at each use, reloaded live
+    delivery: Delivery
+    asks: Asks  # decisions asked as buttons: what each button decides
+    pairing: Pairing
+    groups: GroupGuard
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryParts:
+    """The models of each level, and the memory a turn reads and writes."""
+
+    levels: Levels
+    main_model: Model | None
+    memory: MemoryService
+    semantic: SemanticMemory
+    mirror: MemoryMirror | None
+    takers: ScopeTakers
+    graph: GraphMemory | None
+    recall: Recall
+    graph_recall: GraphRecall
+    memory_actions: MemoryActions
+    scope_documents: ScopeDocuments
+    documents: Documents
+
+
+@dataclass(frozen=True, slots=True)
+class Senders:
+    """What sends besides replies: safety alerts, home events, reminders, approvals."""
+
+    notifier: Notifier
+    safety: SafetyGate
+    home: HomeEvents
+    reminder_clock: ReminderScheduler
+    reminders: Reminders
+    lists: Lists
+    config: ConfigReload
+    approvals: Approvals
+
+
+@dataclass(frozen=True, slots=True)
+class TurnParts:
+    """A message's path: the context, the tools, the agents, the commands and the gateway."""
+
+    context: ContextBuilder
+    tools: list[Tool]
+    model_settings: ModelSettings
+    agents: TurnAgents
+    commands: CommandRegistry
+    gateway: Gateway
+    scope_locks: ScopeLocks
+    model_health: ModelHealth
+
+
 def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
-    """Wire every part from settings, in stages, each using only what the ones above built:
-    stores, the family and its policy, memory, the turn, what sends, the adapters. `model`
-    overrides the configured provider (bench, tests)."""
-    # -- HALO_HOME and the stores
+    """Wire every part from settings, in stages, each given only what the ones before built:
+    stores, the family and its policy, memory, what sends, the turn, the front doors (inbound,
+    the adapters), the schedules. `model` overrides the configured provider (bench, tests)."""
+    stores = build_stores(settings)
+    fam = build_family(settings, stores)
+    mem = build_memory_parts(settings, stores, fam, model)
+    senders = build_senders(settings, stores, fam, mem)
+    turn = build_turn(settings, stores, fam, mem, senders)
+    db, paths, delivery = stores.db, stores.paths, fam.delivery
+
+    # -- the front doors: inbound messages, the catch-up, the adapters
+    admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
+    # several processes on PostgreSQL: the one holding the family lease answers; the others forward
+    cluster = build_cluster(settings, db)
+    inbound = GatewayInbound(
+        turn.gateway,
+        fam.groups,
+        turn.commands,
+        fam.family.current,
+        delivery,
+        UnconfiguredChats(db, delivery),
+        fam.asks,
+        stores.audit,
+        admin_token,
+        suggestions=TaskSuggestions(stores.tasks),
+    )
+    missed = MissedMessages(
+        stores.transcripts,
+        turn.gateway,
+        inbound,
+        delivery,
+        fam.family.current,
+        stores.audit,
+        answer_within=timedelta(minutes=settings.sessions.answer_missed_minutes),
+        apologise_within=timedelta(hours=settings.sessions.apologise_missed_hours),
+    )
+    conversations = TranscriptConversations(stores.transcripts, fam.family.current)
+    adapters = build_adapters(settings, inbound, db, stores.audit, senders.home, conversations)
+    register_adapters(adapters, delivery, fam.groups, clustered=cluster is not None)
+
+    # -- schedules and the admin API's own parts
+    digest = WorkDigest.from_family(fam.family.current, stores.tasks, partial(delivery.send, kind="digest"))
+    scope_admin = ScopeAdmin(
+        sessions=stores.sessions,
+        transcripts=stores.transcripts,
+        memory=mem.memory,
+        semantic=mem.semantic,
+        graph=mem.graph,
+        paths=paths,
+        audit=stores.audit,
+        family=fam.family.current,
+    )
+    # close_model closes only clients build_model made, once: a model passed in stays the caller's
+    owned = [*mem.levels.built, *senders.safety.owned_models()]
+    return Halo(
+        settings=settings,
+        paths=paths,
+        transcripts=stores.transcripts,
+        sessions=stores.sessions,
+        audit=stores.audit,
+        db=db,
+        live_family=fam.family,
+        policy=fam.policy,
+        pairing=fam.pairing,
+        groups=fam.groups,
+        scope_admin=scope_admin,
+        memory=mem.memory,
+        semantic=mem.semantic,
+        graph=mem.graph,
+        recall=mem.recall,
+        graph_recall=mem.graph_recall,
+        documents=mem.documents,
+        memory_record=stores.record,
+        memory_mirror=mem.mirror,
+        scope_takers=mem.takers,
+        context=turn.context,
+        commands=turn.commands,
+        safety=senders.safety,
+        model=mem.main_model,
+        model_settings=turn.model_settings,
+        tools=turn.tools,
+        agents=turn.agents,
+        gateway=turn.gateway,
+        scope_locks=turn.scope_locks,
+        model_health=turn.model_health,
+        usage=mem.levels.meter,
+        inbound=inbound,
+        delivery=delivery,
+        notifier=senders.notifier,
+        approvals=senders.approvals,
+        home=senders.home,
+        reminders=senders.reminders,
+        reminder_clock=senders.reminder_clock,
+        lists=senders.lists.store,
+        config=senders.config,
+        tasks=stores.tasks,
+        digest=digest,
+        backups=build_backups(settings),
+        missed=missed,
+        adapters=adapters,
+        cluster=cluster,
+        forwarder=Forwarder() if cluster is not None else None,
+        family_scopes=TranscriptRows(db).scope_ids if stores.on_postgresql else None,
+        closers=[mem.levels.meter.store.close, stores.audit.close, *(partial(close_model, m) for m in owned)],
+    )
+
+
+def build_stores(settings: Settings) -> Stores:
+    """HALO_HOME made private and its defaults written, then halo.db and the stores on it."""
     paths = settings.paths
     make_private(paths.home)  # before anything is written: umask 077, and an older home fixed
     paths.ensure()
@@ -144,51 +334,81 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     write_default_user_files(paths, settings.members)
     db = halo_db(settings)
     on_postgresql = db.backend == "postgresql"  # the store of record; HALO_HOME's files mirror it
-    audit = AuditLog(paths.events_log, AuditRows(db) if on_postgresql else None)
     transcripts = TranscriptStore(paths.transcripts, records=TranscriptRows(db) if on_postgresql else None)
-    record = memory_record(settings, db)  # PostgreSQL: the markdown memory's store of record; else None
-    tasks = TaskStore(db)
-    sessions = TranscriptSessions(
-        transcripts, settings.sessions.history_token_budget, max_items=settings.sessions.history_max_items
+    return Stores(
+        paths=paths,
+        db=db,
+        audit=AuditLog(paths.events_log, AuditRows(db) if on_postgresql else None),
+        transcripts=transcripts,
+        sessions=TranscriptSessions(
+            transcripts, settings.sessions.history_token_budget, max_items=settings.sessions.history_max_items
+        ),
+        record=memory_record(settings, db),
+        tasks=TaskStore(db),
     )
 
-    # -- the family and its policy; the one outbox; who may join
-    policy = PolicyEngine(settings.family_view(), extra_dir=paths.policies, audit=audit)
-    family = LiveFamily(policy)
-    live = LiveSettings(settings)  # routing, budget, prices, reminders: read at each use, reloaded live
-    delivery = Delivery(db, transcripts, family.current, audit=audit)
-    asks = Asks(db, delivery, family.current)  # decisions asked as buttons: what each button decides
-    pairing = Pairing(db, FamilyEditor(paths, family), policy, delivery, audit, asks)
-    groups = GroupGuard(db, policy, delivery, audit, asks)
 
-    # -- the models and memory
-    levels = build_levels(settings, db, model)  # L1–L3's models; every call's usage is recorded
-    main_model = levels.metered(levels.main, "reply", Level.L2)
+def build_family(settings: Settings, stores: Stores) -> FamilyParts:
+    """The family and its policy (read live), the one outbox, pairing and the group guard."""
+    db, audit = stores.db, stores.audit
+    policy = PolicyEngine(settings.family_view(), extra_dir=stores.paths.policies, audit=audit)
+    family = LiveFamily(policy)
+    delivery = Delivery(db, stores.transcripts, family.current, audit=audit)
+    asks = Asks(db, delivery, family.current)
+    return FamilyParts(
+        policy=policy,
+        family=family,
+        live=LiveSettings(settings),
+        delivery=delivery,
+        asks=asks,
+        pairing=Pairing(db, FamilyEditor(stores.paths, family), policy, delivery, audit, asks),
+        groups=GroupGuard(db, policy, delivery, audit, asks),
+    )
+
+
+def build_memory_parts(settings: Settings, stores: Stores, fam: FamilyParts, model: Model | None) -> MemoryParts:
+    """L1–L3's models (every call's usage recorded), memory, the semantic index, graph memory,
+    recall and the documents members sent."""
+    levels = build_levels(settings, stores.db, model)
     extraction_model = levels.metered(levels.cheap, "extraction") if settings.memory.extractor == "llm" else None
-    memory = build_memory(settings, policy, transcripts, extraction_model, record)
+    memory = build_memory(settings, fam.policy, stores.transcripts, extraction_model, stores.record)
     semantic = build_semantic(settings)
-    mirror, takers = scope_takers(record, memory.files, semantic, transcripts)  # a scope's memory here before first use
+    mirror, takers = scope_takers(
+        stores.record, memory.files, semantic, stores.transcripts
+    )  # before a scope's first use
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
     graph = build_graph(settings, memory, semantic, levels.sink("graph"))  # ingests scopes when they go quiet
-    recall = Recall(semantic, audit)
-    graph_recall = GraphRecall(graph, audit)
-    memory_actions = MemoryActions(memory, audit)
     scope_documents = ScopeDocuments(memory.files)  # documents members sent, in each scope's files/
-    documents = Documents(scope_documents, settings.memory, semantic, audit, delivery)
+    return MemoryParts(
+        levels=levels,
+        main_model=levels.metered(levels.main, "reply", Level.L2),
+        memory=memory,
+        semantic=semantic,
+        mirror=mirror,
+        takers=takers,
+        graph=graph,
+        recall=Recall(semantic, stores.audit),
+        graph_recall=GraphRecall(graph, stores.audit),
+        memory_actions=MemoryActions(memory, stores.audit),
+        scope_documents=scope_documents,
+        documents=Documents(scope_documents, settings.memory, semantic, stores.audit, fam.delivery),
+    )
 
-    # -- what sends besides replies: safety alerts, home events, approvals
+
+def build_senders(settings: Settings, stores: Stores, fam: FamilyParts, mem: MemoryParts) -> Senders:
+    """What sends besides replies, and halo.yaml's live reload (it reaches the family and the home rules)."""
+    db, audit, delivery, family, live = stores.db, stores.audit, fam.delivery, fam.family, fam.live
     notifier = Notifier(family.current, delivery, audit)  # parents' web inbox and their other DMs
-    safety = build_safety(settings, policy, notifier, audit, transcripts, levels)
     direct = DirectMessages(family.current, delivery.can_send)  # Telegram, else Discord, else the web inbox
     home = HomeEvents(  # MQTT → observations → home rules → Delivery
         settings.home_events,
         family.current,
         HomeStore(db, settings.home_events.keep_observations),
-        policy,
+        fam.policy,
         delivery,
         direct,
         audit,
-        asks=asks,
+        asks=fam.asks,
     )
     reminder_store = ReminderStore(db)
     reminder_clock = ReminderScheduler(  # one timer fires due reminders into the outbox
@@ -199,35 +419,54 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         quiet_until=home.quiet_until,
         audit=audit,
         settings=live.reminders,
-        asks=asks,
+        asks=fam.asks,
     )
-    reminders = Reminders(reminder_store, settings=live.reminders, wake=reminder_clock.wake)
-    lists = Lists(ListStore(db))
 
     async def apply_config(new: Settings) -> None:
         """A reloaded, valid halo.yaml: the family (and the policy's view of it) and the home
         rules take effect now; ConfigReload then hands the other live keys to `live`. The rest
         waits for a restart."""
-        write_default_user_files(paths, new.members, record)
+        write_default_user_files(stores.paths, new.members, stores.record)
         family.replace(new.family_view())  # every part reads the family from here
         await home.apply(new.home_events)
         if (new.budget, new.llm.prices) != (live.current().budget, live.current().llm.prices):
-            say_unpriced(new, levels)
+            say_unpriced(new, mem.levels)
 
-    config_record = ConfigRows(db) if db.backend == "postgresql" else None  # the family's versions
-    config = ConfigReload(live, apply_config, record=config_record)
-    approvals = Approvals(
-        db, delivery, transcripts, family.current, audit, minutes=settings.tools.approval_minutes, asks=asks
+    config_record = ConfigRows(db) if stores.on_postgresql else None  # the family's versions
+    return Senders(
+        notifier=notifier,
+        safety=build_safety(settings, fam.policy, notifier, audit, stores.transcripts, mem.levels),
+        home=home,
+        reminder_clock=reminder_clock,
+        reminders=Reminders(reminder_store, settings=live.reminders, wake=reminder_clock.wake),
+        lists=Lists(ListStore(db)),
+        config=ConfigReload(live, apply_config, record=config_record),
+        approvals=Approvals(
+            db,
+            delivery,
+            stores.transcripts,
+            family.current,
+            audit,
+            minutes=settings.tools.approval_minutes,
+            asks=fam.asks,
+        ),
     )
 
-    # -- the turn: context, tools, the agents, commands, the gateway
+
+def build_turn(settings: Settings, stores: Stores, fam: FamilyParts, mem: MemoryParts, senders: Senders) -> TurnParts:
+    """The context a model turn is given, the tools, the agents, the router, the commands and
+    code answers, and the gateway that runs them in order."""
+    paths, sessions, audit, transcripts = stores.paths, stores.sessions, stores.audit, stores.transcripts
+    family, live, levels = fam.family, fam.live, mem.levels
+    approvals, reminders, lists, safety = senders.approvals, senders.reminders, senders.lists, senders.safety
+    recall, graph_recall, memory_actions, documents = mem.recall, mem.graph_recall, mem.memory_actions, mem.documents
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
     persona, tone = PersonaSource(paths.soul), ProfileSource()
     memory_source = MemorySource(paths, daily_section=daily_section, sent_history=sessions.sent_history)
     context = ContextBuilder(
         [
             persona,
-            DocumentSource(scope_documents, settings.memory.document_excerpt_tokens),
+            DocumentSource(mem.scope_documents, settings.memory.document_excerpt_tokens),
             tone,
             memory_source,
             RecallSource(recall, already_in_context=memory_files_in_context),
@@ -237,11 +476,11 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     )
     tools: list[Tool] = [
         *default_tools(),
-        *message_tools(approvals, delivery, family.current),  # a parent approves each one
+        *message_tools(approvals, fam.delivery, family.current),  # a parent approves each one
         *memory_tools(memory_actions),
         recall.tool(),
         graph_recall.tool(),
-        *task_tools(tasks),
+        *task_tools(stores.tasks),
         *reminder_tools(reminders),
         *list_tools(lists),
         *web_tools(PageFetcher()),  # "outward": the policy decides who may reach the web
@@ -250,16 +489,22 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     settings_for_model = model_settings(settings.llm)
     agents = TurnAgents(
         context=context,
-        policy=policy,
+        policy=fam.policy,
         safety=safety,
-        model=main_model,
+        model=mem.main_model,
         model_settings=settings_for_model,
         tools=tools,
         levels=levels.reply_models(),
     )
     prices = Prices(live.prices)  # llm.prices on top of halo's defaults, read at each use
     router, budget = build_routing(
-        settings, live, prices, levels, transcripts, partial(notifier.notify_parents, kind="budget"), family.current
+        settings,
+        live,
+        prices,
+        levels,
+        transcripts,
+        partial(senders.notifier.notify_parents, kind="budget"),
+        family.current,
     )
     commands = CommandRegistry(
         [
@@ -268,8 +513,8 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
                 llm=settings.llm,
                 sessions=sessions,
                 audit=audit,
-                pairing=pairing,
-                groups=groups,
+                pairing=fam.pairing,
+                groups=fam.groups,
                 tools=lambda turn: [tool.name for tool in agents.offered_tools(turn)],
                 whoami_lines=[reminders.who_may_i_remind],
             ),
@@ -277,18 +522,18 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
             *files_commands(documents),
             recall.command(),
             graph_recall.command(),
-            *task_commands(tasks),
-            *home_commands(home),
+            *task_commands(stores.tasks),
+            *home_commands(senders.home),
             *reminder_commands(reminders),
             *list_commands(lists),
             usage_command(levels.meter, prices),
         ]
     )
     # answered in code before any model is asked, in this order
-    answerers: list[Answerer] = [in_code(documents.acknowledge)] if main_model is None else []  # say it was kept
+    answerers: list[Answerer] = [in_code(documents.acknowledge)] if mem.main_model is None else []  # say it was kept
     answerers += [
         StatusAnswers(
-            tasks,
+            stores.tasks,
             paths,
             # routed: the task list answers at L0, worded by rules; else llm.model words the same facts
             model=levels.metered(levels.main, "status", Level.L2),
@@ -308,7 +553,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     gateway = Gateway(
         locks=scope_locks,
         resends=Resends(transcripts, sessions),
-        admission=Admission(policy, groups, pairing, commands, tool_budget=settings.llm.max_tool_calls),
+        admission=Admission(fam.policy, fam.groups, fam.pairing, commands, tool_budget=settings.llm.max_tool_calls),
         intake=Intake(
             build_transcriber(settings.llm, levels.sink("transcription")), build_photo_reader(settings.llm), documents
         ),
@@ -317,140 +562,56 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         guardrails=ChildGuardrails(safety),
         code_answers=CodeAnswers(commands, answerers),
         router=router,
-        model_run=ModelRun(
-            agents,
-            sessions,
-            memory,
-            audit,
-            settings.llm,
-            model_health,
-        ),
+        model_run=ModelRun(agents, sessions, mem.memory, audit, settings.llm, model_health),
         after_turn=AfterTurn(
             [
                 partial(
                     _keep_session_in_budget, sessions, levels.metered(levels.main, "distillation"), settings.llm.tracing
                 ),
-                memory_after_turn(memory),
+                memory_after_turn(mem.memory),
                 usage_after_turn(budget),
-                partial(_index_later, semantic),
+                partial(_index_later, mem.semantic),
             ],
-            memory,
-            delivery,
+            mem.memory,
+            fam.delivery,
         ),
-        takers=takers,
+        takers=mem.takers,
     )
-    admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
-    unconfigured = UnconfiguredChats(db, delivery)
-    # several processes on PostgreSQL: the one holding the family lease answers; the others forward
-    cluster = build_cluster(settings, db)
-    inbound = GatewayInbound(
-        gateway,
-        groups,
-        commands,
-        family.current,
-        delivery,
-        unconfigured,
-        asks,
-        audit,
-        admin_token,
-        suggestions=TaskSuggestions(tasks),
-    )
-    missed = MissedMessages(
-        transcripts,
-        gateway,
-        inbound,
-        delivery,
-        family.current,
-        audit,
-        answer_within=timedelta(minutes=settings.sessions.answer_missed_minutes),
-        apologise_within=timedelta(hours=settings.sessions.apologise_missed_hours),
+    return TurnParts(
+        context=context,
+        tools=tools,
+        model_settings=settings_for_model,
+        agents=agents,
+        commands=commands,
+        gateway=gateway,
+        scope_locks=scope_locks,
+        model_health=model_health,
     )
 
-    # -- the adapters, each registered with the outbox that sends through it
-    conversations = TranscriptConversations(transcripts, family.current)
-    adapters = build_adapters(settings, inbound, db, audit, home, conversations)
+
+def register_adapters(adapters: list[Adapter], delivery: Delivery, groups: GroupGuard, *, clustered: bool) -> None:
+    """Each adapter registered with the outbox that sends through it (a chat app's, on several
+    processes, only on the active one: halo/inventory.py), and with the group guard when it can
+    say who is still in a chat."""
     for adapter in adapters:
         if adapter.platform == "mqtt":  # home events in only; it sends nothing
             pass
-        elif cluster is not None and not isinstance(adapter, LiveReplies):
-            delivery.know(adapter.platform)  # a chat app sends from the active process (halo/inventory.py)
+        elif clustered and not isinstance(adapter, LiveReplies):
+            delivery.know(adapter.platform)
         else:
             delivery.register(adapter.platform, adapter)
         if isinstance(adapter, PresenceCheck):
             groups.register_presence(adapter.platform, adapter.still_in_chat)
 
-    # -- schedules and the admin API's own parts
-    digest = WorkDigest.from_family(family.current, tasks, partial(delivery.send, kind="digest"))
-    backups = None
-    if settings.backups.schedule:
-        zone = settings.family.timezone
-        storage_url = settings.storage.url.get_secret_value() if settings.storage.url else None
-        backups = BackupSchedule(
-            paths.home, paths.backups, settings.backups.schedule, settings.backups.keep, zone, storage_url=storage_url
-        )
-    scope_admin = ScopeAdmin(
-        sessions=sessions,
-        transcripts=transcripts,
-        memory=memory,
-        semantic=semantic,
-        graph=graph,
-        paths=paths,
-        audit=audit,
-        family=family.current,
-    )
-    # close_model closes only clients build_model made, once: a model passed in stays the caller's
-    owned = [*levels.built, *safety.owned_models()]
-    return Halo(
-        settings=settings,
-        paths=paths,
-        transcripts=transcripts,
-        sessions=sessions,
-        audit=audit,
-        db=db,
-        live_family=family,
-        policy=policy,
-        pairing=pairing,
-        groups=groups,
-        scope_admin=scope_admin,
-        memory=memory,
-        semantic=semantic,
-        graph=graph,
-        recall=recall,
-        graph_recall=graph_recall,
-        documents=documents,
-        memory_record=record,
-        memory_mirror=mirror,
-        scope_takers=takers,
-        context=context,
-        commands=commands,
-        safety=safety,
-        model=main_model,
-        model_settings=settings_for_model,
-        tools=tools,
-        agents=agents,
-        gateway=gateway,
-        scope_locks=scope_locks,
-        model_health=model_health,
-        usage=levels.meter,
-        inbound=inbound,
-        delivery=delivery,
-        notifier=notifier,
-        approvals=approvals,
-        home=home,
-        reminders=reminders,
-        reminder_clock=reminder_clock,
-        lists=lists.store,
-        config=config,
-        tasks=tasks,
-        digest=digest,
-        backups=backups,
-        missed=missed,
-        adapters=adapters,
-        cluster=cluster,
-        forwarder=Forwarder() if cluster is not None else None,
-        family_scopes=TranscriptRows(db).scope_ids if on_postgresql else None,
-        closers=[levels.meter.store.close, audit.close, *(partial(close_model, m) for m in owned)],
-    )
+
+def build_backups(settings: Settings) -> BackupSchedule | None:
+    """backups.schedule, when set."""
+    schedule, keep = settings.backups.schedule, settings.backups.keep
+    if not schedule:
+        return None
+    storage_url = settings.storage.url.get_secret_value() if settings.storage.url else None
+    zone = settings.family.timezone
+    return BackupSchedule(settings.paths.home, settings.paths.backups, schedule, keep, zone, storage_url=storage_url)
 
 
 def build_adapters(
