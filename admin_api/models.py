@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from config import family
 from config.family import AgeGroup, Role
 from halo.http_routes import ApiModel, Error, Timestamp
-from transcripts.store import Role as LineRole
+from transcripts.lines import Role as LineRole
 
 __all__ = ["ApiModel", "Count", "Error", "Member", "Number", "OpenModel", "Timestamp", "TranscriptLine", "reply"]
 

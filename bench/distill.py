@@ -33,6 +33,7 @@ from memory.distill import Distiller
 from memory.scope_files import ScopeFiles
 from memory.state import JobStateStore
 from transcripts import TranscriptLine, TranscriptStore
+from transcripts.lines import Message, Reply
 
 SCOPE = "telegram:1002"
 USER_LINES = [
@@ -71,11 +72,10 @@ def session(turns: int, seed: int = 7) -> list[TranscriptLine]:
             month=rng.choice(["May", "June"]),
         )
         lines.append(
-            TranscriptLine(
+            (Message if user else Reply)(
                 id=uuid.uuid4().hex,
                 ts=start + timedelta(minutes=2 * i),
                 scope_id=SCOPE,
-                role="user" if user else "assistant",
                 text=text,
                 speaker="mom" if user else "halo",
             )

@@ -44,7 +44,8 @@ from memory.scope_files import ScopeFiles, ScopeInfo
 from memory.semantic import Hit, SemanticMemory
 from memory.service import LogEntry, MemoryService
 from memory.state import JobStateStore
-from transcripts import TranscriptLine, TranscriptStore
+from transcripts import TranscriptStore
+from transcripts.lines import Message
 from transcripts.tokens import estimate_tokens
 
 SCOPE = "telegram:-1001000000001"  # the parents group
@@ -171,9 +172,7 @@ class Home:
             session = this
             speaker = self.ids[turn.speaker]
             await self.transcripts.append(
-                TranscriptLine(
-                    uuid.uuid4().hex, turn.ts, SCOPE, "user", turn.text, speaker=speaker, extra={"unaddressed": True}
-                )
+                Message(uuid.uuid4().hex, turn.ts, SCOPE, turn.text, speaker=speaker, unaddressed=True)
             )
             await self.memory.log_turn(SCOPE, [LogEntry(turn.ts, "user", turn.text, turn.speaker)])
             await self.memory.after_turn(SCOPE, turn.text)

@@ -36,6 +36,7 @@ from halo.core.scopes import resolve_scope
 from halo.runtime.app import build_halo
 from halo.runtime.heap import freeze_start_up_heap
 from transcripts import TranscriptLine
+from transcripts.lines import Message, Reply
 
 
 class InstantModel(Model):
@@ -131,20 +132,20 @@ async def scopes_rss(home: Path, n: int) -> float:
     halo = build_halo(load_settings(home), model=InstantModel())
     services, gateway = halo, halo.gateway
 
-    def line(scope_id: str, role: str, text: str) -> TranscriptLine:
-        return TranscriptLine(uuid.uuid4().hex, datetime.now(UTC), scope_id, role, text, platform="telegram")  # type: ignore[arg-type]
+    def line(scope_id: str, kind: type[Message | Reply], text: str) -> TranscriptLine:
+        return kind(uuid.uuid4().hex, datetime.now(UTC), scope_id, text, platform="telegram")
 
     async def touch(i: int) -> None:
         scope_id = f"telegram:-{1000000 + i}"
         async with gateway.locks.of(scope_id):
-            await services.transcripts.append(line(scope_id, "user", f"hello {i}"))
+            await services.transcripts.append(line(scope_id, Message, f"hello {i}"))
             session = services.sessions.get(scope_id)
             await session.get_items()
             await session.add_items([{"role": "user", "content": f"hello {i}"}])
             await session.add_items(
                 [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}]
             )
-            await services.transcripts.append(line(scope_id, "assistant", "ok"))
+            await services.transcripts.append(line(scope_id, Reply, "ok"))
             await services.sessions.settle(scope_id)
 
     for i in range(200):  # warm-up: imports, thread pools, allocator arenas

@@ -21,6 +21,7 @@ from memory.scope_files import ScopeFiles
 from memory.state import JobStateStore
 from memory.when import absolute_dates, day_of, hhmm
 from transcripts import TranscriptLine, TranscriptStore
+from transcripts.lines import Message
 
 Names = Callable[[str | None], str]
 """A speaker label (member id, "halo", "unknown:…") → the name memory files use."""
@@ -96,7 +97,7 @@ def _plan_user_line(out: Plan, line: TranscriptLine, name: str) -> bool:
     day = day_of(line.ts)
     meta = f"{name}, {day.isoformat()}"
     noted = False
-    said_to_others = bool(line.extra.get("unaddressed"))
+    said_to_others = isinstance(line, Message) and line.unaddressed
     for action in classify(redact(line.text)):
         if said_to_others and isinstance(action, Durable) and action.key is None:
             # "remember, just do it" in a group, to the others: an instruction only when said to halo

@@ -11,7 +11,8 @@ from config.paths import HaloPaths
 from memory.distill import Distiller
 from memory.scope_files import ScopeFiles, ScopeInfo
 from memory.state import JobStateStore
-from transcripts import TranscriptLine, TranscriptStore
+from transcripts import TranscriptStore
+from transcripts.lines import Message, Reply
 
 NAMES = {"mom": "Mom", "wags": "Wags", "aarav": "Aarav", "halo": "halo"}
 T0 = datetime(2026, 2, 13, 9, 0, tzinfo=UTC)
@@ -53,11 +54,10 @@ class MemoryKit:
         self, scope_id: str, text: str, speaker: str = "mom", role: str = "user", ts: datetime | None = None
     ) -> int:
         self._n += 1
-        line = TranscriptLine(
+        line = (Message if role == "user" else Reply)(
             id=uuid.uuid4().hex,
             ts=ts or T0 + timedelta(minutes=self._n),
             scope_id=scope_id,
-            role=role,  # type: ignore[arg-type]
             text=text,
             speaker=speaker if role == "user" else "halo",
         )

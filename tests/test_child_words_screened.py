@@ -22,6 +22,7 @@ from halo.runtime.app import build_halo
 from tests.conftest import write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.test_routing import ROUTED_FAMILY, envelope, routed_yaml
+from transcripts.lines import Closing, Message, Reply
 
 ESCALATED = "Thank you for telling me"  # the supportive reply, both ages
 DEFLECTED = {"tara": "That's a good question for", "aarav": "That's not something I can help with here"}
@@ -152,9 +153,9 @@ async def test_the_probe(halo: Halo, fake_llm: FakeOpenAI, child: str, text: str
             assert expect.alert in telegram[0] and text not in telegram[0]  # a chat app never gets the words
 
     # the line that answers it records the level and the screen's verdict
-    closing = next(line for line in halo.transcripts.tail(scope_id, 10) if line.extra.get("answers"))
-    assert closing.extra["level"] == "L0" and closing.extra["risk"] in ("low", "medium", "high")
-    assert closing.extra["safety_action"] in ("pass", "escalate", "deflect")
+    closing = next(line for line in halo.transcripts.tail(scope_id, 10) if isinstance(line, Reply | Closing))
+    assert closing.level.level == "L0" and closing.safety.risk in ("low", "medium", "high")
+    assert closing.safety.safety_action in ("pass", "escalate", "deflect")
     assert fake_llm.scripted_requests == []  # every one of them was answered without a model
 
 
@@ -162,8 +163,8 @@ async def test_a_flagged_message_is_marked_and_distillation_leaves_it_out(halo: 
     """The verdict is on the child's own line when it is written; memory reads it there."""
     await say(halo, "tara", "my phone number is 07700 900123")
     await halo.memory.distill("telegram:1004")
-    [line] = [line for line in halo.transcripts.tail("telegram:1004", 10) if line.role == "user"]
-    assert line.extra["risk"] == "medium" and line.extra["not_for_memory"] is True
+    [line] = [line for line in halo.transcripts.tail("telegram:1004", 10) if isinstance(line, Message)]
+    assert line.safety.risk == "medium" and line.safety.not_for_memory is True
     assert "07700" not in memory_text(halo, "telegram:1004")
 
 

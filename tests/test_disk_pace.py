@@ -12,12 +12,13 @@ from pathlib import Path
 
 from transcripts import TranscriptLine, TranscriptStore
 from transcripts.disk_pace import BACK_OFF_SECONDS, SLOW_SECONDS, DiskPace
+from transcripts.lines import Message
 
 SCOPE = "web:mom"
 
 
 def line(text: str) -> TranscriptLine:
-    return TranscriptLine(f"id-{text}", datetime.now(UTC), SCOPE, "user", text, platform="web")
+    return Message(f"id-{text}", datetime.now(UTC), SCOPE, text, platform="web")
 
 
 def test_one_slow_append_sends_appends_to_threads_for_a_while() -> None:

@@ -26,7 +26,7 @@ from halo.storage.family import ForeignFamilyRow
 from tests.conftest import OWNER_AUTH, Outbox, write_home
 from tests.storage_support import fresh_database
 from tests.waiting import eventually
-from transcripts.store import TranscriptLine
+from transcripts.lines import Message
 
 GROUP = "telegram:-1001234"  # the parents' group: the same chat id in both families
 
@@ -227,7 +227,7 @@ async def test_two_families_on_one_database_neither_sees_sends_lists_nor_purges_
         await halo.delivery.to_member("wags", f"{family}: dinner at 7")
     sharma, jones = running["sharma"], running["jones"]
     for family, instance in running.items():
-        line = TranscriptLine(id=f"{family}-1", ts=now, scope_id=GROUP, role="user", text=family, speaker="wags")
+        line = Message(id=f"{family}-1", ts=now, scope_id=GROUP, text=family, speaker="wags")
         await instance.halo.transcripts.append(line)
 
     for family, instance in running.items():

@@ -24,7 +24,7 @@ from tests.conftest import llm_yaml  # noqa: E402
 from tests.fakes.graphiti_model import GraphitiStandIn  # noqa: E402
 from tests.graph_support import start_falkordb  # noqa: E402
 from tests.semantic_helpers import save_concept_model  # noqa: E402
-from transcripts import TranscriptLine  # noqa: E402
+from transcripts.lines import Message  # noqa: E402
 
 PARENTS = "telegram:-1001234"
 
@@ -121,8 +121,8 @@ async def test_falkordb_lost_mid_way_ingestion_backs_off_and_chat_goes_on(
         proc.wait(timeout=10)
 
         await running.halo.transcripts.append(
-            TranscriptLine(
-                "x1", datetime(2026, 9, 1, tzinfo=UTC), PARENTS, "user", "Note: Aarav's piano is on Mondays now.",
+            Message(
+                "x1", datetime(2026, 9, 1, tzinfo=UTC), PARENTS, "Note: Aarav's piano is on Mondays now.",
                 speaker="wags",
             )
         )  # fmt: skip

@@ -33,7 +33,7 @@ from tests.fakes.graphiti_model import GraphitiStandIn  # noqa: E402
 from tests.fakes.llm_server import FakeOpenAI  # noqa: E402
 from tests.graph_support import falkordb_server  # noqa: E402, F401
 from tests.semantic_helpers import save_concept_model  # noqa: E402
-from transcripts import TranscriptLine  # noqa: E402
+from transcripts.lines import Message  # noqa: E402
 
 PARENTS = "telegram:-1001234"
 WRITERS = {PARENTS: "wags", "telegram:1001": "wags", "telegram:1002": "mom", "telegram:1003": "aarav",
@@ -100,7 +100,7 @@ def test_graph_recall_never_crosses_a_scope_the_policy_refuses(world: World, fac
             placed[value] = scope_id
             ts = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=next(_clock))
             text = f"Note: {subject}'s {thing} is on {value} now."
-            line = TranscriptLine(uuid.uuid4().hex, ts, scope_id, "user", text, speaker=WRITERS[scope_id])
+            line = Message(uuid.uuid4().hex, ts, scope_id, text, speaker=WRITERS[scope_id])
             await services.transcripts.append(line)
         for scope_id in {s for s, _, _ in facts}:
             result = await services.graph.ingestion.run(scope_id)

@@ -215,12 +215,10 @@ async def test_remember_said_to_the_others_in_a_group_is_a_note(kit: MemoryKit) 
     """'Remember, just do it' to a friend is not an instruction to halo; 'my X is Y' is a fact either way."""
     import uuid
 
-    from transcripts import TranscriptLine
+    from transcripts.lines import Message
 
     for text in ["Remember, just do it!", "My favourite colour is green."]:
-        await kit.transcripts.append(
-            TranscriptLine(uuid.uuid4().hex, T0, "web:mom", "user", text, speaker="mom", extra={"unaddressed": True})
-        )
+        await kit.transcripts.append(Message(uuid.uuid4().hex, T0, "web:mom", text, speaker="mom", unaddressed=True))
     await kit.say("web:mom", "remember the spare key is under the blue pot")
     kit.distiller.run("web:mom")
     memory = kit.memory("web:mom")

@@ -268,16 +268,16 @@ async def test_the_api_the_admin_endpoint_calls(fake_llm: FakeOpenAI, settings_f
 
 def test_halo_distill_cli(settings_for, home: Path, monkeypatch, capsys):
     from halo.runtime.cli import main
-    from transcripts import TranscriptLine, TranscriptStore
+    from transcripts import TranscriptStore
+    from transcripts.lines import Message
 
     settings_for("")
     monkeypatch.setenv("HALO_HOME", str(home))
     store = TranscriptStore(home / "transcripts")
-    line = TranscriptLine(
+    line = Message(
         id="1",
         ts=time_now(),
         scope_id="telegram:1002",
-        role="user",
         text="remember the bins go out on Monday",
         speaker="mom",
     )

@@ -31,7 +31,8 @@ from tests.telegram_support import telegram_yaml
 from tests.test_delivery import start
 from tests.test_session_durability import Serve
 from tests.waiting import eventually
-from transcripts import TranscriptLine, TranscriptStore
+from transcripts import TranscriptStore
+from transcripts.lines import Message, Received
 
 pytestmark = [  # halo.db on SQLite, then on PostgreSQL; halo serve as a process
     pytest.mark.usefixtures("on_both_stores"),
@@ -69,18 +70,16 @@ async def leave_unanswered(
     line_id = uuid.uuid4().hex
     async with transcript_store(home) as store:
         await store.append(
-            TranscriptLine(
+            Message(
                 id=line_id,
                 ts=datetime.now(UTC) - age,
                 scope_id=f"telegram:{chat_id}",
-                role="user",
                 text=text,
                 speaker=speaker,
                 platform="telegram",
-                extra={
-                    **({"message_id": str(message_id)} if message_id is not None else {}),
-                    **({"heard": True, "model_input": f"(voice note) {text}"} if heard else {}),
-                },
+                message_id=str(message_id) if message_id is not None else None,
+                received=Received(heard=heard),
+                model_input=f"(voice note) {text}" if heard else None,
             )
         )
     return line_id
@@ -146,15 +145,14 @@ async def test_an_old_unanswered_message_gets_one_apology_and_a_kept_group_messa
     await leave_unanswered(home, WAGS, "wags", "Ancient history", timedelta(days=3))  # past the window
     async with transcript_store(home) as store:
         await store.append(  # a group message halo only kept (not addressed to it): never answered
-            TranscriptLine(
+            Message(
                 id=uuid.uuid4().hex,
                 ts=datetime.now(UTC) - timedelta(minutes=1),
                 scope_id="telegram:-1001234",
-                role="user",
                 text="[Wags] see you at six",
                 speaker="wags",
                 platform="telegram",
-                extra={"unaddressed": True},
+                unaddressed=True,
             )
         )
 

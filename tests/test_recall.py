@@ -16,7 +16,8 @@ from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
 from tests.waiting import eventually
-from transcripts import TranscriptLine, TranscriptStore
+from transcripts import TranscriptStore
+from transcripts.lines import Message, Reply
 from transcripts.session import TranscriptSessions
 
 DM = "web:mom"
@@ -38,11 +39,9 @@ def model_dir(tmp_path: Path) -> Path:
 async def seed_dm_month_ago(settings: Settings) -> None:
     store = TranscriptStore(settings.paths.transcripts)
     then = datetime.now(UTC) - timedelta(days=31)
-    await store.append(TranscriptLine("u1", then, DM, "user", DENTIST, speaker="mom", platform="web"))
+    await store.append(Message("u1", then, DM, DENTIST, speaker="mom", platform="web"))
     await store.append(
-        TranscriptLine(
-            "a1", then + timedelta(seconds=3), DM, "assistant", "Noted: the dentist.", speaker="halo", platform="web"
-        )
+        Reply("a1", then + timedelta(seconds=3), DM, "Noted: the dentist.", speaker="halo", platform="web")
     )
     await TranscriptSessions(store, 4000).clear(DM)  # /new since: the words are in the transcript, not the session
     parents_dir = settings.paths.scope_dir(PARENTS)

@@ -26,6 +26,7 @@ from halo.usage.prices import Prices
 from memory.when import day_of
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, Outbox, default_level_triage, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI, count_tokens
+from transcripts.lines import Closing, Message, Reply
 
 ROUTED_FAMILY = FAMILY_YAML.replace("routing: {enabled: false}", "routing: {enabled: true}")
 
@@ -79,9 +80,11 @@ def reply_models(fake: FakeOpenAI) -> list[str]:
 
 def transcript_marks(halo: Halo, scope_id: str) -> list[tuple[str, str | None, str | None]]:
     return [
-        (line.role, line.extra.get("level"), line.extra.get("level_reason"))
+        (line.role, line.level.level, line.level.reason)
+        if isinstance(line, Reply | Closing)
+        else (line.role, None, None)
         for line in halo.transcripts.tail(scope_id, 50)
-        if line.role != "user"
+        if not isinstance(line, Message)
     ]
 
 
@@ -214,7 +217,7 @@ async def test_in_a_group_an_acknowledgement_gets_no_reply_and_closes_the_messag
     reply = await halo.gateway.handle(group)
     assert (reply.text, reply.kind) == (None, "silent") and fake_llm.model_requests == []
     [line] = [line for line in halo.transcripts.tail("telegram:-1001234", 5) if line.role != "user"]
-    assert (line.role, line.extra["answers"], line.extra["level"]) == ("event", group.id, "L0")
+    assert isinstance(line, Closing) and (line.answers, line.level.level) == (group.id, "L0")
 
 
 async def test_usage_is_what_the_provider_reported_summed_exactly(halo: Halo, fake_llm: FakeOpenAI) -> None:

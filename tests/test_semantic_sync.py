@@ -15,7 +15,8 @@ from memory.semantic.chunking import NumberedLine
 from memory.semantic.embedders import EmbedderIdentity, Model2VecEmbedder
 from memory.semantic.index import ScopeIndex
 from tests.semantic_helpers import CountingEmbedder, concept_model
-from transcripts import TranscriptLine, TranscriptStore
+from transcripts import TranscriptStore
+from transcripts.lines import Closing, Message, Reply
 
 SCOPE = "web:mom"
 T0 = datetime(2026, 9, 1, 9, 0, tzinfo=UTC)
@@ -49,12 +50,11 @@ def write(path: Path, text: str) -> None:
 
 async def say(store: TranscriptStore, role: str, text: str, ts: datetime, speaker: str = "mom") -> None:
     await store.append(
-        TranscriptLine(
+        (Message if role == "user" else Reply)(
             os.urandom(6).hex(),
             ts,
             SCOPE,
-            role,
-            text,  # type: ignore[arg-type]
+            text,
             speaker=speaker if role == "user" else "halo",
         )
     )
@@ -79,12 +79,12 @@ def test_markdown_chunks_follow_headings_lines_and_overlap() -> None:
 
 def test_transcript_chunks_are_turn_pairs_without_commands() -> None:
     lines = [
-        TranscriptLine("1", T0, SCOPE, "user", "The dentist is on Friday", speaker="mom"),
-        TranscriptLine("2", T0, SCOPE, "assistant", "Noted."),
-        TranscriptLine("3", T0, SCOPE, "user", "/recall dentist", speaker="mom"),
-        TranscriptLine("4", T0, SCOPE, "assistant", "Found 1: The dentist is on Friday"),
-        TranscriptLine("5", T0, SCOPE, "event", "model unavailable"),
-        TranscriptLine("6", T0, SCOPE, "user", "Soccer at 5", speaker="mom"),
+        Message("1", T0, SCOPE, "The dentist is on Friday", speaker="mom"),
+        Reply("2", T0, SCOPE, "Noted."),
+        Message("3", T0, SCOPE, "/recall dentist", speaker="mom"),
+        Reply("4", T0, SCOPE, "Found 1: The dentist is on Friday"),
+        Closing("5", T0, SCOPE, "model unavailable"),
+        Message("6", T0, SCOPE, "Soccer at 5", speaker="mom"),
     ]
     chunks = list(chunk_transcript(NumberedLine(n, line) for n, line in enumerate(lines, start=1)))
     assert [(c.start_line, c.end_line) for c in chunks] == [(1, 2), (6, 6)]
@@ -264,7 +264,7 @@ async def test_scheduled_runs_find_changes_no_turn_announced(paths, embedder) ->
     await semantic.sync_scope(SCOPE)
     assert semantic.due_scopes() == []
 
-    other = TranscriptLine("o1", T0, "web:wags", "user", "Hello from another scope", speaker="wags")
+    other = Message("o1", T0, "web:wags", "Hello from another scope", speaker="wags")
     await store.append(other)
     assert semantic.due_scopes() == ["web:wags"]
     await semantic.close()
@@ -283,7 +283,7 @@ async def test_a_forgotten_scope_is_not_indexed_again_until_it_is_active(paths, 
 
 
 def test_chunks_carry_no_secrets() -> None:
-    line = TranscriptLine("1", T0, SCOPE, "user", "the wifi password: hunter2hunter2", speaker="mom")
+    line = Message("1", T0, SCOPE, "the wifi password: hunter2hunter2", speaker="mom")
     (chunk,) = chunk_transcript([NumberedLine(1, line)])
     assert "hunter2" not in chunk.text and "[redacted]" in chunk.text
     (note,) = chunk_markdown("MEMORY.md", "- bank pin: 4321\n- api key = sk-abcdefghijklmnopqrstuv\n")

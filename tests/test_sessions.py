@@ -12,9 +12,11 @@ from openai import AsyncOpenAI
 from halo.pipeline.compaction import compact_if_needed
 from tests.fakes.llm_server import FakeOpenAI
 from transcripts import TranscriptLine, TranscriptStore
+from transcripts.lines import Message, Note, Reply
 from transcripts.session import SUMMARY_PREFIX, TranscriptSessions
 from transcripts.tokens import estimate_tokens, fit_to_budget
 
+KINDS: dict[str, type[TranscriptLine]] = {"user": Message, "assistant": Reply, "event": Note}
 SCOPE = "web:mom"
 TOOL_STEP = [  # one finished tool call, as a run's items
     {"type": "function_call", "call_id": "c1", "name": "current_time", "arguments": "{}"},
@@ -30,15 +32,14 @@ def turn(i: int, words: int = 40) -> list[dict]:
 
 
 def line(role: str, text: str, scope: str = SCOPE, **extra: object) -> TranscriptLine:
-    return TranscriptLine(
+    return KINDS[role](
         id=f"{role}-{text[:12]}-{datetime.now(UTC).timestamp()}",
         ts=datetime.now(UTC),
         scope_id=scope,
-        role=role,  # type: ignore[arg-type]
         text=text,
         speaker="mom" if role == "user" else "halo",
         platform="web",
-        extra=dict(extra),
+        **extra,
     )
 
 

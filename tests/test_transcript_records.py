@@ -28,6 +28,7 @@ from tests.storage_support import fresh_database
 from tests.waiting import eventually
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
 from transcripts.audit import AuditEvent
+from transcripts.lines import Message
 from transcripts.records import RecordedLine, SeqTaken
 from transcripts.session import TranscriptSessions
 
@@ -36,7 +37,7 @@ OTHER = "telegram:-1002"
 
 
 def line(text: str, scope_id: str = SCOPE) -> TranscriptLine:
-    return TranscriptLine(uuid.uuid4().hex, datetime.now(UTC), scope_id, "user", text, speaker="wags")
+    return Message(uuid.uuid4().hex, datetime.now(UTC), scope_id, text, speaker="wags")
 
 
 async def rows(url: str, query: str, *args: Any) -> list[dict[str, Any]]:

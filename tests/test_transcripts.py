@@ -19,22 +19,22 @@ from tests import processes
 from tests.waiting import eventually
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
 from transcripts._lines import BLOCK_SIZE
+from transcripts.lines import Message
 
 REPO = Path(__file__).resolve().parents[1]
 SCOPE = "telegram:1001"
 
 
 def make_line(text: str, scope_id: str = SCOPE, **extra: object) -> TranscriptLine:
-    return TranscriptLine(
+    return Message(
         id=uuid.uuid4().hex,
         ts=datetime.now(UTC),
         scope_id=scope_id,
-        role="user",
         text=text,
         speaker="wags",
         target="wags",
         platform="telegram",
-        extra=dict(extra),
+        **extra,
     )
 
 
@@ -71,8 +71,8 @@ def held_open(root: Path) -> list[str]:
 # --- TranscriptLine ---------------------------------------------------------------------------------
 
 
-def test_line_round_trips_with_extra_at_top_level() -> None:
-    line = make_line('नमस्ते \u2028 {"quoted"}\n', reply_to="abc", tokens=12)
+def test_line_round_trips_with_unknown_keys_at_top_level() -> None:
+    line = make_line('नमस्ते \u2028 {"quoted"}\n', unknown={"reply_to": "abc", "tokens": 12})
     data = json.loads(line.to_json())
     assert list(data)[:8] == ["id", "ts", "scope_id", "role", "speaker", "target", "platform", "text"]
     assert data["reply_to"] == "abc" and data["tokens"] == 12
@@ -80,19 +80,21 @@ def test_line_round_trips_with_extra_at_top_level() -> None:
     assert TranscriptLine.from_json(line.to_json()) == line
 
 
-def test_line_rejects_naive_time_bad_role_and_shadowing_extra() -> None:
+def test_line_rejects_naive_time_bad_role_and_shadowing_unknown_keys() -> None:
     with pytest.raises(ValueError):
-        TranscriptLine(id="1", ts=datetime.now(), scope_id=SCOPE, role="user", text="x")
+        Message(id="1", ts=datetime.now(), scope_id=SCOPE, text="x")
     with pytest.raises(ValueError):
-        TranscriptLine(id="1", ts=datetime.now(UTC), scope_id=SCOPE, role="bot", text="x")  # type: ignore[arg-type]
+        TranscriptLine.from_dict(
+            {"id": "1", "ts": datetime.now(UTC).isoformat(), "scope_id": SCOPE, "role": "bot", "text": "x"}
+        )
     with pytest.raises(ValueError):
-        TranscriptLine(id="1", ts=datetime.now(UTC), scope_id=SCOPE, role="user", text="x", extra={"text": "y"})
+        Message(id="1", ts=datetime.now(UTC), scope_id=SCOPE, text="x", unknown={"text": "y"})
 
 
 def test_line_time_is_normalised_to_utc() -> None:
     ist = timezone(timedelta(hours=5, minutes=30))
     ts = datetime(2026, 1, 1, 10, 0, tzinfo=ist)
-    line = TranscriptLine(id="1", ts=ts, scope_id=SCOPE, role="user", text="x")
+    line = Message(id="1", ts=ts, scope_id=SCOPE, text="x")
     assert line.ts == datetime(2026, 1, 1, 4, 30, tzinfo=UTC)
     assert line.ts.utcoffset() == timedelta(0)
 
@@ -144,15 +146,16 @@ _CHILD = """
 import asyncio, sys, uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from transcripts import TranscriptLine, TranscriptStore
+from transcripts.lines import Reply
+from transcripts import TranscriptStore
 
 async def main() -> None:
     root, scope_id, stop = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
     store = TranscriptStore(root)
     i = 0
     while not stop.exists():
-        await store.append(TranscriptLine(id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id=scope_id,
-                                          role="assistant", text=f"child {i} " + "y" * (i * 131 % 7000)))
+        await store.append(Reply(id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id=scope_id,
+                                 text=f"child {i} " + "y" * (i * 131 % 7000)))
         i += 1
         if i == 1:
             print("ready", flush=True)

@@ -11,6 +11,7 @@ from halo.pipeline.turn_agents import NOTE_HEADER
 from tests.conftest import OWNER_TOKEN, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from transcripts import TranscriptStore
+from transcripts.lines import ModelItem
 
 
 def lines(halo: Any, scope_id: str) -> list[Any]:
@@ -54,7 +55,7 @@ async def test_a_turns_tool_step_is_in_the_next_turns_history_once(
     ]
     assert [kind for kind, _ in tool_steps(history)] == ["call", "output"]
     on_disk = lines(running.halo, "web:wags")
-    items = [line.extra["item"]["type"] for line in on_disk if line.extra.get("kind") == "session.item"]
+    items = [line.item["type"] for line in on_disk if isinstance(line, ModelItem)]
     assert items == ["function_call", "function_call_output"]
     assert [line.role for line in on_disk] == ["user", "event", "event", "assistant", "user", "assistant"]
 

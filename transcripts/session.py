@@ -42,14 +42,12 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 
 from transcripts._lines import complete_lines_reversed_at
-from transcripts.store import TranscriptLine, TranscriptReader, TranscriptStore, _parse
+from transcripts.lines import Closing, Message, ModelItem, Notice, Pop, Reply, SessionStart, TranscriptLine
+from transcripts.store import TranscriptReader, TranscriptStore, _parse
 from transcripts.tokens import estimate_tokens, fit_count
 
 log = logging.getLogger(__name__)
 
-START = "session.start"
-ITEM = "session.item"
-POP = "session.pop"
 OFF_THE_RECORD = frozenset({"command", "no_model", "silent"})  # halo's own answers, or none: not history
 SUMMARY_PREFIX = "Summary of the earlier conversation in this chat:"
 DEFAULT_CACHED_SCOPES = 256
@@ -84,51 +82,41 @@ class _History:
 
 def line_item(line: TranscriptLine) -> dict[str, Any] | None:
     """The model item a transcript line stands for, or None when it is not one."""
-    if line.role == "user":
-        content = line.extra.get("model_input")
-        return {"role": "user", "content": content if isinstance(content, str) else line.text}
-    if line.role == "assistant":
-        return None if line.extra.get("reply") in OFF_THE_RECORD else {"role": "assistant", "content": line.text}
-    item = line.extra.get("item") if line.role == "event" and line.extra.get("kind") == ITEM else None
-    return item if isinstance(item, dict) else None
+    if isinstance(line, Message):
+        return {"role": "user", "content": line.model_input if line.model_input is not None else line.text}
+    if isinstance(line, Reply):
+        return None if line.reply in OFF_THE_RECORD else {"role": "assistant", "content": line.text}
+    if isinstance(line, Notice):  # what the outbox sent on its own
+        return {"role": "assistant", "content": line.text}
+    return line.item if isinstance(line, ModelItem) else None
 
 
 def summary_item(summary: str) -> dict[str, Any]:
     return {"role": "system", "content": f"{SUMMARY_PREFIX}\n{summary}"}
 
 
-def _is_start(line: TranscriptLine) -> bool:
-    return line.role == "event" and line.extra.get("kind") == START
-
-
 def _apply(history: _History, offset: int, line: TranscriptLine) -> None:
     """Fold one line into the history, the same way whether it was just appended or read back."""
-    kind = line.extra.get("kind") if line.role == "event" else None
-    if kind == START:
-        keep_from = line.extra.get("keep_from")
-        kept = (
-            [e for e in history.entries if not e.summary and e.offset >= keep_from]
-            if isinstance(keep_from, int)
-            else []
-        )
-        summary = line.extra.get("summary")
-        if isinstance(summary, str) and summary:
-            item = summary_item(summary)
+    if isinstance(line, SessionStart):
+        keep_from = line.keep_from
+        kept = [e for e in history.entries if not e.summary and e.offset >= keep_from] if keep_from is not None else []
+        if line.summary:
+            item = summary_item(line.summary)
             kept.insert(0, _Entry(offset, item, estimate_tokens(item), summary=True))
         history.entries = kept
         return
-    if kind == POP:
+    if isinstance(line, Pop):
         if history.entries:
             history.entries.pop()
         return
-    if line.role in ("assistant", "event") and line.extra.get("reply") in OFF_THE_RECORD:
+    if isinstance(line, Reply | Closing) and line.reply in OFF_THE_RECORD:
         if history.entries and history.entries[-1].user_line:
             history.entries.pop()  # the command and its answer both stay out
         return
     model_item = line_item(line)
     if model_item is not None:
         history.entries.append(
-            _Entry(offset, model_item, estimate_tokens(model_item), user_line=line.role == "user", ts=line.ts)
+            _Entry(offset, model_item, estimate_tokens(model_item), user_line=isinstance(line, Message), ts=line.ts)
         )
 
 
@@ -249,7 +237,7 @@ class TranscriptSessions:
         except FileNotFoundError:
             return _History([], 0)
         newest: list[tuple[int, TranscriptLine]] = []
-        start: tuple[int, TranscriptLine] | None = None
+        start: tuple[int, SessionStart] | None = None
         tokens, cap = 0, 2 * self.budget
         for offset, raw in complete_lines_reversed_at(path):
             if offset >= size:
@@ -257,7 +245,7 @@ class TranscriptSessions:
             line = _parse(path, raw, offset)
             if line is None:
                 continue
-            if _is_start(line):
+            if isinstance(line, SessionStart):
                 start = (offset, line)
                 break
             newest.append((offset, line))
@@ -267,14 +255,15 @@ class TranscriptSessions:
                     break
         history = _History([], size)
         if start is not None:
-            _apply(history, start[0], start[1])
-            keep_from = start[1].extra.get("keep_from")
-            if isinstance(keep_from, int) and keep_from < start[0]:
+            start_offset, start_line = start
+            _apply(history, start_offset, start_line)
+            keep_from = start_line.keep_from
+            if keep_from is not None and keep_from < start_offset:
                 reader = TranscriptReader(path, keep_from)
                 for offset, line in reader:
-                    if offset >= start[0]:
+                    if offset >= start_offset:
                         break
-                    if not _is_start(line):
+                    if not isinstance(line, SessionStart):
                         _apply(history, offset, line)
                 reader.close()
         for offset, line in reversed(newest):
@@ -379,7 +368,9 @@ class TranscriptSessions:
         now = datetime.now(UTC)
         await self.transcripts.append_many(
             [
-                _event(scope_id, now, _describe(item), {"kind": ITEM, "item": item}, platform=_platform(scope_id))
+                ModelItem(
+                    *_halo(scope_id, now, _describe(item)), speaker="halo", platform=_platform(scope_id), item=item
+                )
                 for item in items
             ]
         )
@@ -399,14 +390,20 @@ class TranscriptSessions:
         if not history.entries:
             return None
         item = dict(history.entries[-1].item)
-        taken_back = _event(scope_id, datetime.now(UTC), "session: last item taken back", {"kind": POP})
+        taken_back = Pop(
+            *_halo(scope_id, datetime.now(UTC), "session: last item taken back"),
+            speaker="halo",
+            platform=_platform(scope_id),
+        )
         await self.transcripts.append(taken_back)
         return item  # type: ignore[return-value]
 
     async def clear(self, scope_id: str, *, why: str = "session cleared") -> None:
         """Start the session again (`/new`, admin clear); the transcript keeps everything."""
         self._held.pop(scope_id, None)
-        await self.transcripts.append(_event(scope_id, datetime.now(UTC), why, {"kind": START}))
+        await self.transcripts.append(
+            SessionStart(*_halo(scope_id, datetime.now(UTC), why), speaker="halo", platform=_platform(scope_id))
+        )
 
     async def compact(self, scope_id: str, summarise: Any | None) -> bool:
         """When the session outgrows the budget, start it again from its newer half, with a
@@ -423,13 +420,15 @@ class TranscriptSessions:
                 summary = (await summarise(older)).strip()
             except Exception:  # a failed summary must not lose the chat: fall back to dropping
                 log.warning("summarising %s failed; dropping oldest items instead", scope_id, exc_info=True)
-        fields: dict[str, Any] = {"kind": START}
-        if keep:
-            fields["keep_from"] = entries[len(entries) - keep].offset
-        if summary:
-            fields["summary"] = summary
         text = "session compacted" + (" with a summary" if summary else "")
-        await self.transcripts.append(_event(scope_id, datetime.now(UTC), text, fields))
+        start = SessionStart(
+            *_halo(scope_id, datetime.now(UTC), text),
+            speaker="halo",
+            platform=_platform(scope_id),
+            keep_from=entries[len(entries) - keep].offset if keep else None,
+            summary=summary or None,
+        )
+        await self.transcripts.append(start)
         return True
 
 
@@ -437,19 +436,9 @@ def _platform(scope_id: str) -> str | None:
     return scope_id.split(":", 1)[0] if ":" in scope_id else None
 
 
-def _event(
-    scope_id: str, ts: datetime, text: str, extra: dict[str, Any], platform: str | None = None
-) -> TranscriptLine:
-    return TranscriptLine(
-        id=uuid.uuid4().hex,
-        ts=ts,
-        scope_id=scope_id,
-        role="event",
-        text=text,
-        speaker="halo",
-        platform=platform or _platform(scope_id),
-        extra=extra,
-    )
+def _halo(scope_id: str, ts: datetime, text: str) -> tuple[str, datetime, str, str]:
+    """A new line of halo's own in the scope: its id, time, scope and text."""
+    return uuid.uuid4().hex, ts, scope_id, text
 
 
 class TranscriptSession:

@@ -12,120 +12,32 @@ yields, and never moves its watermark past, bytes that are not yet newline-termi
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import shutil
 import time
 from collections.abc import Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Protocol
 
 from config.paths import scope_hash
 from transcripts._lines import complete_lines_reversed
 from transcripts.appender import FileAppender
 from transcripts.disk_pace import DiskPace
 from transcripts.jsonl import fsync_dir
+from transcripts.lines import TranscriptLine, parse_json
 from transcripts.records import LineRecord, RecordedLine, SeqTaken
-from transcripts.text import clean_text, clean_value
 
 __all__ = ["TranscriptLine", "TranscriptReader", "TranscriptStore", "fsync_dir"]
 
 logger = logging.getLogger(__name__)
 
-Role = Literal["user", "assistant", "system", "event"]
-ROLES: frozenset[str] = frozenset(get_args(Role))
-CORE_KEYS: frozenset[str] = frozenset({"id", "ts", "scope_id", "role", "speaker", "target", "platform", "text"})
-
 # When the disk is slow (DiskPace), appends wait on it in threads of their own, so scopes fsync side by
 # side (the filesystem journal commits concurrent fsyncs together: group commit) and never queue behind
 # other to_thread work. Threads start only as appends need them; one pool for every store in the process.
 _APPENDERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="transcript-append")
-
-
-@dataclass(frozen=True, slots=True)
-class TranscriptLine:
-    """One record of a conversation. `extra` holds any further keys, written at the top level."""
-
-    id: str
-    ts: datetime
-    scope_id: str
-    role: Role
-    text: str
-    speaker: str | None = None
-    target: str | None = None
-    platform: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict, hash=False)
-
-    def __post_init__(self) -> None:
-        if self.ts.tzinfo is None:
-            raise ValueError("TranscriptLine.ts must be timezone-aware")
-        if self.ts.utcoffset():
-            object.__setattr__(self, "ts", self.ts.astimezone(UTC))
-        if self.role not in ROLES:
-            raise ValueError(f"TranscriptLine.role must be one of {sorted(ROLES)}, not {self.role!r}")
-        if clash := CORE_KEYS & self.extra.keys():
-            raise ValueError(f"TranscriptLine.extra must not shadow core keys: {sorted(clash)}")
-        # what cannot be encoded is repaired, on the way in and on reading an old line back
-        for name in ("id", "text", "speaker", "target", "platform"):
-            value = getattr(self, name)
-            if isinstance(value, str) and (cleaned := clean_text(value)) is not value:
-                object.__setattr__(self, name, cleaned)
-        if self.extra:
-            object.__setattr__(self, "extra", clean_value(self.extra))
-
-    @property
-    def for_memory(self) -> bool:
-        """False for a line marked `not_for_memory` (a child's words the safety screen flagged):
-        distillation, extraction and graph memory leave it out."""
-        return not self.extra.get("not_for_memory")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "ts": self.ts.isoformat(),
-            "scope_id": self.scope_id,
-            "role": self.role,
-            "speaker": self.speaker,
-            "target": self.target,
-            "platform": self.platform,
-            "text": self.text,
-            **self.extra,
-        }
-
-    def to_json(self) -> str:
-        """One line of JSON, no newline; non-ASCII stays readable (not every family writes English)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TranscriptLine:
-        """Raises ValueError (or KeyError/TypeError) on a record that is not a transcript line."""
-        if not all(isinstance(data[key], str) for key in ("id", "scope_id", "text")):
-            raise ValueError("id, scope_id and text must be strings")
-        ts = datetime.fromisoformat(data["ts"])
-        if ts.tzinfo is None:  # written by something else: UTC is the only thing halo writes
-            ts = ts.replace(tzinfo=UTC)
-        return cls(
-            id=data["id"],
-            ts=ts,
-            scope_id=data["scope_id"],
-            role=data["role"],
-            text=data["text"],
-            speaker=data.get("speaker"),
-            target=data.get("target"),
-            platform=data.get("platform"),
-            extra={k: v for k, v in data.items() if k not in CORE_KEYS},
-        )
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> TranscriptLine:
-        data = json.loads(raw)
-        if not isinstance(data, dict):
-            raise ValueError("a transcript line must be a JSON object")
-        return cls.from_dict(data)
 
 
 def _encode(line: TranscriptLine) -> bytes:
@@ -137,7 +49,7 @@ def _parse(path: Path, raw: bytes, offset: int | None = None) -> TranscriptLine 
     if not raw.strip():
         return None
     try:
-        return TranscriptLine.from_json(raw)
+        return parse_json(raw)
     except (ValueError, KeyError, TypeError) as exc:
         where = f" at offset {offset}" if offset is not None else ""
         logger.warning("%s: skipping corrupt line%s: %s", path, where, exc)

@@ -40,7 +40,8 @@ from halo.core.scopes import member_scopes
 from halo.outbound.outbox import Marks, OutboxStore, Row
 from halo.port import Adapter, Audit, Choice, LiveReplies, Outbound, OutboundKind, Scope, SendFailed
 from halo.storage import HaloDB
-from transcripts import TranscriptLine, TranscriptStore
+from transcripts import TranscriptStore
+from transcripts.lines import Alert, Notice
 from transcripts.write_behind import WriteBehind
 
 log = logging.getLogger(__name__)
@@ -353,18 +354,19 @@ class Delivery:
         message = row.message
         if message.kind == "reply":
             return
-        alert = message.kind == "alert"
+        # an alert is an event, out of the model's history; the web chat labels each by its kind
+        said = Alert if message.kind == "alert" else Notice
         await self.transcripts.append(
-            TranscriptLine(
+            said(
                 id=uuid.uuid4().hex,
                 ts=self.clock(),
                 scope_id=message.scope_id,
-                role="event" if alert else "assistant",
                 text=message.text,
                 speaker="halo",
                 target=row.about,
                 platform=platform_of(message.scope_id),
-                extra={"outbox_id": message.id, "kind": message.kind},  # the web chat labels it when read back
+                outbox_id=message.id,
+                kind=message.kind,
             )
         )
 

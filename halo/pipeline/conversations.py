@@ -17,6 +17,7 @@ from config.family import Family
 from halo.core.times import family_zone, say_time
 from halo.port import HistoryLine
 from transcripts import TranscriptLine, TranscriptStore
+from transcripts.lines import Alert, Message, Notice, Reply
 
 
 class TranscriptConversations:
@@ -44,13 +45,13 @@ class TranscriptConversations:
     def _shown(self, offset: int, line: TranscriptLine) -> HistoryLine | None:
         """A line the member saw: theirs, halo's answer, or what the outbox sent them (an alert is
         an `event` line with the outbox's id); None for halo's own notes."""
-        outbox_id = line.extra.get("outbox_id") if line.extra else None
-        if not line.text.strip() or (line.role not in ("user", "assistant") and outbox_id is None):
+        if not line.text.strip() or not isinstance(line, Message | Reply | Notice | Alert):
             return None
         ts = line.ts if line.ts.tzinfo else line.ts.replace(tzinfo=UTC)
-        role: Literal["user", "assistant"] = "user" if line.role == "user" else "assistant"
-        kind = "message" if outbox_id is None else str(line.extra.get("kind", "notice"))
-        return HistoryLine(offset, role, line.text, ts, self.say_time(ts), kind, outbox_id)
+        role: Literal["user", "assistant"] = "user" if isinstance(line, Message) else "assistant"
+        if isinstance(line, Notice | Alert):
+            return HistoryLine(offset, role, line.text, ts, self.say_time(ts), line.kind or "notice", line.outbox_id)
+        return HistoryLine(offset, role, line.text, ts, self.say_time(ts))
 
     def say_time(self, at: datetime) -> str:
         return say_time(at, family_zone(self._family()), datetime.now(UTC))

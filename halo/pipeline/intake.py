@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from halo.core.turn import Turn
 from halo.media.images import NO_VISION, CannotSee
 from halo.media.voice import NOT_SET_UP, CannotHear
+from transcripts.lines import Received
 
 if TYPE_CHECKING:
     from halo.media.documents import Documents
@@ -24,12 +25,12 @@ class Taken:
 
     turn: Turn
     refusal: str | None = None
-    marks: dict[str, str | bool] = field(default_factory=dict)
+    marks: Received = field(default_factory=Received)
 
     @property
     def line_text(self) -> str:
         """The message's transcript text: a photo or a voice note with no words is still a line."""
-        return self.turn.envelope.text or ("(photo)" if "photo" in self.marks else "(voice note)")
+        return self.turn.envelope.text or ("(photo)" if self.marks.photo is not None else "(voice note)")
 
 
 class Intake:
@@ -53,16 +54,17 @@ class Intake:
         taken = Taken(turn)
         if env.voice is not None and env.addressed:
             taken.turn, taken.refusal = await self._hear(turn)
-            taken.marks.update({"heard": True} if taken.refusal is None else {"voice": "not transcribed"})
+            heard = taken.refusal is None
+            taken.marks = replace(taken.marks, heard=heard, voice=None if heard else "not transcribed")
         attachment = taken.turn.envelope.attachment
         if attachment is not None and attachment.kind == "image" and env.addressed:
             cannot_see = await self._look(taken.turn)
-            taken.marks["photo"] = "shown" if cannot_see is None else "not shown"
+            taken.marks = replace(taken.marks, photo="shown" if cannot_see is None else "not shown")
             taken.refusal = taken.refusal or cannot_see
         elif attachment is not None and attachment.kind == "document" and self.documents is not None:
             taken.turn, not_read = await self.documents.receive(taken.turn)
             if not_read is not None:
-                taken.marks["document"] = "not read"
+                taken.marks = replace(taken.marks, document="not read")
             taken.refusal = taken.refusal or not_read
         return taken
 

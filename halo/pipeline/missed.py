@@ -37,7 +37,8 @@ from halo.outbound.delivery import Delivery
 from halo.pipeline.gateway import Gateway
 from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.resends import OPEN_MESSAGE_TAIL, open_message
-from transcripts import AuditLog, TranscriptLine, TranscriptReader, TranscriptStore
+from transcripts import AuditLog, TranscriptReader, TranscriptStore
+from transcripts.lines import Message, Reply, TranscriptLine
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class CatchUp:
 @dataclass(frozen=True, slots=True)
 class Missed:
     scope_id: str
-    line: TranscriptLine
+    line: Message
 
 
 class MissedMessages:
@@ -142,23 +143,24 @@ class MissedMessages:
             if still_open is None or still_open.id != line.id:
                 return False
             await self._transcripts.append(
-                TranscriptLine(
+                Reply(
                     id=uuid.uuid4().hex,
                     ts=self._clock(),
                     scope_id=line.scope_id,
-                    role="assistant",
                     text=SORRY,
                     speaker="halo",
                     target=line.target,
                     platform=line.platform,
-                    extra={"reply": "command", "answers": line.id, "restart": "apology"},  # not the model's
+                    reply="command",  # not the model's
+                    answers=line.id,
+                    restart="apology",
                 )
             )
         self._audit.write("missed_message_apology", scope_id=missed.scope_id, message=line.id)
         await self._delivery.send(line.scope_id, SORRY, kind="reply", in_reply_to_envelope=line.id)
         return True
 
-    def _envelope(self, line: TranscriptLine) -> Envelope | None:
+    def _envelope(self, line: Message) -> Envelope | None:
         family = self._family()
         member = family.member(line.speaker or "")
         platform = line.scope_id.split(":", 1)[0]
@@ -169,15 +171,14 @@ class MissedMessages:
             scope = resolve_scope(family, line.scope_id)
         except UnknownScopeError:
             return None
-        message_id = line.extra.get("message_id")
         return Envelope(
             platform="telegram" if platform == "telegram" else "discord",
             scope=scope,
             speaker=Speaker(platform_user_id=user_id, member=member, display_name=member.name),
             text=line.text,
             target=family.member(line.target) if line.target and line.target != member.id else None,
-            platform_message_id=message_id if isinstance(message_id, str) else None,
-            heard=line.extra.get("heard") is True,  # a voice note stays marked as heard
+            platform_message_id=line.message_id,
+            heard=line.received.heard,  # a voice note stays marked as heard
             ts=line.ts,
             id=line.id,
         )

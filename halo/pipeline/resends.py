@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from halo.core.envelope import Envelope
 from transcripts import TranscriptLine
+from transcripts.lines import Closing, Message
 
 if TYPE_CHECKING:
     from transcripts import TranscriptStore
@@ -72,16 +73,16 @@ class Resends:
         return await asyncio.to_thread(self._transcripts.tail, scope_id, OPEN_MESSAGE_TAIL)
 
 
-def open_message(tail: list[TranscriptLine]) -> TranscriptLine | None:
+def open_message(tail: list[TranscriptLine]) -> Message | None:
     """The last person's message of a transcript's tail when no line after it closes it: a reply
     line, or an event that `answers` it. A message only kept (`unaddressed`) is not open."""
     for line in reversed(tail):
-        if line.role == "assistant" or (line.role == "event" and "answers" in line.extra):
+        if line.role == "assistant" or isinstance(line, Closing):
             return None  # the newest turn was answered (an older reply line without `answers` too)
-        if line.role == "user":
-            return None if line.extra.get("unaddressed") else line
+        if isinstance(line, Message):
+            return None if line.unaddressed else line
     return None
 
 
 def _is_message(line: TranscriptLine, platform_message_id: str) -> bool:
-    return line.role == "user" and line.extra.get("message_id") == platform_message_id
+    return isinstance(line, Message) and line.message_id == platform_message_id

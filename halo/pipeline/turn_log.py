@@ -8,14 +8,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from config.settings import RoutingSettings
 from halo.core.turn import Turn
 from halo.pipeline.intake import Taken, model_input
 from halo.pipeline.reply import Reply
+from halo.routing.levels import Route
 from halo.safety.gate import verdict
-from transcripts import TranscriptLine
+from transcripts.lines import Closing, LevelMarks, Message, SafetyMarks
+from transcripts.lines import Reply as ReplyLine
 
 if TYPE_CHECKING:
     from transcripts import AuditLog, TranscriptStore
@@ -45,58 +47,78 @@ class TurnLog:
         turn = taken.turn
         env = turn.envelope
         seen_as = model_input(turn)
-        await self._append(
-            turn,
-            "user",
-            taken.line_text,
+        target = env.target_member
+        state = verdict(turn)
+        line = Message(
+            id=env.id,
+            ts=env.ts,
+            scope_id=env.scope.id,
+            text=taken.line_text,
+            speaker=env.speaker.label,
+            target=target.id if target else None,
+            platform=env.platform,
             model_input=seen_as if seen_as != env.text else None,
-            unaddressed=None if env.addressed else True,  # kept, not to be answered (even after a crash)
+            unaddressed=not env.addressed,  # kept, not to be answered (even after a crash)
             message_id=env.platform_message_id,
-            **taken.marks,
-            **(state.marks() if (state := verdict(turn)) is not None and state.flagged else {}),
+            received=taken.marks,
+            safety=state.marks() if state is not None and state.flagged else SafetyMarks(),
         )
+        await self.transcripts.append(line)
 
     async def close(self, turn: Turn, reply: Reply) -> None:
         """The line that answers the message: the reply (what the model's history keeps of this
         turn, unless it is a command's), or an event when no reply was made."""
         env = turn.envelope
-        level: dict[str, str | bool] = {}  # the level, on the line and in the log
+        level = LevelMarks()  # the level, on the line and in the log
         if reply.route is not None:
-            level.update(reply.route.marks())
-        if reply.route is not None:
-            self.audit.write("route", scope_id=env.scope.id, reply=reply.kind, **level)
-        if (state := verdict(turn)) is not None:  # a guarded turn: the screen's verdict and what halo did
-            level.update(state.marks(reply=True))
-        if reply.kind == "provider_error":
-            await self._append(
-                turn, "event", "model unavailable: the message was kept, no reply was made", answers=env.id, **level
+            level = _level(reply.route)
+            self.audit.write("route", scope_id=env.scope.id, reply=reply.kind, **reply.route.marks())
+        state = verdict(turn)  # a guarded turn: the screen's verdict and what halo did
+        safety = state.marks(reply=True) if state is not None else SafetyMarks()
+        target = env.target_member.id if env.target_member else None
+        line: Closing | ReplyLine
+        if reply.kind == "provider_error" or reply.kind == "silent" or _budget_spent(reply):
+            if reply.kind == "provider_error":
+                text, silent = "model unavailable: the message was kept, no reply was made", None
+            elif reply.kind == "silent":  # no answer needed (L0)
+                text = "no reply needed"
+                silent = None if self.routing().l0_in_history else "silent"  # out of the model's history
+            else:  # no model left
+                text, silent = "the model budget is spent: the message was kept", None
+            line = Closing(
+                uuid.uuid4().hex,
+                datetime.now(UTC),
+                env.scope.id,
+                text,
+                speaker="halo",
+                target=target,
+                platform=env.platform,
+                answers=env.id,
+                reply=silent,
+                level=level,
+                safety=safety,
             )
-        elif reply.kind == "silent" or _budget_spent(reply):  # no answer needed (L0), or no model left
-            what = "no reply needed" if reply.kind == "silent" else "the model budget is spent: the message was kept"
-            off_the_record = reply.kind == "silent" and not self.routing().l0_in_history
-            await self._append(turn, "event", what, answers=env.id, reply="silent" if off_the_record else None, **level)
         else:
-            await self._append(turn, "assistant", reply.text or "", reply=reply.kind, answers=env.id, **level)
+            line = ReplyLine(
+                uuid.uuid4().hex,
+                datetime.now(UTC),
+                env.scope.id,
+                reply.text or "",
+                speaker="halo",
+                target=target,
+                platform=env.platform,
+                reply=reply.kind,
+                answers=env.id,
+                level=level,
+                safety=safety,
+            )
+        await self.transcripts.append(line)
         await self.sessions.settle(env.scope.id)
 
-    async def _append(
-        self, turn: Turn, role: Literal["user", "assistant", "event"], text: str, **fields: str | bool | None
-    ) -> int:
-        """Append a transcript line; `fields` (`model_input`, `reply`) are what the session reads."""
-        env = turn.envelope
-        target = env.target_member
-        line = TranscriptLine(
-            id=env.id if role == "user" else uuid.uuid4().hex,
-            ts=env.ts if role == "user" else datetime.now(UTC),
-            scope_id=env.scope.id,
-            role=role,
-            text=text,
-            speaker=env.speaker.label if role == "user" else "halo",
-            target=target.id if target else None,
-            platform=env.platform,
-            extra={k: v for k, v in fields.items() if v is not None},
-        )
-        return await self.transcripts.append(line)
+
+def _level(route: Route) -> LevelMarks:
+    """The level a reply was made at, as its transcript line says it (`Route.marks` for the log)."""
+    return LevelMarks(str(route.level), route.reason, str(route.wanted) if route.capped else None)
 
 
 def _budget_spent(reply: Reply) -> bool:

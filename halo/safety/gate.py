@@ -33,7 +33,8 @@ from halo.safety.profiles import TurnProfile, parents_may_read, turn_profile
 from halo.safety.screen import LOW, Assessment, screen, stricter
 from halo.safety.topics import blocked_topic
 from policy import PolicyEngine
-from transcripts import AuditLog, TranscriptLine, TranscriptStore
+from transcripts import AuditLog, TranscriptStore
+from transcripts.lines import Note, SafetyMarks
 
 if TYPE_CHECKING:
     from halo.core.turn import Turn
@@ -72,23 +73,20 @@ class SafetyState:
         `child-flagged-words-not-kept`, and `not_for_memory` on the transcript line)."""
         return self.limits.child is not None and self.flagged
 
-    def marks(self, *, reply: bool = False) -> dict[str, str | bool]:
+    def marks(self, *, reply: bool = False) -> SafetyMarks:
         """The screen's verdict for a transcript line: on the message when it is recorded (the
         floor's), and on the line that answers it (with the classifier's, and what halo did)."""
-        found: dict[str, str | bool] = {"risk": self.input.level}
-        if self.input.category:
-            found["risk_category"] = self.input.category
-        if self.input.topic:
-            found["risk_topic"] = self.input.topic
-        if reply:
-            found["risk_source"] = self.input.source
-            found["safety_action"] = self.input_action
-            if self.output is not None:
-                found["output_risk"] = self.output.level
-                found["output_action"] = self.output_action
-        if self.kept_out:
-            found["not_for_memory"] = True
-        return found
+        output = self.output if reply else None
+        return SafetyMarks(
+            risk=self.input.level,
+            risk_category=self.input.category or None,
+            risk_topic=self.input.topic or None,
+            risk_source=self.input.source if reply else None,
+            safety_action=self.input_action if reply else None,
+            output_risk=output.level if output is not None else None,
+            output_action=self.output_action if output is not None else None,
+            not_for_memory=self.kept_out,
+        )
 
 
 class SafetyGate:
@@ -350,12 +348,11 @@ def _state(turn: Turn) -> SafetyState:
     return state
 
 
-def _event_line(turn: Turn, text: str) -> TranscriptLine:
-    return TranscriptLine(
+def _event_line(turn: Turn, text: str) -> Note:
+    return Note(
         id=uuid.uuid4().hex,
         ts=datetime.now(UTC),
         scope_id=turn.scope.id,
-        role="event",
         text=text,
         speaker="halo",
         target=turn.envelope.speaker.label,

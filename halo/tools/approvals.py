@@ -32,6 +32,7 @@ from halo.outbound.outbox import Row
 from halo.port import Choice
 from halo.storage import HaloDB
 from transcripts import AuditLog, TranscriptStore
+from transcripts.lines import Message, Notice
 
 log = logging.getLogger(__name__)
 
@@ -240,11 +241,10 @@ class Approvals:
         tail = await asyncio.to_thread(self.transcripts.tail, turn.scope.id, TAIL)
         shown: set[str] = set()
         for line in reversed(tail):
-            if line.role == "user" and line.id != turn.envelope.id:
+            if isinstance(line, Message) and line.id != turn.envelope.id:
                 break
-            outbox_id = line.extra.get("outbox_id")
-            if line.role == "assistant" and isinstance(outbox_id, str):
-                shown.add(outbox_id)
+            if isinstance(line, Notice):
+                shown.add(line.outbox_id)
         if not shown:
             return set()
         async with self.db.read(metadata) as conn:

@@ -23,7 +23,8 @@ from halo.runtime.app import build_halo
 from halo.web_auth import SESSION_COOKIE, DashboardLogin
 from tests.admin.peers import SPOOFED_PEER, PeerSite, non_loopback_ipv4
 from tests.semantic_helpers import save_concept_model
-from transcripts import TranscriptLine
+from transcripts.lines import Message
+from transcripts.lines import Reply as ReplyLine
 
 ADMIN_TOKEN = "admin-secret-token-0123456789"
 ADMIN_YAML = f"admin: {{token: {ADMIN_TOKEN}}}\n"
@@ -126,11 +127,10 @@ async def seed_scope(services: Any, scope_id: str = SEEDED) -> None:
     """A scope with something everywhere purge must reach: session, transcript, memory, index."""
     for role, text in (("user", "The dentist is on Friday."), ("assistant", "Noted: dentist on Friday.")):
         await services.transcripts.append(
-            TranscriptLine(
+            (Message if role == "user" else ReplyLine)(
                 id=f"{role}-{scope_id}",
                 ts=datetime.now(UTC),
                 scope_id=scope_id,
-                role=role,
                 text=text,
                 speaker="mom" if role == "user" else "halo",
                 platform=scope_id.split(":")[0],

@@ -10,7 +10,7 @@ from typing import Any
 from halo.core.envelope import Speaker
 from tests.admin.conftest import ADMIN_TOKEN, ADMIN_YAML, SEEDED
 from tests.conftest import Outbox, llm_yaml
-from transcripts import TranscriptLine
+from transcripts.lines import Message
 
 
 async def test_sessions_list_the_scopes_people_talked_in(admin, fake_llm):
@@ -47,7 +47,7 @@ async def test_clear_forgets_the_session_and_keeps_the_transcript(admin):
     assert await harness.services.sessions.all_items(SEEDED) == []
     kept, marker = harness.services.transcripts.tail(SEEDED, 3)[:2], harness.services.transcripts.tail(SEEDED, 1)[0]
     assert [line.text for line in kept] == ["The dentist is on Friday.", "Noted: dentist on Friday."]
-    assert marker.role == "event" and marker.extra["kind"] == "session.start"  # the session starts again here
+    assert marker.to_dict()["kind"] == "session.start"  # the session starts again here
     event = harness.services.audit.tail(1, kind="admin_clear")[0]
     assert event["scope_id"] == SEEDED and event["actor"] == "admin:token"
 
@@ -149,11 +149,10 @@ async def test_bad_and_unknown_scope_ids(admin):
 async def say(services: Any, scope_id: str, text: str, speaker: str = "mom") -> None:
     """A line as the gateway writes it to the transcript."""
     await services.transcripts.append(
-        TranscriptLine(
+        Message(
             id=uuid.uuid4().hex,
             ts=datetime.now(UTC),
             scope_id=scope_id,
-            role="user",
             text=text,
             speaker=speaker,
             platform=scope_id.partition(":")[0],
