@@ -208,11 +208,8 @@ def readers(halo: Halo) -> dict[str, list[Callable[[], Any]]]:
         "home": [lambda: halo.home.settings],
         "home.keep_observations": [lambda: halo.home.store.keep],
         "routing": [
-            router.settings,
-            halo.agents.routing,
-            halo.context.routing,
+            router.settings,  # and the turn's plan it makes: the agents, context and model run read that
             gateway.turn_log.routing,
-            gateway.model_run.routing,
             *(a.routing for a in answerers),
         ],
         "budget": [router.budget.settings],
