@@ -225,11 +225,12 @@ def _postgres_templates() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _everything_on_postgres(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _everything_on_postgres(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """`HALO_TEST_STORAGE=postgres uv run pytest …`: every test's halo on its own fresh
-    PostgreSQL database, not only the modules that run on both (a search for what differs; a
-    test that opens halo.db with sqlite3 itself, like test_reminder_restart, fails there)."""
-    if os.environ.get("HALO_TEST_STORAGE") != "postgres":
+    PostgreSQL database, not only the modules that run on both. A test marked `own_store`
+    chooses its store itself (the SQLite file or JSONL it opens, its own PostgreSQL behind a
+    proxy) and is left alone."""
+    if os.environ.get("HALO_TEST_STORAGE") != "postgres" or request.node.get_closest_marker("own_store"):
         yield
         return
     from tests.storage_support import database_url, drop_database, new_database

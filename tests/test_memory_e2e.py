@@ -268,12 +268,11 @@ async def test_the_api_the_admin_endpoint_calls(fake_llm: FakeOpenAI, settings_f
 
 def test_halo_distill_cli(settings_for, home: Path, monkeypatch, capsys):
     from halo.runtime.cli import main
-    from transcripts import TranscriptStore
+    from tests.seeding import seed_lines
     from transcripts.lines import Message
 
-    settings_for("")
+    settings = settings_for("")
     monkeypatch.setenv("HALO_HOME", str(home))
-    store = TranscriptStore(home / "transcripts")
     line = Message(
         id="1",
         ts=time_now(),
@@ -281,7 +280,7 @@ def test_halo_distill_cli(settings_for, home: Path, monkeypatch, capsys):
         text="remember the bins go out on Monday",
         speaker="mom",
     )
-    asyncio.run(store.append(line))
+    asyncio.run(seed_lines(settings, line))
 
     assert main(["distill", "telegram:1002"]) == 0
     out = capsys.readouterr().out

@@ -334,3 +334,19 @@ async def test_the_rows_api_a_migration_uses_writes_many_lists_all_and_keeps_fam
     finally:
         await ours.close()
         await theirs.close()
+
+
+@pytest.mark.postgres
+async def test_a_fact_shared_into_a_scope_before_its_first_take_here_is_not_rolled_back(
+    shared_postgres: str, fake_llm: FakeOpenAI, home_settings: Callable[..., Settings], serve_halo: Any
+) -> None:
+    """The parents group has had no message on this process when a parent shares a fact into it;
+    its first message then takes the scope from PostgreSQL, which must not bring back the copy
+    from before the share (found by test_memory_isolation on PostgreSQL)."""
+    running = await serve_halo(home_settings("home", shared_postgres))
+    await running.halo.start_background()
+    await running.halo.memory.share(PARENTS, "Grandma visits in December", by="Wags", when=datetime.now(UTC))
+    await running.halo.take_scope(PARENTS)  # what the group's first message does before its turn
+
+    assert "Grandma visits in December" in running.halo.paths.memory_file(PARENTS).read_text()
+    assert "Grandma" in str(await rows(shared_postgres, under(PARENTS)))

@@ -110,6 +110,7 @@ def test_the_embedded_falkordb_dies_with_a_killed_halo(tmp_path: Path) -> None:
             os.kill(server, signal.SIGKILL)
 
 
+@pytest.mark.own_store  # it checks that no HALO_* reaches a test, so none is set for it
 def test_the_suite_runs_without_the_callers_halo_settings_or_home() -> None:
     assert not [name for name in os.environ if name.startswith("HALO_") and not name.startswith("HALO_TEST_")]
     from config.paths import default_home

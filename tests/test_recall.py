@@ -14,11 +14,10 @@ from halo.core.envelope import Envelope, Speaker
 from halo.core.scopes import resolve_scope
 from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
+from tests.seeding import halo_stores, seed_memory_file
 from tests.semantic_helpers import save_concept_model
 from tests.waiting import eventually
-from transcripts import TranscriptStore
 from transcripts.lines import Message, Reply
-from transcripts.session import TranscriptSessions
 
 DM = "web:mom"
 PARENTS = "telegram:-1001234"
@@ -37,16 +36,16 @@ def model_dir(tmp_path: Path) -> Path:
 
 
 async def seed_dm_month_ago(settings: Settings) -> None:
-    store = TranscriptStore(settings.paths.transcripts)
     then = datetime.now(UTC) - timedelta(days=31)
-    await store.append(Message("u1", then, DM, DENTIST, speaker="mom", platform="web"))
-    await store.append(
-        Reply("a1", then + timedelta(seconds=3), DM, "Noted: the dentist.", speaker="halo", platform="web")
-    )
-    await TranscriptSessions(store, 4000).clear(DM)  # /new since: the words are in the transcript, not the session
-    parents_dir = settings.paths.scope_dir(PARENTS)
-    parents_dir.mkdir(parents=True, exist_ok=True)
-    (parents_dir / "MEMORY.md").write_text("# Parents\nGrandma visits in December.\n")
+    async with halo_stores(settings) as stores:  # where the halo built from `settings` reads them
+        await stores.transcripts.append(Message("u1", then, DM, DENTIST, speaker="mom", platform="web"))
+        await stores.transcripts.append(
+            Reply("a1", then + timedelta(seconds=3), DM, "Noted: the dentist.", speaker="halo", platform="web")
+        )
+        await stores.sessions.clear(DM)  # /new since: the words are in the transcript, not the session
+        stores.transcripts.close()
+    parents_memory = settings.paths.scope_dir(PARENTS) / "MEMORY.md"
+    await seed_memory_file(settings, parents_memory, "# Parents\nGrandma visits in December.\n")
 
 
 def in_parents_group(running, text: str) -> Envelope:

@@ -17,7 +17,8 @@ from tests.telegram_support import telegram_yaml
 from tests.test_session_durability import Serve
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.slow  # halo serve as a process, restarted
+# halo serve as a process, restarted; it reads halo.db's reminders with sqlite3
+pytestmark = [pytest.mark.slow, pytest.mark.own_store]
 
 
 def move_due(home: Path, reminder_id: int, seconds_ago: float) -> None:

@@ -29,7 +29,7 @@ from tests.fakes.llm_server import FakeOpenAI
 from tests.storage_support import fresh_database
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.own_store]  # its own database, behind the proxy it cuts
 
 LEASE = 2.0
 

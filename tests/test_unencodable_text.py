@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from transcripts import TranscriptStore
@@ -55,6 +57,7 @@ def write_as_an_old_halo_did(path: Path, text: str) -> None:
     path.write_text(json.dumps({**old, "speaker": "aarav", "platform": "web", "text": text}) + "\n")
 
 
+@pytest.mark.own_store  # it writes the old line into the transcript file itself
 async def test_an_old_transcript_line_with_a_surrogate_does_not_break_reads(
     fake_llm: FakeOpenAI, settings_for, serve_halo
 ):

@@ -245,8 +245,11 @@ class MemoryMirror:
         ]
 
     async def take(self, scope_id: str) -> None:
-        """The scope's files from PostgreSQL, then its semantic index from them."""
+        """The scope's files from PostgreSQL, then its semantic index from them. What this process
+        wrote and has not flushed yet goes first: a scope written before its first take here (a
+        /share into a group that had no message yet) is not rolled back to PostgreSQL's older copy."""
         await self.join()
+        await self.record.flush()
         prefix = scope_prefix(scope_hash(scope_id))
         wanted = await self.rows.files_under(prefix)
 

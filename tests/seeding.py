@@ -1,0 +1,46 @@
+"""A test's history written where the halo it builds will read it: the transcript lines and the
+memory files through the stores `build_halo` makes from the same settings, so PostgreSQL's rows
+on `storage.url` (`HALO_TEST_STORAGE=postgres`), and HALO_HOME's files on the embedded store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from config.settings import Settings
+from halo.runtime.app import Stores, build_stores
+from transcripts.lines import TranscriptLine
+
+
+@asynccontextmanager
+async def halo_stores(settings: Settings) -> AsyncIterator[Stores]:
+    """The stores a halo built from `settings` writes through; halo.db closed afterwards."""
+    stores = build_stores(settings)
+    try:
+        yield stores
+    finally:
+        await stores.db.close()
+
+
+async def seed_lines(settings: Settings, *lines: TranscriptLine) -> None:
+    """Append `lines` to their scopes' transcripts, as the halo built from `settings` keeps them."""
+    async with halo_stores(settings) as stores:
+        for line in lines:
+            await stores.transcripts.append(line)
+        stores.transcripts.close()
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+async def seed_memory_file(settings: Settings, path: Path, text: str) -> None:
+    """Write a memory file (MEMORY.md, a daily note) as halo's own writes reach its store of record."""
+    await asyncio.to_thread(_write, path, text)
+    async with halo_stores(settings) as stores:
+        if stores.record is not None:
+            stores.record.changed(path)
+            await stores.record.flush()
