@@ -11,12 +11,15 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from telegram import Update
 from telegram.error import NetworkError, TelegramError
 from telegram.ext import BaseUpdateProcessor
@@ -48,10 +51,18 @@ class Health:
         self.last_error_at = time.time()
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for the process: httpx loads the CA bundle for each client it makes
+    (~60 ms), and the adapter makes two (getUpdates and the rest), again after each restart of it."""
+    return httpx.create_ssl_context()
+
+
 class TrackedRequest(HTTPXRequest):
     """HTTPXRequest that tells `Health` whether each call reached Telegram."""
 
     def __init__(self, health: Health, describe: Any, **kwargs: Any) -> None:
+        kwargs["httpx_kwargs"] = {"verify": _tls_context(), **(kwargs.get("httpx_kwargs") or {})}
         super().__init__(**kwargs)
         self._health = health
         self._describe = describe
