@@ -62,20 +62,18 @@ class TurnAgents:
     def agent(self, turn: Turn, plan: TurnPlan = FULL_PLAN) -> Agent[Turn]:
         """The agent for the plan: its level's model (a child's safety profile may name its own),
         the tools it offers and the context it is given."""
-        safety = self.safety if turn.safety is not None else None
-        base = self.levels.get(plan.level, self.model)
-        model: Model | None = safety.model_for(turn, base) if safety else base
+        guard = self.safety.for_agent(turn, self.levels.get(plan.level, self.model))
         tools = self.offered_tools(turn) if plan.tools else ()
-        key = (id(model), tuple(id(t) for t in tools), safety is not None, plan.notes, plan.recall)
+        key = (id(guard.model), tuple(id(t) for t in tools), guard.guarded, plan.notes, plan.recall)
         if (agent := _get(self._agents, key)) is None:
             agent = Agent[Turn](
                 name="halo",
                 instructions=self._instructions(plan),
-                model=model,
+                model=guard.model,
                 model_settings=self.model_settings,
                 tools=list(tools),
-                input_guardrails=[safety.input_guardrail()] if safety else [],
-                output_guardrails=[safety.output_guardrail()] if safety else [],
+                input_guardrails=list(guard.input_guardrails),
+                output_guardrails=list(guard.output_guardrails),
             )
             _put(self._agents, key, agent)
         return agent

@@ -89,6 +89,19 @@ class SafetyState:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class AgentGuard:
+    """The model and guardrails a turn's agent is built with (`SafetyGate.for_agent`)."""
+
+    model: Model | None
+    input_guardrails: tuple[InputGuardrail[Turn], ...] = ()
+    output_guardrails: tuple[OutputGuardrail[Turn], ...] = ()
+
+    @property
+    def guarded(self) -> bool:
+        return bool(self.input_guardrails or self.output_guardrails)
+
+
 class SafetyGate:
     """Decides and acts for guarded turns; adults' turns never reach it (`begin` returns None)."""
 
@@ -139,9 +152,17 @@ class SafetyGate:
             state.input_action = self._input_action(state)
         return state
 
-    def model_for(self, turn: Turn, default: Model | None) -> Model | None:
+    def for_agent(self, turn: Turn, model: Model | None) -> AgentGuard:
+        """What the turn's agent runs with: the model (a child's profile may name its own) and,
+        for a guarded turn, the classifier as the SDK's input and output guardrails."""
         state = verdict(turn)
-        return self.models.get(state.limits.profile.model, default) if state else default
+        if state is None:
+            return AgentGuard(model)
+        return AgentGuard(
+            self.models.get(state.limits.profile.model, model),
+            (self.input_guardrail(),),
+            (self.output_guardrail(),),
+        )
 
     # --- input ------------------------------------------------------------------------
 
