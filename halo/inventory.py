@@ -240,11 +240,11 @@ class Halo:
         """Serving ends (a clean stop, or the family lost): another process takes over."""
         for adapter in reversed(self.adapters):
             if self.singleton(adapter):
-                self.delivery.unregister(adapter.platform)
-                try:
+                try:  # it finishes the updates in hand, and their replies go out through it
                     await adapter.stop()
                 except Exception:
                     log.exception("stopping adapter %s failed", adapter.platform)
+                self.delivery.unregister(adapter.platform)  # then what is queued waits for the next active process
         if self.backups is not None:
             self.backups.close()
         if self.approvals is not None:
