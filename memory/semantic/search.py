@@ -310,27 +310,39 @@ def search(
 def widen(indexes: dict[str, ScopeIndex], hits: Sequence[Hit], turns: int, limit: int) -> list[Hit]:
     """A recalled turn comes with the `turns` said just before and after it: a question is
     often answered in the next turn, and a turn often makes sense only with the one it answers.
-    A hit already inside an earlier hit's window is not repeated."""
+    A hit inside an earlier hit's window is not repeated: it stretches that window by its own
+    neighbours instead (a run of matching turns is one passage, and the turn after it is shown)."""
     around: dict[str, dict[tuple[int, int], tuple[list[ChunkRow], list[ChunkRow]]]] = {}
     for scope_id, index in indexes.items():
         spans = [(h.start_line, h.end_line) for h in hits if h.scope_id == scope_id and h.source == TRANSCRIPT_SOURCE]
         around[scope_id] = index.neighbours(TRANSCRIPT_SOURCE, spans, turns) if spans else {}
-    shown: set[tuple[str, int]] = set()
-    out: list[Hit] = []
+    owner: dict[tuple[str, int], int] = {}  # a shown turn → the output window holding it
+    windows: list[tuple[Hit, dict[int, tuple[int, str]]]] = []  # each hit, its turns: start → (end, text)
     for hit in hits:
-        if len(out) >= limit:
-            break
         if hit.source != TRANSCRIPT_SOURCE:
+            if len(windows) < limit:
+                windows.append((hit, {}))
+            continue
+        key = (hit.scope_id, hit.start_line)
+        before, after = around[hit.scope_id][hit.start_line, hit.end_line]
+        at = owner.get(key)
+        if at is None:
+            if len(windows) >= limit:
+                continue
+            at = len(windows)
+            windows.append((hit, {hit.start_line: (hit.end_line, hit.text)}))
+            owner[key] = at
+        rows = windows[at][1]
+        for r in (*before, *after):
+            if (hit.scope_id, r.start_line) not in owner:
+                owner[hit.scope_id, r.start_line] = at
+                rows[r.start_line] = (r.end_line, r.text)
+    out: list[Hit] = []
+    for hit, rows in windows:
+        if not rows:
             out.append(hit)
             continue
-        if (hit.scope_id, hit.start_line) in shown:
-            continue
-        before, after = around[hit.scope_id][hit.start_line, hit.end_line]
-        earlier = [r for r in before if (hit.scope_id, r.start_line) not in shown]
-        later = [r for r in after if (hit.scope_id, r.start_line) not in shown]
-        shown.update((hit.scope_id, line) for line in (hit.start_line, *(r.start_line for r in (*earlier, *later))))
-        text = "\n".join([*(r.text for r in earlier), hit.text, *(r.text for r in later)])
-        start = earlier[0].start_line if earlier else hit.start_line
-        end = later[-1].end_line if later else hit.end_line
-        out.append(dataclasses.replace(hit, text=text, start_line=start, end_line=end))
+        lines = sorted(rows)
+        text = "\n".join(rows[s][1] for s in lines)
+        out.append(dataclasses.replace(hit, text=text, start_line=lines[0], end_line=rows[lines[-1]][0]))
     return out
