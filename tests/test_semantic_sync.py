@@ -329,3 +329,29 @@ async def test_a_recalled_turn_comes_with_its_neighbours_once(paths, embedder) -
     alone = await semantic.search([SCOPE], "Tahoe lake swam", params=semantic.params(limit=5, window_turns=0))
     assert alone[0].text.count("\n") == 0
     await semantic.close()
+
+
+async def test_a_run_of_matching_turns_is_one_passage_dated_once(paths) -> None:
+    semantic = service(paths, None)
+    store = TranscriptStore(paths.transcripts)
+    start = datetime(2026, 10, 3, 21, tzinfo=UTC)
+    said = [
+        "How was the weekend?",
+        "We watched the meteor shower from the lake.",
+        "What was the meteor shower like?",
+        "I felt tiny and in awe of it all.",
+        "Sounds lovely!",
+        "The dentist moved Aarav's appointment.",
+        "To when?",
+        "Next Friday at nine.",
+    ]
+    for n, text in enumerate(said):
+        await say(store, "user", text, start + timedelta(minutes=n), speaker="mom" if n % 2 else "wags")
+    await semantic.sync_scope(SCOPE)
+    hits = await semantic.search([SCOPE], "meteor shower", params=semantic.params(limit=5, window_turns=1))
+    first = hits[0].text
+    assert "weekend" in first and "felt tiny" in first, "the second match stretches the window to its answer"
+    assert sum(h.text.count("meteor shower") for h in hits) == 2, "no turn is repeated"
+    assert (hits[0].start_line, hits[0].end_line) == (1, 4)
+    assert first.count("[2026-10-03") == 1 and first.splitlines()[1].startswith("mom: "), "the day is said once"
+    await semantic.close()

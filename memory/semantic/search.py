@@ -343,6 +343,24 @@ def widen(indexes: dict[str, ScopeIndex], hits: Sequence[Hit], turns: int, limit
             out.append(hit)
             continue
         lines = sorted(rows)
-        text = "\n".join(rows[s][1] for s in lines)
+        text = passage([rows[s][1] for s in lines])
         out.append(dataclasses.replace(hit, text=text, start_line=lines[0], end_line=rows[lines[-1]][0]))
     return out
+
+
+_STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) \d{2}:\d{2}\] ")
+
+
+def passage(turns: Sequence[str]) -> str:
+    """Consecutive turns as one passage: a turn's date stamp is said once, not again on each
+    turn of the same day (a window costs fewer tokens, so more of them fit a budget)."""
+    out: list[str] = []
+    day = None
+    for text in turns:
+        stamp = _STAMP.match(text)
+        if stamp is not None and stamp.group(1) == day:
+            text = text[stamp.end() :]
+        elif stamp is not None:
+            day = stamp.group(1)
+        out.append(text)
+    return "\n".join(out)
