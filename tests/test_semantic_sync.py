@@ -355,3 +355,29 @@ async def test_a_run_of_matching_turns_is_one_passage_dated_once(paths) -> None:
     assert (hits[0].start_line, hits[0].end_line) == (1, 4)
     assert first.count("[2026-10-03") == 1 and first.splitlines()[1].startswith("mom: "), "the day is said once"
     await semantic.close()
+
+
+async def test_a_turn_from_the_day_that_talked_about_it_ranks_first(paths) -> None:
+    semantic = service(paths, None)
+    store = TranscriptStore(paths.transcripts)
+    busy, quiet = datetime(2026, 3, 2, 9, tzinfo=UTC), datetime(2026, 6, 9, 9, tzinfo=UTC)
+    await say(store, "user", "The piano teacher called about something.", quiet)
+    for n, text in enumerate(["Grade two piano exam is in June.", "Her piano scales need work.", "Bought music."]):
+        await say(store, "user", text, busy + timedelta(minutes=n))
+    await say(store, "user", "The piano teacher called about something.", busy + timedelta(minutes=9))
+    for n, text in enumerate(
+        ["Soccer moved to Thursday.", "The van needs tyres.", "Dinner at grandma's on Sunday."] * 3
+    ):
+        await say(store, "user", text, quiet + timedelta(days=1 + n))
+    await semantic.sync_scope(SCOPE)
+    params = semantic.params(limit=5, window_turns=0, now=(quiet + timedelta(days=400)).timestamp())
+    hits = [
+        h
+        for h in await semantic.search([SCOPE], "what did the piano teacher say", params=params)
+        if "teacher" in h.text
+    ]
+    assert [h.text[:11] for h in hits] == ["[2026-03-02", "[2026-06-09"], (
+        "the same words: the busier day, not the newer, first"
+    )
+    assert hits[0].relevance == hits[1].relevance
+    await semantic.close()

@@ -99,6 +99,7 @@ class SearchParams:
     half_life_days: float = 90.0
     mmr_lambda: float = 0.7
     window_turns: int = 2
+    day_weight: float = 0.2  # a day that talked most about the question lifts its turns by this much
     max_mirrored: int = 300_000
     now: float | None = None  # epoch seconds; tests pin it
 
@@ -190,23 +191,48 @@ def scope_candidates(
     weight = params.vector_weight if use_vectors and query_vector is not None and vectors else 0.0
     asked_for_day = index.date_matches(match, text_scores) if text_scores and names_a_day(query) else set()
     recent = asks_for_recent(query)
-    hits: list[Hit] = []
-    for chunk_id, row in rows.items():
+    scored: list[tuple[ChunkRow, float, float, float | None, np.ndarray | None]] = []
+    for row in rows.values():
         vector = vectors.get(row.embedding_id) if row.embedding_id is not None else None
         cosine = float(np.dot(vector, query_vector)) if vector is not None and query_vector is not None else None
-        t = text_scores.get(chunk_id, 0.0)
+        t = text_scores.get(row.id, 0.0)
         if vector_only:
             relevance = max(0.0, cosine or 0.0)
         elif weight:
             relevance = weight * max(0.0, cosine or 0.0) + (1.0 - weight) * t
         else:
             relevance = t
-        if relevance < params.min_score:
-            continue
-        age = 1.0 if chunk_id in asked_for_day else decay(row.ts, row.source, now, params.half_life_days)
-        score = relevance * age if recent else relevance + TIE_BREAK * age
+        scored.append((row, relevance, t, cosine, vector))
+    shares = day_shares([(row.ts, relevance) for row, relevance, *_ in scored if row.source == TRANSCRIPT_SOURCE])
+    hits: list[Hit] = []
+    for row, relevance, t, cosine, vector in scored:
+        day = _day(row.ts) if row.source == TRANSCRIPT_SOURCE else None
+        ranked = relevance + params.day_weight * (shares.get(day, 0.0) if day is not None else 0.0)
+        if max(relevance, ranked / (1.0 + params.day_weight)) < params.min_score:
+            continue  # a weak match passes on the strength of its day
+        age = 1.0 if row.id in asked_for_day else decay(row.ts, row.source, now, params.half_life_days)
+        score = ranked * age if recent else ranked + TIE_BREAK * age
         hits.append(_hit(index.scope_id, row, score, relevance, t, cosine, vector))
     return hits
+
+
+def _day(ts: float | None) -> int | None:
+    return None if ts is None else int(ts // 86400)
+
+
+def day_shares(dated: Sequence[tuple[float | None, float]]) -> dict[int, float]:
+    """How much of the conversation that matched a query was said on each day (UTC), the best
+    day being 1. A day's turns are a session: a turn from the day that talked most about the
+    question is more likely the one asked about (or the other half of its answer) than an
+    equally worded turn from a day that touched it once. Only turns count: notes and files
+    stand on their own words."""
+    days: dict[int, float] = {}
+    for ts, relevance in dated:
+        day = _day(ts)
+        if day is not None and relevance > 0:
+            days[day] = days.get(day, 0.0) + relevance
+    best = max(days.values(), default=0.0)
+    return {day: total / best for day, total in days.items()} if best > 0 else {}
 
 
 def _hit(
