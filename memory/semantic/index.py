@@ -330,18 +330,19 @@ class ScopeIndex:
             ).fetchall()
         return [(int(i), float(s)) for i, s in rows]
 
-    def date_matches(self, fts_query: str, chunk_ids: Iterable[int]) -> set[int]:
-        """Which of these chunks matched the query by their date words (the question named the day)."""
+    def date_matches(self, terms: Iterable[str], chunk_ids: Iterable[int]) -> set[int]:
+        """Which of these chunks carry one of these words among their date words (the question
+        named their day). Read by id, not by a full-text match on the date column: a year or
+        a month is in the date words of thousands of chunks, and matching them all cost
+        10–100 ms a question."""
+        wanted = {t.casefold() for t in terms}
         ids = sorted({int(i) for i in chunk_ids})
-        if not fts_query or not ids:
+        if not wanted or not ids:
             return set()
         marks = ",".join("?" * len(ids))
         with self._lock:
-            rows = self._conn.execute(
-                f"select rowid from chunks_fts where chunks_fts match ? and rowid in ({marks})",
-                [f"keywords : ({fts_query})", *ids],
-            ).fetchall()
-        return {int(r[0]) for r in rows}
+            rows = self._conn.execute(f"select id, keywords from chunks where id in ({marks})", ids).fetchall()
+        return {int(i) for i, words in rows if wanted & set(str(words).casefold().split())}
 
     def vector_candidates(self, query: np.ndarray, limit: int, max_mirrored: int) -> list[tuple[int, float]]:
         """(embedding id, cosine) of the nearest vectors. Small and medium indexes scan an

@@ -189,7 +189,7 @@ def scope_candidates(
     best_text = max((s for _, s in text), default=0.0)
     text_scores = {i: (s / best_text if best_text > 0 else 0.0) for i, s in text}
     weight = params.vector_weight if use_vectors and query_vector is not None and vectors else 0.0
-    asked_for_day = index.date_matches(match, text_scores) if text_scores and names_a_day(query) else set()
+    asked_for_day = index.date_matches(query_terms(query), text_scores) if text_scores and names_a_day(query) else set()
     recent = asks_for_recent(query)
     scored: list[tuple[ChunkRow, float, float, float | None, np.ndarray | None]] = []
     for row in rows.values():
