@@ -14,6 +14,7 @@ from memory.semantic import SemanticMemory, chunk_markdown, chunk_transcript
 from memory.semantic.chunking import NumberedLine
 from memory.semantic.embedders import EmbedderIdentity, Model2VecEmbedder
 from memory.semantic.index import ScopeIndex
+from memory.semantic.search import searched_words
 from tests.semantic_helpers import CountingEmbedder, concept_model
 from transcripts import TranscriptLine, TranscriptStore
 
@@ -380,4 +381,19 @@ async def test_a_turn_from_the_day_that_talked_about_it_ranks_first(paths) -> No
         "the same words: the busier day, not the newer, first"
     )
     assert hits[0].relevance == hits[1].relevance
+    await semantic.close()
+
+
+async def test_a_name_in_every_turn_is_not_searched_when_the_question_says_more(paths) -> None:
+    semantic = service(paths, None)
+    store = TranscriptStore(paths.transcripts)
+    for n, text in enumerate(["Soccer moved to Thursday.", "The van needs tyres.", "Piano lessons start in June."] * 4):
+        await say(store, "user", text, T0 + timedelta(minutes=n), speaker="john")
+    await semantic.sync_scope(SCOPE)
+    index = semantic._index(SCOPE, create=False)
+    assert index is not None
+    assert '"john"' not in searched_words(index, "when do john's piano lessons start this june?")
+    assert '"john"' in searched_words(index, "what is john's status?"), "too little else to search on"
+    hits = await semantic.search([SCOPE], "when do john's piano lessons start this june?")
+    assert hits and "Piano lessons" in hits[0].text
     await semantic.close()

@@ -145,6 +145,23 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{t}"' for t in query_terms(text))
 
 
+COMMON_SHARE = 0.5  # a word in more than this share of the chunks has no BM25 weight (its idf is 0)
+MIN_RARE_TERMS = 3  # ... and is left out of the search when at least this many other words remain
+
+
+def searched_words(index: ScopeIndex, query: str) -> str:
+    """The FTS5 query for one index: a word in most of its chunks (a speaker's name in a
+    group's transcript) adds nothing to BM25 but makes FTS5 score half the index, so it is
+    left out when the question has enough other words. With fewer, the common words stay:
+    they are most of what the question says ("what do Jon and Gina have in common?")."""
+    terms = query_terms(query)
+    if len(terms) <= MIN_RARE_TERMS:
+        return fts_query(query)
+    common = index.common_terms(terms, COMMON_SHARE)
+    rare = [t for t in terms if t not in common]
+    return " OR ".join(f'"{t}"' for t in rare) if len(rare) >= MIN_RARE_TERMS else fts_query(query)
+
+
 def names_a_day(text: str) -> bool:
     """Does the question name a month, a weekday or a date ("March 14", "2026-03-14")?"""
     return any(w in _DATE_WORDS or (w.isdigit() and len(w) == 4) for w in query_terms(text)) or bool(
@@ -171,7 +188,7 @@ def scope_candidates(
 ) -> list[Hit]:
     """Every chunk of one scope that passes the relevance gate, scored and decayed."""
     now = params.now if params.now is not None else time.time()
-    match = fts_query(query)
+    match = searched_words(index, query)
     wanted = max(params.candidates, 4 * params.limit)
     text = [] if vector_only else index.text_candidates(match, wanted)
     use_vectors = query_vector is not None and not text_only
