@@ -246,6 +246,7 @@ class SemanticSettings(BaseModel):
     half_life_days: float = Field(default=90, gt=0, description="recency decay of dated notes")
     mmr_lambda: float = Field(default=0.7, ge=0, le=1, description="1 = relevance only, 0 = diversity only")
     window_turns: int = Field(default=2, ge=0, le=5, description="turns shown before and after a recalled turn")
+    day_weight: float = Field(default=0.2, ge=0, le=1, description="lift for turns of the day most about the query")
     max_mirrored_vectors: int = Field(default=300_000, ge=0, description="above this, search with vec0 KNN")
 
     @field_validator("embedder", mode="before")

@@ -14,6 +14,7 @@ from memory.semantic import SemanticMemory, chunk_markdown, chunk_transcript
 from memory.semantic.chunking import NumberedLine
 from memory.semantic.embedders import EmbedderIdentity, Model2VecEmbedder
 from memory.semantic.index import ScopeIndex
+from memory.semantic.search import searched_words
 from tests.semantic_helpers import CountingEmbedder, concept_model
 from transcripts import TranscriptStore
 from transcripts.lines import Closing, Message, Reply
@@ -328,4 +329,71 @@ async def test_a_recalled_turn_comes_with_its_neighbours_once(paths, embedder) -
     assert (hits[0].start_line, hits[0].end_line) == (3, 5), "the location says the window's lines"
     alone = await semantic.search([SCOPE], "Tahoe lake swam", params=semantic.params(limit=5, window_turns=0))
     assert alone[0].text.count("\n") == 0
+    await semantic.close()
+
+
+async def test_a_run_of_matching_turns_is_one_passage_dated_once(paths) -> None:
+    semantic = service(paths, None)
+    store = TranscriptStore(paths.transcripts)
+    start = datetime(2026, 10, 3, 21, tzinfo=UTC)
+    said = [
+        "How was the weekend?",
+        "We watched the meteor shower from the lake.",
+        "What was the meteor shower like?",
+        "I felt tiny and in awe of it all.",
+        "Sounds lovely!",
+        "The dentist moved Aarav's appointment.",
+        "To when?",
+        "Next Friday at nine.",
+    ]
+    for n, text in enumerate(said):
+        await say(store, "user", text, start + timedelta(minutes=n), speaker="mom" if n % 2 else "wags")
+    await semantic.sync_scope(SCOPE)
+    hits = await semantic.search([SCOPE], "meteor shower", params=semantic.params(limit=5, window_turns=1))
+    first = hits[0].text
+    assert "weekend" in first and "felt tiny" in first, "the second match stretches the window to its answer"
+    assert sum(h.text.count("meteor shower") for h in hits) == 2, "no turn is repeated"
+    assert (hits[0].start_line, hits[0].end_line) == (1, 4)
+    assert first.count("[2026-10-03") == 1 and first.splitlines()[1].startswith("mom: "), "the day is said once"
+    await semantic.close()
+
+
+async def test_a_turn_from_the_day_that_talked_about_it_ranks_first(paths) -> None:
+    semantic = service(paths, None)
+    store = TranscriptStore(paths.transcripts)
+    busy, quiet = datetime(2026, 3, 2, 9, tzinfo=UTC), datetime(2026, 6, 9, 9, tzinfo=UTC)
+    await say(store, "user", "The piano teacher called about something.", quiet)
+    for n, text in enumerate(["Grade two piano exam is in June.", "Her piano scales need work.", "Bought music."]):
+        await say(store, "user", text, busy + timedelta(minutes=n))
+    await say(store, "user", "The piano teacher called about something.", busy + timedelta(minutes=9))
+    for n, text in enumerate(
+        ["Soccer moved to Thursday.", "The van needs tyres.", "Dinner at grandma's on Sunday."] * 3
+    ):
+        await say(store, "user", text, quiet + timedelta(days=1 + n))
+    await semantic.sync_scope(SCOPE)
+    params = semantic.params(limit=5, window_turns=0, now=(quiet + timedelta(days=400)).timestamp())
+    hits = [
+        h
+        for h in await semantic.search([SCOPE], "what did the piano teacher say", params=params)
+        if "teacher" in h.text
+    ]
+    assert [h.text[:11] for h in hits] == ["[2026-03-02", "[2026-06-09"], (
+        "the same words: the busier day, not the newer, first"
+    )
+    assert hits[0].relevance == hits[1].relevance
+    await semantic.close()
+
+
+async def test_a_name_in_every_turn_is_not_searched_when_the_question_says_more(paths) -> None:
+    semantic = service(paths, None)
+    store = TranscriptStore(paths.transcripts)
+    for n, text in enumerate(["Soccer moved to Thursday.", "The van needs tyres.", "Piano lessons start in June."] * 4):
+        await say(store, "user", text, T0 + timedelta(minutes=n), speaker="john")
+    await semantic.sync_scope(SCOPE)
+    index = semantic._index(SCOPE, create=False)
+    assert index is not None
+    assert '"john"' not in searched_words(index, "when do john's piano lessons start this june?")
+    assert '"john"' in searched_words(index, "what is john's status?"), "too little else to search on"
+    hits = await semantic.search([SCOPE], "when do john's piano lessons start this june?")
+    assert hits and "Piano lessons" in hits[0].text
     await semantic.close()

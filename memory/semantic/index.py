@@ -98,6 +98,8 @@ class ScopeIndex:
         self._conn, self.support = connect(path)
         self._lock = threading.RLock()
         self._mirror: _VectorMirror | None = None
+        self._df: dict[str, int] = {}
+        self._df_total = 0
         with self._lock:
             self._conn.executescript(_SCHEMA)
             stored = self.meta("scope_id")
@@ -330,18 +332,36 @@ class ScopeIndex:
             ).fetchall()
         return [(int(i), float(s)) for i, s in rows]
 
-    def date_matches(self, fts_query: str, chunk_ids: Iterable[int]) -> set[int]:
-        """Which of these chunks matched the query by their date words (the question named the day)."""
+    def common_terms(self, terms: Sequence[str], share: float) -> set[str]:
+        """Which of these words are in more than `share` of the chunks (a speaker's name in a
+        group's transcript). BM25 gives such a word no weight, but matching it still makes
+        FTS5 score half the index. Counts are cached until the index grows by a tenth."""
+        with self._lock:
+            total = int(self._conn.execute("select max(id) from chunks").fetchone()[0] or 0)
+            if total > self._df_total * 1.1 or total < self._df_total:
+                self._df, self._df_total = {}, total
+            for term in terms:
+                if term not in self._df:
+                    self._df[term] = int(
+                        self._conn.execute(
+                            "select count(*) from chunks_fts where chunks_fts match ?", (f'text : "{term}"',)
+                        ).fetchone()[0]
+                    )
+        return {t for t in terms if total and self._df[t] > share * total}
+
+    def date_matches(self, terms: Iterable[str], chunk_ids: Iterable[int]) -> set[int]:
+        """Which of these chunks carry one of these words among their date words (the question
+        named their day). Read by id, not by a full-text match on the date column: a year or
+        a month is in the date words of thousands of chunks, and matching them all cost
+        10–100 ms a question."""
+        wanted = {t.casefold() for t in terms}
         ids = sorted({int(i) for i in chunk_ids})
-        if not fts_query or not ids:
+        if not wanted or not ids:
             return set()
         marks = ",".join("?" * len(ids))
         with self._lock:
-            rows = self._conn.execute(
-                f"select rowid from chunks_fts where chunks_fts match ? and rowid in ({marks})",
-                [f"keywords : ({fts_query})", *ids],
-            ).fetchall()
-        return {int(r[0]) for r in rows}
+            rows = self._conn.execute(f"select id, keywords from chunks where id in ({marks})", ids).fetchall()
+        return {int(i) for i, words in rows if wanted & set(str(words).casefold().split())}
 
     def vector_candidates(self, query: np.ndarray, limit: int, max_mirrored: int) -> list[tuple[int, float]]:
         """(embedding id, cosine) of the nearest vectors. Small and medium indexes scan an

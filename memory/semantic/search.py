@@ -99,6 +99,7 @@ class SearchParams:
     half_life_days: float = 90.0
     mmr_lambda: float = 0.7
     window_turns: int = 2
+    day_weight: float = 0.2  # a day that talked most about the question lifts its turns by this much
     max_mirrored: int = 300_000
     now: float | None = None  # epoch seconds; tests pin it
 
@@ -144,6 +145,23 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{t}"' for t in query_terms(text))
 
 
+COMMON_SHARE = 0.5  # a word in more than this share of the chunks has no BM25 weight (its idf is 0)
+MIN_RARE_TERMS = 3  # ... and is left out of the search when at least this many other words remain
+
+
+def searched_words(index: ScopeIndex, query: str) -> str:
+    """The FTS5 query for one index: a word in most of its chunks (a speaker's name in a
+    group's transcript) adds nothing to BM25 but makes FTS5 score half the index, so it is
+    left out when the question has enough other words. With fewer, the common words stay:
+    they are most of what the question says ("what do Jon and Gina have in common?")."""
+    terms = query_terms(query)
+    if len(terms) <= MIN_RARE_TERMS:
+        return fts_query(query)
+    common = index.common_terms(terms, COMMON_SHARE)
+    rare = [t for t in terms if t not in common]
+    return " OR ".join(f'"{t}"' for t in rare) if len(rare) >= MIN_RARE_TERMS else fts_query(query)
+
+
 def names_a_day(text: str) -> bool:
     """Does the question name a month, a weekday or a date ("March 14", "2026-03-14")?"""
     return any(w in _DATE_WORDS or (w.isdigit() and len(w) == 4) for w in query_terms(text)) or bool(
@@ -170,7 +188,7 @@ def scope_candidates(
 ) -> list[Hit]:
     """Every chunk of one scope that passes the relevance gate, scored and decayed."""
     now = params.now if params.now is not None else time.time()
-    match = fts_query(query)
+    match = searched_words(index, query)
     wanted = max(params.candidates, 4 * params.limit)
     text = [] if vector_only else index.text_candidates(match, wanted)
     use_vectors = query_vector is not None and not text_only
@@ -188,25 +206,50 @@ def scope_candidates(
     best_text = max((s for _, s in text), default=0.0)
     text_scores = {i: (s / best_text if best_text > 0 else 0.0) for i, s in text}
     weight = params.vector_weight if use_vectors and query_vector is not None and vectors else 0.0
-    asked_for_day = index.date_matches(match, text_scores) if text_scores and names_a_day(query) else set()
+    asked_for_day = index.date_matches(query_terms(query), text_scores) if text_scores and names_a_day(query) else set()
     recent = asks_for_recent(query)
-    hits: list[Hit] = []
-    for chunk_id, row in rows.items():
+    scored: list[tuple[ChunkRow, float, float, float | None, np.ndarray | None]] = []
+    for row in rows.values():
         vector = vectors.get(row.embedding_id) if row.embedding_id is not None else None
         cosine = float(np.dot(vector, query_vector)) if vector is not None and query_vector is not None else None
-        t = text_scores.get(chunk_id, 0.0)
+        t = text_scores.get(row.id, 0.0)
         if vector_only:
             relevance = max(0.0, cosine or 0.0)
         elif weight:
             relevance = weight * max(0.0, cosine or 0.0) + (1.0 - weight) * t
         else:
             relevance = t
-        if relevance < params.min_score:
-            continue
-        age = 1.0 if chunk_id in asked_for_day else decay(row.ts, row.source, now, params.half_life_days)
-        score = relevance * age if recent else relevance + TIE_BREAK * age
+        scored.append((row, relevance, t, cosine, vector))
+    shares = day_shares([(row.ts, relevance) for row, relevance, *_ in scored if row.source == TRANSCRIPT_SOURCE])
+    hits: list[Hit] = []
+    for row, relevance, t, cosine, vector in scored:
+        day = _day(row.ts) if row.source == TRANSCRIPT_SOURCE else None
+        ranked = relevance + params.day_weight * (shares.get(day, 0.0) if day is not None else 0.0)
+        if max(relevance, ranked / (1.0 + params.day_weight)) < params.min_score:
+            continue  # a weak match passes on the strength of its day
+        age = 1.0 if row.id in asked_for_day else decay(row.ts, row.source, now, params.half_life_days)
+        score = ranked * age if recent else ranked + TIE_BREAK * age
         hits.append(_hit(index.scope_id, row, score, relevance, t, cosine, vector))
     return hits
+
+
+def _day(ts: float | None) -> int | None:
+    return None if ts is None else int(ts // 86400)
+
+
+def day_shares(dated: Sequence[tuple[float | None, float]]) -> dict[int, float]:
+    """How much of the conversation that matched a query was said on each day (UTC), the best
+    day being 1. A day's turns are a session: a turn from the day that talked most about the
+    question is more likely the one asked about (or the other half of its answer) than an
+    equally worded turn from a day that touched it once. Only turns count: notes and files
+    stand on their own words."""
+    days: dict[int, float] = {}
+    for ts, relevance in dated:
+        day = _day(ts)
+        if day is not None and relevance > 0:
+            days[day] = days.get(day, 0.0) + relevance
+    best = max(days.values(), default=0.0)
+    return {day: total / best for day, total in days.items()} if best > 0 else {}
 
 
 def _hit(
@@ -310,27 +353,57 @@ def search(
 def widen(indexes: dict[str, ScopeIndex], hits: Sequence[Hit], turns: int, limit: int) -> list[Hit]:
     """A recalled turn comes with the `turns` said just before and after it: a question is
     often answered in the next turn, and a turn often makes sense only with the one it answers.
-    A hit already inside an earlier hit's window is not repeated."""
+    A hit inside an earlier hit's window is not repeated: it stretches that window by its own
+    neighbours instead (a run of matching turns is one passage, and the turn after it is shown)."""
     around: dict[str, dict[tuple[int, int], tuple[list[ChunkRow], list[ChunkRow]]]] = {}
     for scope_id, index in indexes.items():
         spans = [(h.start_line, h.end_line) for h in hits if h.scope_id == scope_id and h.source == TRANSCRIPT_SOURCE]
         around[scope_id] = index.neighbours(TRANSCRIPT_SOURCE, spans, turns) if spans else {}
-    shown: set[tuple[str, int]] = set()
-    out: list[Hit] = []
+    owner: dict[tuple[str, int], int] = {}  # a shown turn → the output window holding it
+    windows: list[tuple[Hit, dict[int, tuple[int, str]]]] = []  # each hit, its turns: start → (end, text)
     for hit in hits:
-        if len(out) >= limit:
-            break
         if hit.source != TRANSCRIPT_SOURCE:
+            if len(windows) < limit:
+                windows.append((hit, {}))
+            continue
+        key = (hit.scope_id, hit.start_line)
+        before, after = around[hit.scope_id][hit.start_line, hit.end_line]
+        at = owner.get(key)
+        if at is None:
+            if len(windows) >= limit:
+                continue
+            at = len(windows)
+            windows.append((hit, {hit.start_line: (hit.end_line, hit.text)}))
+            owner[key] = at
+        rows = windows[at][1]
+        for r in (*before, *after):
+            if (hit.scope_id, r.start_line) not in owner:
+                owner[hit.scope_id, r.start_line] = at
+                rows[r.start_line] = (r.end_line, r.text)
+    out: list[Hit] = []
+    for hit, rows in windows:
+        if not rows:
             out.append(hit)
             continue
-        if (hit.scope_id, hit.start_line) in shown:
-            continue
-        before, after = around[hit.scope_id][hit.start_line, hit.end_line]
-        earlier = [r for r in before if (hit.scope_id, r.start_line) not in shown]
-        later = [r for r in after if (hit.scope_id, r.start_line) not in shown]
-        shown.update((hit.scope_id, line) for line in (hit.start_line, *(r.start_line for r in (*earlier, *later))))
-        text = "\n".join([*(r.text for r in earlier), hit.text, *(r.text for r in later)])
-        start = earlier[0].start_line if earlier else hit.start_line
-        end = later[-1].end_line if later else hit.end_line
-        out.append(dataclasses.replace(hit, text=text, start_line=start, end_line=end))
+        lines = sorted(rows)
+        text = passage([rows[s][1] for s in lines])
+        out.append(dataclasses.replace(hit, text=text, start_line=lines[0], end_line=rows[lines[-1]][0]))
     return out
+
+
+_STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) \d{2}:\d{2}\] ")
+
+
+def passage(turns: Sequence[str]) -> str:
+    """Consecutive turns as one passage: a turn's date stamp is said once, not again on each
+    turn of the same day (a window costs fewer tokens, so more of them fit a budget)."""
+    out: list[str] = []
+    day = None
+    for text in turns:
+        stamp = _STAMP.match(text)
+        if stamp is not None and stamp.group(1) == day:
+            text = text[stamp.end() :]
+        elif stamp is not None:
+            day = stamp.group(1)
+        out.append(text)
+    return "\n".join(out)

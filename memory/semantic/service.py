@@ -277,6 +277,7 @@ class SemanticMemory:
             "half_life_days": s.half_life_days,
             "mmr_lambda": s.mmr_lambda,
             "window_turns": s.window_turns,
+            "day_weight": s.day_weight,
             "max_mirrored": s.max_mirrored_vectors,
         }
         values.update(overrides)
