@@ -411,6 +411,8 @@ class SystemNote(Note):
     role: ClassVar[Role] = "system"
 
 
+FROM_HALO = (Reply, Notice)  # what a person got from halo: `isinstance(line, FROM_HALO)`
+
 _SESSION_KINDS: dict[str, type[TranscriptLine]] = {START: SessionStart, ITEM: ModelItem, POP: Pop}
 _STRINGS = ("id", "scope_id", "text")
 
