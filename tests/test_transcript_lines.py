@@ -161,6 +161,8 @@ def test_a_line_without_a_known_role_or_its_strings_is_refused() -> None:
         parse({**record("user"), "text": 3})
     with pytest.raises(ValueError):
         Message("1", datetime(2026, 1, 1), SCOPE, "naive")
+    with pytest.raises(TypeError):
+        TranscriptLine("1", T0, SCOPE, "which kind?")
     assert parse({**record("user"), "ts": "2026-01-01T10:00:00"}).ts == datetime(2026, 1, 1, 10, tzinfo=UTC)
 
 

@@ -214,6 +214,8 @@ class TranscriptLine:
     PARTS: ClassVar[tuple[_Part, ...]] = ()
 
     def __post_init__(self) -> None:
+        if type(self) is TranscriptLine:
+            raise TypeError("a transcript line is one of the kinds in transcripts/lines.py, not the base")
         if self.ts.tzinfo is None:
             raise ValueError("a transcript line's ts must be timezone-aware")
         if self.ts.utcoffset():
