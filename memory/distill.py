@@ -21,7 +21,7 @@ from memory.scope_files import ScopeFiles
 from memory.state import JobStateStore
 from memory.when import absolute_dates, day_of, hhmm
 from transcripts import TranscriptLine, TranscriptStore
-from transcripts.lines import Message
+from transcripts.lines import FROM_HALO, Message
 
 Names = Callable[[str | None], str]
 """A speaker label (member id, "halo", "unknown:…") → the name memory files use."""
@@ -76,7 +76,7 @@ def plan(lines: Iterable[TranscriptLine], scope_id: str, names: Names, may_write
     out = Plan()
     answered = False
     for line in lines:
-        if line.role == "user":
+        if isinstance(line, Message):
             answered = False
             if line.text.lstrip().startswith("/"):
                 continue
@@ -84,7 +84,7 @@ def plan(lines: Iterable[TranscriptLine], scope_id: str, names: Names, may_write
                 out.skipped += 1
                 continue
             answered = _plan_user_line(out, line, names(line.speaker))
-        elif line.role == "assistant":
+        elif isinstance(line, FROM_HALO):
             if answered and line.text.strip():
                 day = day_of(line.ts)
                 text = daily.shorten_reply(absolute_dates(redact(line.text), day))

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from halo.pipeline.resends import open_message
-from tests.fixtures.transcript_v1.make import read_back
+from tests.fixtures.transcript_v1.make import read_back, write
 from transcripts import TranscriptLine, TranscriptStore
 
 FIXTURE = Path(__file__).parent / "fixtures" / "transcript_v1"
@@ -63,6 +63,21 @@ def test_every_line_reads_back_with_the_fields_it_was_written_with() -> None:
 
 async def test_the_files_read_as_they_did() -> None:
     assert await read_back(FIXTURE) == EXPECTED
+
+
+def shapes(path: Path) -> list[list[str]]:
+    """Each line's keys, in the order written."""
+    return [list(json.loads(raw)) for raw in raw_lines(path)]
+
+
+async def test_the_code_of_now_writes_the_same_lines(tmp_path: Path) -> None:
+    """The same conversation through halo now writes, line for line, the keys the fixture holds,
+    in the same order: the format did not change."""
+    await write(tmp_path / "home")
+    written = sorted((tmp_path / "home" / "transcripts").glob("*.jsonl"))
+    assert [p.name for p in written] == [p.name for p in FILES]
+    for now, then in zip(written, FILES, strict=True):
+        assert shapes(now) == shapes(then), now.name
 
 
 @pytest.fixture

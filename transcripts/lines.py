@@ -71,22 +71,54 @@ def _take(keys: tuple[_Key, ...], rest: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def _put(keys: tuple[_Key, ...], source: object, out: dict[str, Any]) -> None:
-    for k in keys:
-        value = getattr(source, k.attr)
-        if k.said(value):
-            out[k.key] = value
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a type does with its keys, worked out once (a line is made on every turn)."""
+
+    texts: tuple[str, ...]  # str attributes, repaired on the way in
+    values: tuple[str, ...]  # dict attributes, repaired on the way in
+    writes: tuple[tuple[str | None, str, str, bool], ...]  # (group attribute, key, attribute, only True)
+
+    @staticmethod
+    def of(keys: tuple[_Key, ...], groups: tuple[tuple[str, type[_Marks]], ...] = ()) -> _Plan:
+        writes: list[tuple[str | None, str, str, bool]] = [(None, k.key, k.attr, k.kind == "true") for k in keys]
+        for attr, marks in groups:
+            writes += [(attr, k.key, k.attr, k.kind == "true") for k in marks.KEYS]
+        return _Plan(
+            tuple(k.attr for k in keys if k.kind == "str"),
+            tuple(k.attr for k in keys if k.kind == "dict"),
+            tuple(writes),
+        )
+
+    def clean(self, target: object) -> None:
+        """What cannot be encoded is repaired, on the way in and on reading an old line back."""
+        for attr in self.texts:
+            value = getattr(target, attr)
+            if value is not None and not value.isascii() and (cleaned := clean_text(value)) is not value:
+                object.__setattr__(target, attr, cleaned)
+        for attr in self.values:
+            if value := getattr(target, attr):
+                object.__setattr__(target, attr, clean_value(value))
+
+    def write(self, source: object, out: dict[str, Any]) -> None:
+        for group, key, attr, only_true in self.writes:
+            value = getattr(getattr(source, group) if group is not None else source, attr)
+            if value is True if only_true else value is not None:
+                out[key] = value
 
 
-def _clean(keys: tuple[_Key, ...], target: object) -> None:
-    """What cannot be encoded is repaired, on the way in and on reading an old line back."""
-    for k in keys:
-        value = getattr(target, k.attr)
-        if k.kind == "str" and isinstance(value, str):
-            if (cleaned := clean_text(value)) is not value:
-                object.__setattr__(target, k.attr, cleaned)
-        elif k.kind == "dict" and value:
-            object.__setattr__(target, k.attr, clean_value(value))
+_PLANS: dict[type, _Plan] = {}
+
+
+def _plan(cls: type[TranscriptLine] | type[_Marks]) -> _Plan:
+    if (plan := _PLANS.get(cls)) is None:
+        if issubclass(cls, _Marks):
+            plan = _Plan.of(cls.KEYS)
+        else:
+            keys = tuple(p for p in cls.PARTS if isinstance(p, _Key))
+            plan = _Plan.of(keys, tuple(p for p in cls.PARTS if not isinstance(p, _Key)))
+        _PLANS[cls] = plan
+    return plan
 
 
 class _Marks:
@@ -96,7 +128,7 @@ class _Marks:
     KEYS: ClassVar[tuple[_Key, ...]]
 
     def __post_init__(self) -> None:
-        _clean(self.KEYS, self)
+        _plan(type(self)).clean(self)
 
     def __bool__(self) -> bool:
         return any(k.said(getattr(self, k.attr)) for k in self.KEYS)
@@ -182,6 +214,8 @@ class TranscriptLine:
     PARTS: ClassVar[tuple[_Part, ...]] = ()
 
     def __post_init__(self) -> None:
+        if type(self) is TranscriptLine:
+            raise TypeError("a transcript line is one of the kinds in transcripts/lines.py, not the base")
         if self.ts.tzinfo is None:
             raise ValueError("a transcript line's ts must be timezone-aware")
         if self.ts.utcoffset():
@@ -190,7 +224,7 @@ class TranscriptLine:
             value = getattr(self, name)
             if isinstance(value, str) and (cleaned := clean_text(value)) is not value:
                 object.__setattr__(self, name, cleaned)
-        _clean(_own_keys(type(self)), self)
+        _plan(type(self)).clean(self)
         if self.unknown:
             if clash := CORE_KEYS & self.unknown.keys():
                 raise ValueError(f"unknown keys must not shadow core keys: {sorted(clash)}")
@@ -215,11 +249,7 @@ class TranscriptLine:
         }
         if self.KIND is not None:
             out["kind"] = self.KIND
-        for part in self.PARTS:
-            if isinstance(part, _Key):
-                _put((part,), self, out)
-            else:
-                _put(part[1].KEYS, getattr(self, part[0]), out)
+        _plan(type(self)).write(self, out)
         for key, value in self.unknown.items():
             out.setdefault(key, value)
         return out
@@ -235,16 +265,6 @@ class TranscriptLine:
     @staticmethod
     def from_json(raw: str | bytes) -> TranscriptLine:
         return parse_json(raw)
-
-
-_OWN_KEYS: dict[type[TranscriptLine], tuple[_Key, ...]] = {}
-
-
-def _own_keys(cls: type[TranscriptLine]) -> tuple[_Key, ...]:
-    """The kind's own keys, not its groups' (they repair themselves)."""
-    if (keys := _OWN_KEYS.get(cls)) is None:
-        keys = _OWN_KEYS[cls] = tuple(p for p in cls.PARTS if isinstance(p, _Key))
-    return keys
 
 
 def _screened(marks: SafetyMarks) -> bool:
@@ -392,6 +412,8 @@ class SystemNote(Note):
 
     role: ClassVar[Role] = "system"
 
+
+FROM_HALO = (Reply, Notice)  # what a person got from halo: `isinstance(line, FROM_HALO)`
 
 _SESSION_KINDS: dict[str, type[TranscriptLine]] = {START: SessionStart, ITEM: ModelItem, POP: Pop}
 _STRINGS = ("id", "scope_id", "text")

@@ -1,23 +1,21 @@
 """The model's session for a scope, read from the scope's transcript: no second store.
 
 The Agents SDK's `Session` protocol over `TranscriptStore`. Every item the model sees is a
-transcript line of its own kind, so what survives a crash is exactly what was fsync'd:
+transcript line of its own kind (transcripts/lines.py), so what survives a crash is exactly
+what was fsync'd:
 
-- a `user` line is the user's message (`model_input` when the model is shown something
+- a `Message` is the person's message (`model_input` when the model is shown something
   else, e.g. `[Mom] …` in a group);
-- an `assistant` line is the reply the person got; `"reply": "command"` or `"no_model"`
-  marks halo's own answers, kept out of the model's history with the message they answer;
-  an `event` line with `"reply": "silent"` closes a message that needed no answer (thanks,
-  "ok" in a group) and takes it out of the history the same way;
-- an `event` line with `"kind": "session.item"` holds one model item (`item`): a tool call,
-  its output, reasoning;
-- an `event` line with `"kind": "session.start"` starts the session again: `/new` and
-  clear write one, compaction writes one with `summary` and `keep_from` (the byte offset
-  of the first line it keeps);
-- an `event` line with `"kind": "session.pop"` takes the last item back (`pop_item`).
+- a `Reply` is the reply the person got; `reply` `command` or `no_model` marks halo's own
+  answers, kept out of the model's history with the message they answer; a `Closing` with
+  `reply` `silent` closes a message that needed no answer (thanks, "ok" in a group) and
+  takes it out of the history the same way; a `Notice` (the outbox's) is said by halo too;
+- a `ModelItem` holds one model item: a tool call, its output, reasoning;
+- a `SessionStart` starts the session again: `/new` and clear write one, compaction writes
+  one with `summary` and `keep_from` (the byte offset of the first line it keeps);
+- a `Pop` takes the last item back (`pop_item`).
 
-Lines without these fields (older transcripts, safety and notification events) read as
-before: user and assistant lines are items, other events are not.
+Other lines (alerts, notes, closings with a reply left in) are not items.
 
 The gateway appends the user's line (fsync'd) before the model is asked, sends the model
 `get_items` (which leaves that line out) plus the message, and hands the run's new items to

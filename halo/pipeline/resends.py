@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from halo.core.envelope import Envelope
 from transcripts import TranscriptLine
-from transcripts.lines import Closing, Message
+from transcripts.lines import Closing, Message, Notice, Reply
 
 if TYPE_CHECKING:
     from transcripts import TranscriptStore
@@ -77,7 +77,7 @@ def open_message(tail: list[TranscriptLine]) -> Message | None:
     """The last person's message of a transcript's tail when no line after it closes it: a reply
     line, or an event that `answers` it. A message only kept (`unaddressed`) is not open."""
     for line in reversed(tail):
-        if line.role == "assistant" or isinstance(line, Closing):
+        if isinstance(line, Reply | Notice | Closing):
             return None  # the newest turn was answered (an older reply line without `answers` too)
         if isinstance(line, Message):
             return None if line.unaddressed else line

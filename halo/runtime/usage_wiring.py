@@ -23,6 +23,7 @@ from halo.usage.meter import MeteredModel, UsageMeter, model_name
 from halo.usage.prices import Prices
 from halo.usage.store import Purpose, UsageStore
 from transcripts import TranscriptStore
+from transcripts.lines import FROM_HALO
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def build_routing(
     async def last_reply(scope_id: str) -> str | None:
         tail = await asyncio.to_thread(transcripts.tail, scope_id, 6)
         for line in reversed(tail):
-            if line.role == "assistant":
+            if isinstance(line, FROM_HALO):
                 return line.text
         return None
 

@@ -33,6 +33,7 @@ from memory.scope_files import ScopeFiles
 from memory.state import JobStateStore
 from memory.when import absolute_dates, day_of, local
 from transcripts import TranscriptLine, TranscriptStore
+from transcripts.lines import FROM_HALO, Message, Notice, Reply
 
 log = logging.getLogger(__name__)
 
@@ -137,13 +138,13 @@ def build_chunks(
     turns: list[tuple[int, list[str], str]] = []  # (offset, rendered lines, day)
     previous: TranscriptLine | None = None
     for offset, line in lines:
-        if line.role == "user" and keep(line) and signal_kind(line.text):
+        if isinstance(line, Message) and keep(line) and signal_kind(line.text):
             rendered: list[str] = []
-            if previous is not None and previous.role == "assistant":
+            if isinstance(previous, FROM_HALO):
                 rendered.append(_render(previous, names, context=True))
             rendered.append(_render(line, names))
             turns.append((offset, rendered, day_of(line.ts).isoformat()))
-        if line.role in ("user", "assistant"):
+        if isinstance(line, Message | Reply | Notice):
             previous = line
     chunks: list[Chunk] = []
     for i in range(0, len(turns), size):

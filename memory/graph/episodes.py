@@ -19,6 +19,7 @@ from memory.extraction.signals import signal_kind
 from memory.redact import only_redacted, redact
 from memory.when import local
 from transcripts import TranscriptLine
+from transcripts.lines import Message
 
 TURN_CHARS = 600
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -79,7 +80,7 @@ def build_episodes(
     for offset, line in turns:
         day = local(line.ts).date()
         order.append((offset, day))
-        if line.role != "user" or not keep(line) or not signal_kind(line.text):
+        if not isinstance(line, Message) or not keep(line) or not signal_kind(line.text):
             continue
         text = " ".join(redact(line.text).split())[:TURN_CHARS]
         if not text or only_redacted(text):

@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime, time
 
 from memory.redact import redact
 from transcripts import TranscriptLine
+from transcripts.lines import FROM_HALO, Message
 from transcripts.text import clean_text
 
 CHUNKING_VERSION = "md-400-80/tx-pair-1/redacted/daily-own-2"
@@ -141,7 +142,7 @@ class NumberedLine:
 
 
 def is_command_turn(line: TranscriptLine) -> bool:
-    return line.role == "user" and line.text.lstrip().startswith("/")
+    return isinstance(line, Message) and line.text.lstrip().startswith("/")
 
 
 def chunk_transcript(lines: Iterable[NumberedLine], max_tokens: int = CHUNK_TOKENS) -> Iterator[Chunk]:
@@ -152,12 +153,12 @@ def chunk_transcript(lines: Iterable[NumberedLine], max_tokens: int = CHUNK_TOKE
     skip_reply = False
     for item in lines:
         line = item.line
-        if line.role == "user":
+        if isinstance(line, Message):
             if pending:
                 yield _pair(pending, max_tokens)
             pending = [] if is_command_turn(line) else [item]
             skip_reply = is_command_turn(line)
-        elif line.role == "assistant":
+        elif isinstance(line, FROM_HALO):
             if skip_reply:
                 skip_reply = False
                 continue
@@ -182,6 +183,6 @@ def _pair(items: list[NumberedLine], max_tokens: int) -> Chunk:
 
 
 def _who(line: TranscriptLine) -> str:
-    if line.role == "assistant":
+    if isinstance(line, FROM_HALO):
         return "halo"
     return line.speaker or line.role

@@ -30,6 +30,7 @@ from memory.semantic.chunking import (
 from memory.semantic.embedders import Embedder
 from memory.semantic.index import FileState, ScopeIndex
 from transcripts import TranscriptReader
+from transcripts.lines import Message
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def sync_transcript(index: ScopeIndex, transcript: Path, report: SyncReport, now
     # a trailing user message may still be waiting for its reply: leave it for the next sync
     last_offset, last = numbered[-1]
     waiting = now - last.line.ts.timestamp() < REPLY_WAIT_SECONDS
-    if last.line.role == "user" and not is_command_turn(last.line) and waiting:
+    if isinstance(last.line, Message) and not is_command_turn(last.line) and waiting:
         numbered.pop()
         end, end_lines = last_offset, last.number - 1
     chunks = list(chunk_transcript(item for _, item in numbered))

@@ -19,7 +19,7 @@ from halo.storage.move.digest import canonical
 from halo.storage.move.lines import append_lines, batches_of, complete_lines
 from halo.storage.move.part import BATCH, Embedded, Postgres, Side
 from halo.storage.transcript_rows import transcript_lines
-from transcripts.store import TranscriptLine
+from transcripts.lines import parse_json
 
 TRANSCRIPTS = "transcripts"
 
@@ -38,7 +38,7 @@ def _lines_of(path: Path) -> Iterator[Line]:
     scope_id: str | None = None
     for raw in complete_lines(path):
         try:
-            line = TranscriptLine.from_json(raw)
+            line = parse_json(raw)
         except (ValueError, KeyError, TypeError):
             continue  # blank or corrupt: the store skips it too, and does not count it
         scope_id = scope_id or line.scope_id
