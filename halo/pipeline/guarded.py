@@ -3,9 +3,11 @@ under that verdict, the reply checked on its way out, and what was found settled
 parents told). A turn that is not guarded (an adult's, a group without children) passes
 straight through.
 
-The screen's floor verdict is on the message's transcript line before this step (the gateway
-writes it); the classifier runs as the Agents SDK's guardrails inside the model run, which
-raise their tripwires here. Nothing else in the turn calls the guardrails.
+Before this step the gateway puts the screen's floor verdict on the turn, so the message's
+transcript line carries it (and `watch`es a child's message halo was not addressed in). The
+classifier runs as the Agents SDK's guardrails inside the model run (`SafetyGate.for_agent`),
+whose tripwires are answered here. The router, the code answers and the model run never call
+the gate.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ SCREEN_ANSWERS = Route(Level.L0, "the safety screen answers")
 
 
 class ChildGuardrails:
+    """The gateway's answer step for a guarded turn (a child's, or the family group with children)."""
+
     def __init__(self, safety: SafetyGate) -> None:
         self.safety = safety
 
