@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import socket
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +52,50 @@ async def test_model2vec_from_a_local_folder(tmp_path: Path) -> None:
 async def test_model2vec_that_cannot_load_says_why(tmp_path: Path) -> None:
     with pytest.raises(EmbedderUnavailable, match="could not be loaded"):
         await load_embedder(SemanticSettings(embedder="model2vec", model=str(tmp_path / "missing-model")))
+
+
+@pytest.fixture
+def no_model2vec(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Importing model2vec fails, so a message saying "not installed" shows the import was tried;
+    and the hub's cache is an empty folder of this test's."""
+    monkeypatch.setitem(sys.modules, "model2vec", None)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+
+@pytest.mark.usefixtures("no_model2vec")
+async def test_a_hub_model_not_here_and_unreachable_is_refused_before_importing_model2vec(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(EmbedderUnavailable, match="not on this machine and HF_HUB_OFFLINE is set"):
+        await load_embedder(SemanticSettings(embedder="model2vec"))
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    with pytest.raises(EmbedderUnavailable, match=r"127\.0\.0\.1 cannot be reached"):
+        await load_embedder(SemanticSettings(embedder="model2vec"))
+
+
+@pytest.mark.usefixtures("no_model2vec")
+async def test_a_hub_model_in_the_cache_or_a_reachable_hub_is_tried(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    snapshot = tmp_path / "hub" / "models--minishlab--potion-base-8M" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(EmbedderUnavailable, match="model2vec is not installed"):
+        await load_embedder(SemanticSettings(embedder="model2vec"))
+    snapshot.rmdir()
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with socket.create_server(("127.0.0.1", 0)) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{hub.getsockname()[1]}")
+        with pytest.raises(EmbedderUnavailable, match="model2vec is not installed"):
+            await load_embedder(SemanticSettings(embedder="model2vec"))
+
+
+def closed_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        return int(server.getsockname()[1])
 
 
 async def test_openai_compatible_embeddings(fake_llm: FakeOpenAI) -> None:

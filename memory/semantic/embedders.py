@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -92,12 +95,21 @@ class Model2VecEmbedder(_ThreadedEmbedder):
 
     @classmethod
     def load(cls, path_or_id: str, batch_size: int = 64) -> Model2VecEmbedder:
-        """A local folder, or a hub id (downloads only where the hub is reachable)."""
+        """A local folder, or a hub id (downloads only where the hub is reachable).
+
+        A model that is neither on this machine nor reachable is refused before model2vec and
+        huggingface_hub are imported: trying cost ~0.4 s of CPU beside the first turn after a
+        start and ~10 MiB held for nothing (bench/serve_startup.py)."""
+        local = Path(path_or_id).expanduser()
+        if not local.exists() and not hub_cached(path_or_id) and (why := hub_unreachable()) is not None:
+            raise EmbedderUnavailable(
+                f"model2vec model {path_or_id!r} could not be loaded: it is not on this machine and {why}; "
+                "set memory.semantic.model to a local model folder, or allow the download"
+            )
         try:
             from model2vec import StaticModel
         except ImportError as exc:
             raise EmbedderUnavailable(f"model2vec is not installed ({exc}); run `uv sync`") from exc
-        local = Path(path_or_id).expanduser()
         try:
             model = StaticModel.from_pretrained(str(local) if local.exists() else path_or_id, force_download=False)
         except Exception as exc:
@@ -218,6 +230,35 @@ async def load_embedder(
         dimensions=settings.dimensions,
         batch_size=settings.batch_size,
     )
+
+
+def hub_cached(model_id: str) -> bool:
+    """Is this hub model in huggingface_hub's cache (HF_HUB_CACHE, HF_HOME/hub, or
+    ~/.cache/huggingface/hub), without importing huggingface_hub?"""
+    if model_id.count("/") != 1:
+        return False
+    if cache := os.environ.get("HF_HUB_CACHE"):
+        root = Path(cache)
+    elif home := os.environ.get("HF_HOME"):
+        root = Path(home) / "hub"
+    else:
+        root = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "huggingface" / "hub"
+    snapshots = root / f"models--{model_id.replace('/', '--')}" / "snapshots"
+    return snapshots.is_dir() and any(snapshots.iterdir())
+
+
+def hub_unreachable(timeout: float = 3.0) -> str | None:
+    """Why the Hugging Face hub cannot be reached from here (HF_HUB_OFFLINE, no name, no route),
+    or None when a connection opens."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return f"{host} cannot be reached ({exc.strerror or type(exc).__name__})"
+    return None
 
 
 def _first_line(exc: BaseException) -> str:
