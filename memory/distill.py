@@ -18,7 +18,7 @@ from memory import daily, facts
 from memory.redact import redact
 from memory.rules import Durable, Forget, Note, classify
 from memory.scope_files import ScopeFiles
-from memory.state import JobStateStore
+from memory.state import JobStates
 from memory.when import absolute_dates, day_of, hhmm
 from transcripts import TranscriptLine, TranscriptStore
 from transcripts.lines import FROM_HALO, Message
@@ -129,7 +129,7 @@ class Distiller:
         self,
         files: ScopeFiles,
         transcripts: TranscriptStore,
-        state: JobStateStore,
+        state: JobStates,
         *,
         names: Names,
         may_write: MayWrite,

@@ -26,7 +26,7 @@ from memory.redact import REDACTED, only_redacted, redact
 from memory.rules import Durable, Forget, classify, classify_sentence
 from memory.scope_files import ScopeFiles
 from memory.scope_timers import ScopeTimers
-from memory.state import JobStateStore
+from memory.state import JobStates
 from memory.when import absolute_dates, day_of, hhmm
 from transcripts import TranscriptStore
 from transcripts.write_behind import WriteBehind
@@ -74,7 +74,7 @@ class MemoryService:
         settings: MemorySettings,
         files: ScopeFiles,
         transcripts: TranscriptStore,
-        state: JobStateStore,
+        state: JobStates,
         *,
         names: Names,
         may_write: MayWrite,

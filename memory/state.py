@@ -13,7 +13,7 @@ import threading
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, create_engine, event, select
 from sqlalchemy.engine import Engine
@@ -114,6 +114,23 @@ class JobState:
 
 def _iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds") if ts is not None else None
+
+
+class JobStates(Protocol):
+    """Where the jobs' states are kept: `JobStateStore` (halo.db), or on PostgreSQL the family's
+    rows, written with the memory they produced (halo/storage/job_rows.py). Blocking calls."""
+
+    def get(self, scope_id: str, job: Job) -> JobState: ...
+
+    def put(self, state: JobState) -> None: ...
+
+    def all(self) -> list[JobState]: ...
+
+    def delete_scope(self, scope_id: str) -> None: ...
+
+    def delete_job(self, scope_id: str, job: Job) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class JobStateStore:

@@ -350,3 +350,55 @@ async def test_a_fact_shared_into_a_scope_before_its_first_take_here_is_not_roll
 
     assert "Grandma visits in December" in running.halo.paths.memory_file(PARENTS).read_text()
     assert "Grandma" in str(await rows(shared_postgres, under(PARENTS)))
+
+
+async def job_rows(url: str, scope_id: str) -> dict[str, int]:
+    """memory_jobs' watermarks of a scope (job → offset), straight from PostgreSQL."""
+    conn = await asyncpg.connect(url.replace("+asyncpg", ""))
+    try:
+        found = await conn.fetch('SELECT job, "offset" FROM memory_jobs WHERE scope_id = $1', scope_id)
+    finally:
+        await conn.close()
+    return {r["job"]: r["offset"] for r in found}
+
+
+def local_jobs(halo_db: Path) -> list[str]:
+    with sqlite3.connect(halo_db) as db:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_jobs'").fetchall():
+            return []
+        return [row[0] for row in db.execute("SELECT job FROM memory_jobs")]
+
+
+@pytest.mark.postgres
+async def test_distillations_progress_is_stored_with_its_memory_and_the_next_holder_resumes_there(
+    shared_postgres: str, home_settings: Callable[..., Settings], serve_halo: Any
+) -> None:
+    url = shared_postgres
+    a = await serve_halo(home_settings("home-a", url))
+    await a.halo.start_background()
+    record = a.halo.memory_record
+    assert record is not None
+    record.every = 3600  # only the acknowledgement's flush writes
+    await a.chat("remember the bins go out on Tuesday", token=MOM)
+    await a.halo.gateway.drain()
+    assert await job_rows(url, DM) == {}, "nothing flushed yet: neither the fact nor its watermark"
+
+    async with a.http.post(a.url(f"/sessions/{DM}/distill"), headers=OWNER_AUTH) as r:
+        assert r.status == 200
+    end = a.halo.transcripts.path(DM).stat().st_size
+    assert await job_rows(url, DM) == {"distill": end}, "the watermark is the transcript's end, in PostgreSQL"
+    assert "bins go out on Tuesday" in (await rows(url, under(DM)))[f"memory/scopes/{scope_hash(DM)}/MEMORY.md"]
+    assert local_jobs(a.halo.paths.halo_db) == [], "nor is it kept in this home's halo.db"
+
+    assert a.halo.cluster is not None
+    await a.halo.cluster.stop()
+    b = await serve_halo(home_settings("home-b", url))
+    await b.halo.start_background()
+    await b.halo.take_scope(DM)
+    resumed = b.halo.memory.state.get(DM, "distill")
+    assert resumed.offset == end, "the next holder resumes where the last one stopped"
+    assert b.halo.transcripts.path(DM).stat().st_size == end, "its transcript copy is the same bytes"
+
+    async with b.http.post(b.url(f"/sessions/{DM}/purge"), params={"confirm": DM}, headers=OWNER_AUTH) as r:
+        assert r.status == 200
+    assert await job_rows(url, DM) == {}, "a purge removes the scope's progress with its memory"

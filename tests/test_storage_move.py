@@ -29,6 +29,7 @@ from halo.storage.move import MoveError, from_postgres, to_postgres
 from halo.storage.move.digest import Digest, canonical
 from halo.workspace.backups import export_workspace, import_workspace
 from memory.mirror import local_files
+from memory.state import JobState, JobStateStore
 from tests import processes
 from tests.conftest import Outbox, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
@@ -138,6 +139,11 @@ async def pg_count(url: str, table: str) -> int | None:
 async def test_a_family_goes_to_postgresql_and_back_unchanged(
     family_home: Path, database: str, tmp_path: Path, fake_llm: FakeOpenAI
 ):
+    progress = JobStateStore(family_home / "halo.db")  # distillation's and extraction's progress moves too
+    progress.put(JobState("web:mom", "distill", offset=1234, runs=3, items=9, pending=[[10, 20]]))
+    progress.put(JobState("web:mom", "graph", offset=99))  # graph memory's stays with its local graph
+    jobs = [s for s in progress.all() if s.job != "graph"]
+    progress.close()
     original = tables(family_home / "halo.db")
     assert {"outbox", "reminders", "tasks", "task_notes", "pairing_requests", "list_items", "usage"} <= set(original)
 
@@ -152,12 +158,14 @@ async def test_a_family_goes_to_postgresql_and_back_unchanged(
     )
     assert by_part["memory files"].target_records >= 3  # SOUL.md, the USER.md files, MEMORY.md
     assert by_part["audit log"].target_records > 0
+    assert by_part["memory jobs"].target_records == len(jobs) >= 1
 
     back_home = tmp_path / "back"
     back = await from_postgres(back_home, database)
     assert all(m.ok for m in back)
     assert [(m.part, m.source_checksum) for m in back] == [(m.part, m.target_checksum) for m in there]
     assert tables(back_home / "halo.db") == original
+    assert JobStateStore(back_home / "halo.db").all() == jobs, "the progress came back as it went"
     original_files = files(family_home)
     assert "memory/scopes" in str(list(original_files)) and "transcripts/" in str(list(original_files))
     assert files(back_home) == original_files

@@ -24,7 +24,7 @@ from memory.mirror import FileRecord
 from memory.scope_files import ScopeFiles, ScopeInfo
 from memory.semantic import SemanticMemory
 from memory.service import LogEntry, MemoryService
-from memory.state import JobStateStore
+from memory.state import JobStates, JobStateStore
 from policy import PolicyEngine
 from transcripts import TranscriptStore
 
@@ -44,7 +44,8 @@ def build_memory(
     record: FileRecord | None = None,
 ) -> MemoryService:
     """The MemoryService for this HALO_HOME; model extraction only with `memory.extractor: llm` and a model.
-    `record`: where every memory write also goes (PostgreSQL, `memory_record`)."""
+    `record`: where every memory write also goes (PostgreSQL, `memory_record`), and with it the
+    distillation's and extraction's progress (halo/storage/job_rows.py)."""
 
     def names(label: str | None) -> str:
         if label is None:
@@ -83,7 +84,8 @@ def build_memory(
 
     paths = settings.paths
     files = ScopeFiles(paths, describe, record)
-    state = JobStateStore(paths.halo_db)
+    local_state = JobStateStore(paths.halo_db)
+    state: JobStates = record.job_states(local_state) if isinstance(record, RecordedFiles) else local_state
     extraction = None
     if settings.memory.extractor == "llm" and extraction_model is not None:
         extraction = ModelExtraction(

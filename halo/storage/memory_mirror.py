@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 
 from config.paths import scope_hash
+from halo.storage.job_rows import RecordedJobStates
 from halo.storage.memory_rows import MemoryRows
 from memory.mirror import (
     SCOPES,
@@ -40,6 +41,7 @@ from memory.mirror import (
 )
 from memory.scope_files import ScopeFiles
 from memory.semantic import SemanticMemory
+from memory.state import JobStateStore
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,12 @@ class RecordedFiles:
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        self.jobs: RecordedJobStates | None = None  # memory jobs' progress, written with the files
+
+    def job_states(self, local: JobStateStore) -> RecordedJobStates:
+        """The memory jobs' store on PostgreSQL: its changes go out with this record's files."""
+        self.jobs = RecordedJobStates(self.rows.db, local, on_change=self._poke)
+        return self.jobs
 
     # --- FileRecord ------------------------------------------------------------------
 
@@ -131,17 +139,21 @@ class RecordedFiles:
             with self._guard:
                 paths, self._paths = self._paths, set()
                 folders, self._folders = self._folders, set()
-            if not paths and not folders:
+            # taken after the files: a job's state is never written before the files it produced
+            jobs = self.jobs.take_changes() if self.jobs is not None else None
+            if not paths and not folders and not jobs:
                 return
             try:
                 texts = await asyncio.to_thread(lambda: {p: read_local(self.home, p) for p in sorted(paths)})
                 files = [MemoryFile.of(p, text) for p, text in texts.items() if text is not None]
                 gone = [p for p, text in texts.items() if text is None]
-                await self.rows.apply(files, gone, sorted(folders))
+                await self.rows.apply(files, gone, sorted(folders), jobs=jobs or None)
             except BaseException:
                 with self._guard:  # nothing is lost: tried again on the next flush
                     self._paths |= paths
                     self._folders |= folders
+                if jobs and self.jobs is not None:
+                    self.jobs.give_back(jobs)
                 raise
             with self._guard:
                 if not self._paths and not self._folders:
@@ -156,7 +168,7 @@ class RecordedFiles:
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(self._run())
         with self._guard:
-            if self._paths or self._folders:
+            if self._paths or self._folders or (self.jobs is not None and self.jobs.has_changes()):
                 self._wake.set()
 
     async def close(self) -> None:
@@ -218,6 +230,8 @@ class MemoryMirror:
                 return
             await self.record.start()
             await self.record.recover()  # a crash's unwritten changes first: they are the newest
+            if self.record.jobs is not None:
+                await self.record.jobs.load_all()
             known = await self.rows.hashes()
             family = [f for p in (SOUL, "members/") for f in await self.rows.files_under(p) if family_wide(f.path)]
             identity = f"{self.rows.db.family_id} {self.rows.db.engine.url.render_as_string(hide_password=True)}\n"
@@ -250,6 +264,8 @@ class MemoryMirror:
         /share into a group that had no message yet) is not rolled back to PostgreSQL's older copy."""
         await self.join()
         await self.record.flush()
+        if self.record.jobs is not None:  # the jobs' progress as the last holder left it
+            await self.record.jobs.load_scope(scope_id)
         prefix = scope_prefix(scope_hash(scope_id))
         wanted = await self.rows.files_under(prefix)
 

@@ -20,6 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from halo.storage.db import HaloDB
 from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH
+from halo.storage.job_rows import JobChanges
+from halo.storage.job_rows import metadata as job_metadata
 from memory.mirror import MemoryFile
 
 PATH_LENGTH = 512
@@ -78,9 +80,17 @@ class MemoryRows:
         """Insert or replace these files (one transaction; a migration writes with this)."""
         return await self.apply(files, removed=(), removed_prefixes=())
 
-    async def apply(self, files: Iterable[MemoryFile], removed: Iterable[str], removed_prefixes: Iterable[str]) -> int:
+    async def apply(
+        self,
+        files: Iterable[MemoryFile],
+        removed: Iterable[str],
+        removed_prefixes: Iterable[str],
+        *,
+        jobs: JobChanges | None = None,
+    ) -> int:
         """One transaction: rows under each of `removed_prefixes` and at each of `removed` paths
-        deleted, then `files` upserted. Returns the number of files written."""
+        deleted, then `files` upserted, then the memory jobs' `jobs` written (their progress goes
+        with what it produced). Returns the number of files written."""
         now = datetime.now(UTC)
         values = [
             {
@@ -93,7 +103,7 @@ class MemoryRows:
             for f in files
         ]
         removed, removed_prefixes = list(removed), list(removed_prefixes)
-        async with self.db.write(metadata) as conn:
+        async with self.db.write(metadata, *([job_metadata] if jobs else [])) as conn:
             mine = memory_files.c.family_id == self.db.family_id
             for prefix in removed_prefixes:
                 await conn.execute(
@@ -103,6 +113,8 @@ class MemoryRows:
                 await conn.execute(delete(memory_files).where(mine, memory_files.c.path.in_(removed)))
             if values:
                 await _upsert(conn, values)
+            if jobs:
+                await jobs.write(conn, self.db.family_id)
         return len(values)
 
 

@@ -30,7 +30,7 @@ from memory.extraction.dedup import Embedder, Known, unique, word_set
 from memory.extraction.signals import signal_kind
 from memory.redact import only_redacted, redact
 from memory.scope_files import ScopeFiles
-from memory.state import JobStateStore
+from memory.state import JobStates
 from memory.when import absolute_dates, day_of, local
 from transcripts import TranscriptLine, TranscriptStore
 from transcripts.lines import FROM_HALO, Message, Notice, Reply
@@ -184,7 +184,7 @@ class ModelExtraction:
         self,
         files: ScopeFiles,
         transcripts: TranscriptStore,
-        state: JobStateStore,
+        state: JobStates,
         extractor: ChunkExtractor,
         *,
         names: Names,

@@ -28,7 +28,7 @@ from memory.graph.store import GraphStore, TokenMeter
 from memory.redact import redact
 from memory.scope_files import ScopeFiles
 from memory.scope_timers import ScopeTimers
-from memory.state import JobStateStore
+from memory.state import JobStates
 from transcripts import TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class GraphIngestion:
         store: GraphStore,
         files: ScopeFiles,
         transcripts: TranscriptStore,
-        state: JobStateStore,
+        state: JobStates,
         budget: TokenBudget,
         sent_dir: Path,
         *,

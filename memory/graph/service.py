@@ -18,7 +18,7 @@ from config.paths import HaloPaths
 from config.settings import GraphSettings, LLMSettings
 from memory.graph import group_id, missing_reason
 from memory.scope_files import ScopeFiles
-from memory.state import JobStateStore
+from memory.state import JobStates
 from transcripts import TranscriptStore
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class GraphMemory:
         paths: HaloPaths,
         files: ScopeFiles,
         transcripts: TranscriptStore,
-        state: JobStateStore,
+        state: JobStates,
         embedder: EmbedderSource,
         *,
         names: Callable[[str | None], str],

@@ -26,10 +26,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from halo.storage.audit_rows import audit_events
 from halo.storage.db import CONNECT_TIMEOUT_SECONDS
 from halo.storage.family import FAMILY_OPTION, bind_family
+from halo.storage.job_rows import memory_jobs
 from halo.storage.memory_rows import memory_files
 from halo.storage.migrate import current_revision, head_revision, upgrade_in
 from halo.storage.move.audit_part import AuditPart
 from halo.storage.move.copy import Moved, Progress, copy_parts, occupied
+from halo.storage.move.jobs_part import JobsPart
 from halo.storage.move.memory_part import MemoryPart
 from halo.storage.move.part import Embedded, MoveError, Part, Postgres
 from halo.storage.move.tables import table_parts
@@ -48,8 +50,8 @@ SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 def parts_for(schema: MetaData, family_id: str) -> list[Part]:
     """Everything a move copies, in order: halo.db's tables, then the parts that are files in
     HALO_HOME (their tables are theirs, not halo.db's)."""
-    files: list[Part] = [TranscriptPart(family_id), AuditPart(family_id), MemoryPart(family_id)]
-    owned = frozenset({transcript_lines.name, audit_events.name, memory_files.name})
+    files: list[Part] = [TranscriptPart(family_id), AuditPart(family_id), MemoryPart(family_id), JobsPart(family_id)]
+    owned = frozenset({transcript_lines.name, audit_events.name, memory_files.name, memory_jobs.name})
     return [*table_parts(schema, family_id, skip=owned | RUNNING_STATE), *files]
 
 
