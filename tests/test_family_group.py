@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from halo.core.envelope import Envelope, Speaker
 from halo.core.scopes import resolve_scope
-from halo.core.turn import Turn
+from halo.core.turn import TurnRun
 from halo.pipeline.gateway import Reply
 from halo.runtime.app import build_halo
 from halo.tools.guarded import guarded_tool
@@ -29,7 +29,7 @@ WITH_GROUP = SAFETY_FAMILY + f"family_group: {{telegram_chat_id: {GROUP}}}\n"
 
 
 @guarded_tool("private")
-async def read_calendar(ctx: RunContextWrapper[Turn]) -> str:
+async def read_calendar(ctx: RunContextWrapper[TurnRun]) -> str:
     """A member's private calendar (a stand-in private tool)."""
     return "dentist at 3"
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 from agents import RunContextWrapper
 
-from halo.core.turn import Turn
+from halo.core.turn import TurnRun
 from halo.tools.guarded import guarded_tool
 from tests.conftest import llm_yaml
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -23,7 +23,7 @@ TOKENS = {"tara": "tara-token", "aarav": "aarav-token", "mom": "mom-token"}
 
 
 @guarded_tool("outward")
-async def web_search(ctx: RunContextWrapper[Turn], query: str) -> str:
+async def web_search(ctx: RunContextWrapper[TurnRun], query: str) -> str:
     """Search the web (a stand-in outward tool)."""
     return "results"
 

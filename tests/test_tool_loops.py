@@ -4,10 +4,15 @@ when a cap cut the work short. The real Agents SDK against the scripted model.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
+import pytest
+
+from halo.core.turn import Turn
 from tests.conftest import OWNER_TOKEN, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
+from tests.test_routing import envelope
 
 
 def capped(fake: FakeOpenAI, turns: int, tools: int) -> str:
@@ -57,3 +62,21 @@ async def test_the_same_call_twice_and_calls_over_the_budget_are_not_run(
     assert not any("already called" in o or "limit" in o for o in (outputs[0], outputs[2]))
     events = [json.loads(line) for line in running.halo.settings.paths.events_log.read_text().splitlines()]
     assert any(e["kind"] == "turn_cut_short" for e in events)
+
+
+async def test_the_budget_is_each_messages_own_and_a_turn_is_never_written_to(
+    fake_llm: FakeOpenAI, settings_for, serve_halo
+) -> None:
+    running = await serve_halo(settings_for(capped(fake_llm, turns=8, tools=1)))
+    fake_llm.tool_call("recall", {"query": "trip"})
+    fake_llm.reply("Friday.")
+    _, first = await running.chat("When is the school trip?", token=OWNER_TOKEN)
+    fake_llm.tool_call("recall", {"query": "trip"})  # the same call, in the next message: it runs
+    fake_llm.reply("Still Friday.")
+    _, second = await running.chat("And the trip, again?", token=OWNER_TOKEN)
+
+    assert (first["reply"], second["reply"]) == ("Friday.", "Still Friday.")  # nothing cut short
+    assert not any("already called" in o or "limit" in o for o in tool_outputs(fake_llm))
+    turn = Turn(envelope(running.halo, "mom", "hi"), running.halo.policy)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        turn.images = ()  # type: ignore[misc]  # a step that learns more makes the next turn

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from config.family import Member
 from halo.core.envelope import ScopeType
+from halo.core.options import WithOptions
 from halo.core.turn import Turn
 from halo.family.pairing import APPROVE_USAGE, PairingError, parse_approve
 from halo.safety.profiles import effective_profile
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from transcripts import AuditLog
     from transcripts.session import TranscriptSessions
 
-Handler = Callable[[Turn, str], Awaitable[str]]
+Handler = Callable[[Turn, str], Awaitable[str | WithOptions]]  # a reply, with its buttons or not
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,7 @@ class CommandRegistry:
         command = self._commands.get(name)
         return (command, args.strip()) if command else None
 
-    async def run(self, turn: Turn, text: str) -> str | None:
+    async def run(self, turn: Turn, text: str) -> str | WithOptions | None:
         found = self.match(text)
         if found is None:
             return None

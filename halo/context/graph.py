@@ -15,7 +15,7 @@ from agents import FunctionTool, RunContextWrapper
 from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
 from halo.context.recall import readable_among, scope_label
-from halo.core.turn import Turn
+from halo.core.turn import Turn, TurnRun
 from halo.routing.plan import TurnPlan
 from halo.tools.guarded import guarded_tool
 from memory.graph.service import GraphMemory
@@ -78,7 +78,7 @@ class GraphRecall:
 
     def tool(self) -> FunctionTool:
         @guarded_tool()
-        async def facts(ctx: RunContextWrapper[Turn], about: str) -> str:
+        async def facts(ctx: RunContextWrapper[TurnRun], about: str) -> str:
             """Look up remembered facts about a person, place or plan (e.g. "Aarav's football"), with
             the date each became true and what it replaced. Only memory this conversation may read.
 
@@ -87,7 +87,7 @@ class GraphRecall:
             """
             if self._on() is None:
                 return "Graph memory is off."
-            lines = await self.facts_about(ctx.context, about, limit=TOOL_LIMIT)
+            lines = await self.facts_about(ctx.context.turn, about, limit=TOOL_LIMIT)
             return "\n".join(lines) if lines else "No facts found."
 
         return facts

@@ -18,7 +18,7 @@ from halo.commands.builtin import Command
 from halo.context.builder import ContextSection
 from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError, resolve_scope
-from halo.core.turn import Turn
+from halo.core.turn import Turn, TurnRun
 from halo.routing.plan import TurnPlan
 from halo.tools.guarded import guarded_tool
 from memory.documents import document_label
@@ -182,10 +182,10 @@ class Recall:
 
     def tool(self) -> FunctionTool:
         @guarded_tool()
-        async def recall(ctx: RunContextWrapper[Turn], query: str) -> str:
+        async def recall(ctx: RunContextWrapper[TurnRun], query: str) -> str:
             """Search what was noted or said before (memory files and past conversations) for `query`.
             Only memory this conversation may read is searched. Returns the best matches with their sources."""
-            turn = ctx.context
+            turn = ctx.context.turn
             hits = await self.search_readable(turn, query, limit=TOOL_LIMIT)
             if not hits:
                 return "Nothing found."

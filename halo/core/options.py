@@ -14,3 +14,11 @@ class Option:
 
     label: str
     command: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WithOptions:
+    """A command's reply with the buttons it carries (a task's start · block · done)."""
+
+    text: str
+    offered: tuple[Option, ...]

@@ -3,8 +3,8 @@
 A turn is the message and the one way to ask the policy about it (`decide`); nothing else.
 What a command or a tool needs besides (memory, the index, the audit log) it was given when
 the composition root built it. Tools receive the turn through the Agents SDK's
-`RunContextWrapper[Turn]` and ask the policy themselves; nothing in a tool trusts the model
-to have respected a permission.
+`RunContextWrapper[TurnRun]` (`ctx.context.turn`) and ask the policy themselves; nothing in a
+tool trusts the model to have respected a permission.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from config.family import Family, Member
 from halo.core.envelope import Envelope, Scope
-from halo.core.options import Option
 
 if TYPE_CHECKING:
     from policy import Decision, PolicyEngine
@@ -28,18 +27,16 @@ class Screened(Protocol):
     def input_risk(self) -> str: ...
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Turn:
+    """A message's facts, set when it is made; a step that learns more (the screen's verdict, a
+    photo's picture, a voice note's text) makes the next turn with `dataclasses.replace`."""
+
     envelope: Envelope
     policy: PolicyEngine
-    safety: Screened | None = None  # set for a child's turn (and the family group): see halo/safety
+    safety: Screened | None = None  # a child's turn (and the family group): the screen's verdict (halo/safety)
     tool_budget: int = 12  # tool calls this message may make (llm.max_tool_calls)
-    tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (tool, arguments) made so far
-    cut_short: str | None = None  # why tool work stopped early, said in the reply
-    images: list[dict[str, str]] = field(default_factory=list)  # photos shown to the model (halo/media/images.py)
-    tool_steps: list[dict[str, Any]] = field(default_factory=list)  # finished calls and outputs (run_items.py)
-    context_note: str = ""  # the volatile context (the time, recall) for the next model call (turn_agents.py)
-    offered: tuple[Option, ...] = ()  # buttons a command's reply carries (a task's start · block · done)
+    images: tuple[dict[str, str], ...] = ()  # photos shown to the model (halo/media/images.py)
 
     @property
     def scope(self) -> Scope:
@@ -77,3 +74,16 @@ class Turn:
 
     def allow_tool(self, tool: str, tool_class: str = "internal") -> Decision:
         return self.decide("use_tool", tool=tool, tool_class=tool_class)
+
+
+@dataclass(slots=True)
+class TurnRun:
+    """One model run of a turn: the context the Agents SDK hands every tool, guardrail and hook
+    (`RunContextWrapper[TurnRun]`). The turn's facts are `turn`'s; what the run does is kept here,
+    read back by the model run that made it (halo/pipeline/model_run.py), and dropped with it."""
+
+    turn: Turn
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (tool, arguments) made so far
+    cut_short: str | None = None  # why tool work stopped early, said in the reply
+    tool_steps: list[dict[str, Any]] = field(default_factory=list)  # finished calls and outputs (run_items.py)
+    context_note: str = ""  # the volatile context (the time, recall) for the next model call (turn_agents.py)

@@ -23,6 +23,7 @@ from sqlalchemy import Column, Float, MetaData, String, Table, delete, select
 
 from config.family import Member
 from halo.core.envelope import Envelope, Scope, Speaker
+from halo.core.options import WithOptions
 from halo.outbound.asks import Asks, Option
 from halo.outbound.delivery import Delivery
 from halo.storage import HaloDB
@@ -41,7 +42,7 @@ class MatchedCommand(Protocol):
     def name(self) -> str: ...
 
     @property
-    def handler(self) -> Callable[[Turn, str], Awaitable[str]]: ...
+    def handler(self) -> Callable[[Turn, str], Awaitable[str | WithOptions]]: ...
 
 
 class CommandMatcher(Protocol):
@@ -141,7 +142,8 @@ class GroupGuard:
             return None
         found = commands.match(env.text)
         if env.scope.suspended and found is not None and found[0].name == "resume":
-            return await found[0].handler(turn, found[1])
+            resumed = await found[0].handler(turn, found[1])
+            return resumed if isinstance(resumed, str) else resumed.text
         return None
 
     async def seen(self, scope: Scope, speaker: Speaker, how: str) -> bool:

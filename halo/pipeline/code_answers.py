@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from config.settings import RoutingSettings
+from halo.core.options import WithOptions
 from halo.core.turn import Turn
 from halo.pipeline.reply import Answerer, ModelStartCallback
 from halo.routing.levels import CodeAnswer
@@ -23,9 +24,11 @@ class CodeAnswers:
 
     async def answer(self, turn: Turn, on_model_start: ModelStartCallback | None) -> CodeAnswer | None:
         """The reply and its level, or None when the message is the model's to answer."""
-        text = await self.commands.run(turn, turn.envelope.text)
-        if text is not None:
-            return CodeAnswer(text)
+        said = await self.commands.run(turn, turn.envelope.text)
+        if isinstance(said, WithOptions):
+            return CodeAnswer(said.text, offered=said.offered)
+        if said is not None:
+            return CodeAnswer(said)
         for answer in self.answerers:
             answered = await answer(turn, on_model_start)
             if answered is not None:

@@ -129,11 +129,13 @@ class Gateway:
             cannot_take_in: str | None = None
             if not recorded:
                 taken = await self.intake.take_in(turn)
-                turn, cannot_take_in = taken.turn, taken.refusal
-                self.safety.screen(turn)  # a guarded turn's verdict, on its line and on every path after it
+                turn = taken.turn = self.safety.screen(
+                    taken.turn
+                )  # a guarded turn's verdict, on its line and every path after it
+                cannot_take_in = taken.refusal
                 await self.turn_log.message(taken)
             else:  # its line was written before a restart: the verdict again, for the paths after it
-                self.safety.screen(turn)
+                turn = self.safety.screen(turn)
             if cannot_take_in is not None:  # said plainly, in code: no model turn on what it could not take in
                 return await self._close(turn, Reply(cannot_take_in, turn.scope.id, "command", decision))
             if not turn.envelope.addressed:  # kept, not answered: the line is in the scope's history all the same
@@ -169,7 +171,7 @@ class Gateway:
         scope_id = turn.scope.id
         in_code = await self.code_answers.answer(turn, on_model_start)
         if in_code is not None:
-            return Reply(in_code.text, scope_id, "command", decision, in_code.route, offered=turn.offered)
+            return Reply(in_code.text, scope_id, "command", decision, in_code.route, offered=in_code.offered)
         if not self.model_run.configured:
             return self.model_run.no_model(turn, decision)
 

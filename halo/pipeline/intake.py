@@ -58,7 +58,7 @@ class Intake:
             taken.marks = replace(taken.marks, heard=heard, voice=None if heard else "not transcribed")
         attachment = taken.turn.envelope.attachment
         if attachment is not None and attachment.kind == "image" and env.addressed:
-            cannot_see = await self._look(taken.turn)
+            taken.turn, cannot_see = await self._look(taken.turn)
             taken.marks = replace(taken.marks, photo="shown" if cannot_see is None else "not shown")
             taken.refusal = taken.refusal or cannot_see
         elif attachment is not None and attachment.kind == "document" and self.documents is not None:
@@ -81,17 +81,17 @@ class Intake:
         text = f"{env.text}\n{heard}" if env.text.strip() else heard
         return replace(turn, envelope=replace(env, text=text, voice=None, heard=True)), None
 
-    async def _look(self, turn: Turn) -> str | None:
-        """Shows the turn's photo to the model (`turn.images`), or says why it cannot."""
+    async def _look(self, turn: Turn) -> tuple[Turn, str | None]:
+        """The turn with its photo shown to the model (`turn.images`), or why it cannot be."""
         photo = turn.envelope.attachment
         assert photo is not None
         if self.photos is None:
-            return NO_VISION
+            return turn, NO_VISION
         try:
-            turn.images.append((await self.photos.picture(photo)).content_part())
+            picture = (await self.photos.picture(photo)).content_part()
         except CannotSee as exc:
-            return str(exc)
-        return None
+            return turn, str(exc)
+        return replace(turn, images=(*turn.images, picture)), None
 
 
 def model_input(turn: Turn) -> str:

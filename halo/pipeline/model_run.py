@@ -23,7 +23,7 @@ from agents import (
 )
 from openai.types.responses import ResponseTextDeltaEvent
 
-from halo.core.turn import Turn
+from halo.core.turn import Turn, TurnRun
 from halo.media.images import MODEL_CANNOT_SEE
 from halo.pipeline.intake import model_input
 from halo.pipeline.model_health import ModelHealth
@@ -110,11 +110,12 @@ class ModelRun:
         history = await session.get_items(plan.history_items)
         run_input = [*history, cast(TResponseInputItem, {"role": "user", "content": content})]
         max_turns = self.llm.max_model_turns
+        run = TurnRun(turn)  # what this run's tools do: their calls, their steps, why they stopped early
         try:
             try:
-                result = await self._run(agent, run_input, turn, on_delta)
+                result = await self._run(agent, run_input, run, on_delta)
             except Exception:  # what the tools did stays in the history; the rest of the run does not
-                await session.add_items(cast(list[TResponseInputItem], turn.tool_steps))
+                await session.add_items(cast(list[TResponseInputItem], run.tool_steps))
                 raise
             await self.sessions.add_run(env.scope.id, input_items(result.new_items))  # tool calls: one append
             text = clean_text(str(result.final_output or "")).strip()  # a model can send a lone surrogate
@@ -154,22 +155,22 @@ class ModelRun:
             self.health.failed("the answer had no text")
             return Reply(PROVIDER_DOWN, env.scope.id, "provider_error", decision)
         self.health.succeeded()
-        if turn.cut_short is not None:
-            self.audit.write("turn_cut_short", scope_id=env.scope.id, reason=turn.cut_short)
-            text = f"{text}\n\n(I stopped looking things up early: {turn.cut_short}.)"
+        if run.cut_short is not None:
+            self.audit.write("turn_cut_short", scope_id=env.scope.id, reason=run.cut_short)
+            text = f"{text}\n\n(I stopped looking things up early: {run.cut_short}.)"
         return Reply(text or "…", env.scope.id, "model", decision)
 
     async def _run(
-        self, agent: Agent[Turn], run_input: list[TResponseInputItem], turn: Turn, on_delta: DeltaCallback | None
+        self, agent: Agent[TurnRun], run_input: list[TResponseInputItem], run: TurnRun, on_delta: DeltaCallback | None
     ) -> RunResult | RunResultStreaming:
         """One model run over the history and the message; streamed when someone shows the reply as it comes."""
         config, max_turns = self.run_config, self.llm.max_model_turns
         if on_delta is None:
             return await Runner.run(
-                agent, run_input, context=turn, run_config=config, max_turns=max_turns, hooks=TOOL_STEPS
+                agent, run_input, context=run, run_config=config, max_turns=max_turns, hooks=TOOL_STEPS
             )
         result = Runner.run_streamed(
-            agent, run_input, context=turn, run_config=config, max_turns=max_turns, hooks=TOOL_STEPS
+            agent, run_input, context=run, run_config=config, max_turns=max_turns, hooks=TOOL_STEPS
         )
         async for event in result.stream_events():
             if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):

@@ -14,7 +14,7 @@ from agents import Agent, RunContextWrapper, RunHooks, RunItem, Tool, TResponseI
 from agents.tool_context import ToolContext
 
 if TYPE_CHECKING:
-    from halo.core.turn import Turn
+    from halo.core.turn import TurnRun
 
 
 def input_items(run_items: Sequence[RunItem]) -> list[TResponseInputItem]:
@@ -31,12 +31,12 @@ def input_items(run_items: Sequence[RunItem]) -> list[TResponseInputItem]:
     return items
 
 
-class ToolSteps(RunHooks["Turn"]):
-    """Keeps each tool call that finished, with its output, on the turn: when the run fails
+class ToolSteps(RunHooks["TurnRun"]):
+    """Keeps each tool call that finished, with its output, on the run: when the run fails
     later on (a provider outage, a stopped reply), what was done stays in the history."""
 
     async def on_tool_end(
-        self, context: RunContextWrapper[Turn], agent: Agent[Turn], tool: Tool, result: object
+        self, context: RunContextWrapper[TurnRun], agent: Agent[TurnRun], tool: Tool, result: object
     ) -> None:
         if isinstance(context, ToolContext):
             call = {"type": "function_call", "call_id": context.tool_call_id, "name": context.tool_name}

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 from agents import Agent, Model, ModelSettings, RunContextWrapper, Tool, TResponseInputItem
 from agents.run_config import CallModelData, ModelInputData
 
-from halo.core.turn import Turn
+from halo.core.turn import Turn, TurnRun
 from halo.routing.levels import Level, Route
 from halo.routing.plan import TurnPlan
 from halo.tools.guarded import tool_class
@@ -57,16 +57,16 @@ class TurnAgents:
         self.tools = tools
         self.levels = dict(levels or {})  # the model of each level (halo/routing); absent: `model`
         self._offered: OrderedDict[tuple[Any, ...], tuple[Tool, ...]] = OrderedDict()
-        self._agents: OrderedDict[tuple[Any, ...], Agent[Turn]] = OrderedDict()
+        self._agents: OrderedDict[tuple[Any, ...], Agent[TurnRun]] = OrderedDict()
 
-    def agent(self, turn: Turn, plan: TurnPlan = FULL_PLAN) -> Agent[Turn]:
+    def agent(self, turn: Turn, plan: TurnPlan = FULL_PLAN) -> Agent[TurnRun]:
         """The agent for the plan: its level's model (a child's safety profile may name its own),
         the tools it offers and the context it is given."""
         guard = self.safety.for_agent(turn, self.levels.get(plan.level, self.model))
         tools = self.offered_tools(turn) if plan.tools else ()
         key = (id(guard.model), tuple(id(t) for t in tools), guard.guarded, plan.notes, plan.recall)
         if (agent := _get(self._agents, key)) is None:
-            agent = Agent[Turn](
+            agent = Agent[TurnRun](
                 name="halo",
                 instructions=self._instructions(plan),
                 model=guard.model,
@@ -78,11 +78,11 @@ class TurnAgents:
             _put(self._agents, key, agent)
         return agent
 
-    def _instructions(self, plan: TurnPlan) -> Callable[[RunContextWrapper[Turn], Agent[Turn]], Awaitable[str]]:
+    def _instructions(self, plan: TurnPlan) -> Callable[[RunContextWrapper[TurnRun], Agent[TurnRun]], Awaitable[str]]:
         """The SDK asks for the instructions at each turn, with the turn as the run's context."""
 
-        async def instructions(ctx: RunContextWrapper[Turn], agent: Agent[Turn]) -> str:
-            assembled = await self.context.assemble(ctx.context, plan)
+        async def instructions(ctx: RunContextWrapper[TurnRun], agent: Agent[TurnRun]) -> str:
+            assembled = await self.context.assemble(ctx.context.turn, plan)
             ctx.context.context_note = assembled.note  # `model_input` places it, right after this
             return assembled.instructions
 
@@ -92,12 +92,12 @@ class TurnAgents:
         """The SDK's last step before each model call: the turn's note goes just before the
         member's message (the last user item; tool steps come after it), never into history."""
         data = call.model_data
-        turn = call.context
-        if not isinstance(turn, Turn) or not turn.context_note:
+        run = call.context
+        if not isinstance(run, TurnRun) or not run.context_note:
             return data
         items = list(data.input)
         last_user = next((i for i in range(len(items) - 1, -1, -1) if _role(items[i]) == "user"), len(items))
-        note = cast(TResponseInputItem, {"role": "user", "content": f"{NOTE_HEADER}\n\n{turn.context_note}"})
+        note = cast(TResponseInputItem, {"role": "user", "content": f"{NOTE_HEADER}\n\n{run.context_note}"})
         items.insert(last_user, note)
         return ModelInputData(input=items, instructions=data.instructions)
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Literal
 
+from halo.core.options import Option
+
 SmallKind = Literal["thanks", "greeting", "farewell", "acknowledgement", "emoji"]
 
 
@@ -50,7 +52,8 @@ IN_CODE = Route(Level.L0, "a command or code answers")
 class CodeAnswer:
     """A reply made in code before the router (a /command, an answerer: halo/pipeline's
     `CodeAnswers`), with the level it was made at: L0 unless the answerer used a model (a status
-    answer worded by llm.model is L2)."""
+    answer worded by llm.model is L2), and the buttons it carries."""
 
     text: str
     route: Route = IN_CODE
+    offered: tuple[Option, ...] = ()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,7 +37,7 @@ from transcripts import AuditLog, TranscriptStore
 from transcripts.lines import Note, SafetyMarks
 
 if TYPE_CHECKING:
-    from halo.core.turn import Turn
+    from halo.core.turn import Turn, TurnRun
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,8 @@ class AgentGuard:
     """The model and guardrails a turn's agent is built with (`SafetyGate.for_agent`)."""
 
     model: Model | None
-    input_guardrails: tuple[InputGuardrail[Turn], ...] = ()
-    output_guardrails: tuple[OutputGuardrail[Turn], ...] = ()
+    input_guardrails: tuple[InputGuardrail[TurnRun], ...] = ()
+    output_guardrails: tuple[OutputGuardrail[TurnRun], ...] = ()
 
     @property
     def guarded(self) -> bool:
@@ -136,21 +136,18 @@ class SafetyGate:
             found.append(self.classifier.model)
         return found
 
-    def begin(self, turn: Turn) -> SafetyState | None:
+    def screen(self, turn: Turn) -> Turn:
+        """The turn under the floor's verdict on its message (`turn.safety`), before anything else
+        sees it: its transcript line carries it, the policy reads it (`input_risk`), every path
+        after this one (a command, a code answer, the model) is answered under it. A turn that
+        is not guarded has no verdict."""
         limits = turn_profile(self.family, turn.envelope)
-        state = SafetyState(limits) if limits else None
-        turn.safety = state
-        return state
-
-    def screen(self, turn: Turn) -> SafetyState | None:
-        """The floor's verdict on a guarded turn's message, before anything else sees it: its
-        transcript line carries it, the policy reads it (`input_risk`), every path after this
-        one (a command, a code answer, the model) is answered under it. None: not guarded."""
-        state = self.begin(turn)
-        if state is not None:
-            state.input = self._floor(turn.envelope.text, state)
-            state.input_action = self._input_action(state)
-        return state
+        if not limits:
+            return replace(turn, safety=None) if turn.safety is not None else turn
+        state = SafetyState(limits)
+        state.input = self._floor(turn.envelope.text, state)
+        state.input_action = self._input_action(state)
+        return replace(turn, safety=state)
 
     def for_agent(self, turn: Turn, model: Model | None) -> AgentGuard:
         """What the turn's agent runs with: the model (a child's profile may name its own) and,
@@ -214,11 +211,11 @@ class SafetyGate:
             return replies.group_deflection(state.input, self.family.safety.emergency_resources)
         return replies.deflection(age, parents)
 
-    def input_guardrail(self) -> InputGuardrail[Turn]:
+    def input_guardrail(self) -> InputGuardrail[TurnRun]:
         """The SDK input guardrail: floor plus classifier, before the model starts."""
 
-        async def child_input(ctx: RunContextWrapper[Turn], agent: Agent[Any], _: Any) -> GuardrailFunctionOutput:
-            turn = ctx.context
+        async def child_input(ctx: RunContextWrapper[TurnRun], agent: Agent[Any], _: Any) -> GuardrailFunctionOutput:
+            turn = ctx.context.turn
             state = _state(turn)
             classified = await self._classify(turn.envelope.text, "input", state)
             state.input = stricter(self._floor(turn.envelope.text, state), classified)
@@ -243,11 +240,13 @@ class SafetyGate:
 
     # --- output -----------------------------------------------------------------------
 
-    def output_guardrail(self) -> OutputGuardrail[Turn]:
+    def output_guardrail(self) -> OutputGuardrail[TurnRun]:
         """The SDK output guardrail: a reply that may not be sent trips it; a long one is marked."""
 
-        async def child_output(ctx: RunContextWrapper[Turn], agent: Agent[Any], output: Any) -> GuardrailFunctionOutput:
-            turn = ctx.context
+        async def child_output(
+            ctx: RunContextWrapper[TurnRun], agent: Agent[Any], output: Any
+        ) -> GuardrailFunctionOutput:
+            turn = ctx.context.turn
             state = _state(turn)
             text = str(output or "")
             state.output = stricter(self._floor(text, state), await self._classify(text, "output", state))

@@ -9,10 +9,10 @@ from typing import Any, Concatenate, ParamSpec
 
 from agents import FunctionTool, RunContextWrapper, Tool, function_tool
 
-from halo.core.turn import Turn
+from halo.core.turn import TurnRun
 
 P = ParamSpec("P")
-ToolFn = Callable[Concatenate[RunContextWrapper[Turn], P], Awaitable[str]]
+ToolFn = Callable[Concatenate[RunContextWrapper[TurnRun], P], Awaitable[str]]
 CLASS_ATTRIBUTE = "halo_tool_class"
 
 
@@ -31,12 +31,12 @@ def guarded_tool(tool_class: str = "internal") -> Callable[[ToolFn[P]], Function
 
     def wrap(fn: ToolFn[P]) -> FunctionTool:
         @functools.wraps(fn)
-        async def checked(ctx: RunContextWrapper[Turn], *args: Any, **kwargs: Any) -> str:
-            turn = ctx.context
-            decision = turn.allow_tool(fn.__name__, tool_class)
+        async def checked(ctx: RunContextWrapper[TurnRun], *args: Any, **kwargs: Any) -> str:
+            run = ctx.context
+            decision = run.turn.allow_tool(fn.__name__, tool_class)
             if not decision.allowed:
                 return f"Not allowed: {decision.reason}"
-            if (refusal := _over_budget(turn, fn.__name__, getattr(ctx, "tool_arguments", repr(kwargs)))) is not None:
+            if (refusal := _over_budget(run, fn.__name__, getattr(ctx, "tool_arguments", repr(kwargs)))) is not None:
                 return refusal
             return await fn(ctx, *args, **kwargs)
 
@@ -47,22 +47,22 @@ def guarded_tool(tool_class: str = "internal") -> Callable[[ToolFn[P]], Function
     return wrap
 
 
-def _over_budget(turn: Turn, name: str, arguments: str) -> str | None:
+def _over_budget(run: TurnRun, name: str, arguments: str) -> str | None:
     """Bounded tool loops, in code: the same call twice, or more calls than the budget, are
     not run; the model is told to answer with what it has, and the reply says why."""
-    call = (name, arguments)
-    if call in turn.tool_calls:
-        turn.cut_short = f"{name} was asked for the same thing twice"
+    call, budget = (name, arguments), run.turn.tool_budget
+    if call in run.tool_calls:
+        run.cut_short = f"{name} was asked for the same thing twice"
         return "You already called this tool with exactly these arguments. Answer now with what you have."
-    if len(turn.tool_calls) >= turn.tool_budget:
-        turn.cut_short = f"the limit of {turn.tool_budget} tool calls for one message was reached"
+    if len(run.tool_calls) >= budget:
+        run.cut_short = f"the limit of {budget} tool calls for one message was reached"
         return "The tool limit for this message is reached. Answer now with what you have."
-    turn.tool_calls.append(call)
+    run.tool_calls.append(call)
     return None
 
 
 @guarded_tool()
-async def current_time(ctx: RunContextWrapper[Turn]) -> str:
+async def current_time(ctx: RunContextWrapper[TurnRun]) -> str:
     """The current local date and time."""
     return datetime.now().astimezone().strftime("%A %Y-%m-%d %H:%M %Z")
 

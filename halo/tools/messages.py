@@ -9,7 +9,7 @@ from collections.abc import Callable
 from agents import FunctionTool, RunContextWrapper
 
 from config.family import Family, Member
-from halo.core.turn import Turn
+from halo.core.turn import TurnRun
 from halo.outbound.delivery import Delivery
 from halo.tools.approvals import Approvals, Pending
 from halo.tools.guarded import guarded_tool
@@ -37,7 +37,7 @@ def message_tools(approvals: Approvals, delivery: Delivery, family: Callable[[],
     approvals.actions["message_member"] = deliver
 
     @guarded_tool("outward")  # it reaches someone outside this conversation
-    async def message_member(ctx: RunContextWrapper[Turn], member: str, text: str) -> str:
+    async def message_member(ctx: RunContextWrapper[TurnRun], member: str, text: str) -> str:
         """Pass a short message to another family member, in their own chat. A parent approves it
         first, so say that it will go out once approved.
 
@@ -45,7 +45,7 @@ def message_tools(approvals: Approvals, delivery: Delivery, family: Callable[[],
             member: the family member's name or id.
             text: the message, in the person's words.
         """
-        turn = ctx.context
+        turn = ctx.context.turn
         recipient = _find(turn.family, member)
         if recipient is None:
             names = ", ".join(m.name for m in turn.family.members if m.role != "colleague")

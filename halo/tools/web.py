@@ -24,7 +24,7 @@ from agents import FunctionTool, RunContextWrapper, Tool, WebSearchTool
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from halo.core.turn import Turn
+from halo.core.turn import TurnRun
 from halo.tools.guarded import CLASS_ATTRIBUTE, guarded_tool
 
 MAX_BYTES = 1_000_000
@@ -233,7 +233,7 @@ def _html_text(html: str) -> tuple[str, str]:
 
 def web_tools(fetcher: PageFetcher) -> list[FunctionTool]:
     @guarded_tool("outward")
-    async def fetch_page(ctx: RunContextWrapper[Turn], url: str) -> str:
+    async def fetch_page(ctx: RunContextWrapper[TurnRun], url: str) -> str:
         """Read a public web page (http or https) and return its text, to answer from it.
 
         Args:
@@ -290,7 +290,7 @@ class WebSearch:
 
 def search_tools(search: WebSearch) -> list[Tool]:
     @guarded_tool("outward")
-    async def web_search(ctx: RunContextWrapper[Turn], query: str) -> str:
+    async def web_search(ctx: RunContextWrapper[TurnRun], query: str) -> str:
         """Search the web; returns the best results with their addresses (read one with fetch_page).
 
         Args:

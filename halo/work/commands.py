@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from halo.commands.builtin import Command
 from halo.core.envelope import ScopeType
-from halo.core.options import Option
+from halo.core.options import Option, WithOptions
 from halo.core.turn import Turn
 from halo.work.status import readable_work_scopes
 from halo.work.tasks import Task, TaskError, TaskStore
@@ -56,7 +56,7 @@ def _line(task: Task) -> str:
     return f"#{task.number} [{task.status}] {task.title} ({task.project}{owner})"
 
 
-async def task_command(store: TaskStore, turn: Turn, args: str) -> str:
+async def task_command(store: TaskStore, turn: Turn, args: str) -> str | WithOptions:
     if refused := refusal(turn):
         return refused
     verb, _, rest = args.strip().partition(" ")
@@ -67,8 +67,7 @@ async def task_command(store: TaskStore, turn: Turn, args: str) -> str:
             if not colon or not title.strip():
                 return "Usage: /task add <project>: <title>"
             task = await store.add(project, title, scope_id=turn.scope.id, by=_who(turn))
-            turn.offered = status_buttons(task)
-            return f"Added task #{task.number}: {task.title} ({task.project})."
+            return WithOptions(f"Added task #{task.number}: {task.title} ({task.project}).", status_buttons(task))
         if verb not in ("start", "note", "block", "done"):
             return TASK_USAGE
         found = _NUMBER.fullmatch(rest.strip())
@@ -77,8 +76,7 @@ async def task_command(store: TaskStore, turn: Turn, args: str) -> str:
         number, text = int(found.group(1)), found.group(2).strip()
         if verb == "start":
             task = await store.start(number, by=_who(turn))
-            turn.offered = status_buttons(task)
-            return f"Started #{task.number}: {task.title}."
+            return WithOptions(f"Started #{task.number}: {task.title}.", status_buttons(task))
         if verb == "note":
             if not text:
                 return "Usage: /task note N <text>"
@@ -88,8 +86,7 @@ async def task_command(store: TaskStore, turn: Turn, args: str) -> str:
             if not text:
                 return "Usage: /task block N <why>"
             task = await store.block(number, text, by=_who(turn))
-            turn.offered = status_buttons(task)
-            return f"#{task.number} is blocked: {text}"
+            return WithOptions(f"#{task.number} is blocked: {text}", status_buttons(task))
         task = await store.done(number, text, by=_who(turn))
         return f"Done: #{task.number} {task.title}."
     except TaskError as exc:
@@ -112,8 +109,10 @@ async def tasks_command(store: TaskStore, turn: Turn, args: str) -> str:
 def task_commands(store: TaskStore) -> list[Command]:
     """`/task` and `/tasks`, bound to `store` (the composition root adds them)."""
 
-    def bound(handler: Callable[[TaskStore, Turn, str], Awaitable[str]]) -> Callable[[Turn, str], Awaitable[str]]:
-        async def run(turn: Turn, args: str) -> str:
+    def bound(
+        handler: Callable[[TaskStore, Turn, str], Awaitable[str | WithOptions]],
+    ) -> Callable[[Turn, str], Awaitable[str | WithOptions]]:
+        async def run(turn: Turn, args: str) -> str | WithOptions:
             return await handler(store, turn, args)
 
         run.__name__ = handler.__name__

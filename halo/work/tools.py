@@ -11,7 +11,7 @@ from typing import Literal
 
 from agents import FunctionTool, RunContextWrapper
 
-from halo.core.turn import Turn
+from halo.core.turn import TurnRun
 from halo.tools.guarded import guarded_tool
 from halo.work.status import readable_work_scopes
 from halo.work.tasks import TaskError, TaskStore
@@ -21,11 +21,11 @@ WORK_TOOL_CLASS = "work"
 
 def task_tools(store: TaskStore) -> list[FunctionTool]:
     @guarded_tool(WORK_TOOL_CLASS)
-    async def list_tasks(ctx: RunContextWrapper[Turn], project: str | None = None) -> str:
+    async def list_tasks(ctx: RunContextWrapper[TurnRun], project: str | None = None) -> str:
         """List the tasks of the work channels with their number, status, project, owner and
         last note. `project`: only that project's tasks."""
         tasks = await store.list(project=project)
-        readable = {s.id for s in readable_work_scopes(ctx.context, {t.scope_id for t in tasks})}
+        readable = {s.id for s in readable_work_scopes(ctx.context.turn, {t.scope_id for t in tasks})}
         lines = []
         for t in tasks:
             if t.scope_id not in readable:
@@ -37,14 +37,14 @@ def task_tools(store: TaskStore) -> list[FunctionTool]:
 
     @guarded_tool(WORK_TOOL_CLASS)
     async def update_task(
-        ctx: RunContextWrapper[Turn],
+        ctx: RunContextWrapper[TurnRun],
         number: int,
         action: Literal["start", "note", "block", "done"],
         text: str = "",
     ) -> str:
         """Change task `number`: start it, add a progress note, mark it blocked (text: why)
         or done (text: an optional note)."""
-        turn = ctx.context
+        turn = ctx.context.turn
         try:
             task = await store.get(number)
         except TaskError:
