@@ -15,6 +15,7 @@ import pytest
 
 from halo.web_auth import DashboardLogin
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
+from tests.waiting import DEFAULT_WITHIN
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -41,8 +42,11 @@ pytestmark = [
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
-    from playwright.async_api import async_playwright
+    from playwright.async_api import async_playwright, expect
 
+    # a deadline for a hang, not a measure: Playwright's 5 s default failed a page load with both
+    # cores busy (scripts/hog-suite)
+    expect.set_options(timeout=DEFAULT_WITHIN * 1000)
     async with async_playwright() as playwright:
         chromium = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield chromium
@@ -52,6 +56,7 @@ async def browser() -> AsyncIterator[Any]:
 async def open_dashboard(browser: Any, url: str, viewport: dict[str, int]) -> tuple[Any, list[str]]:
     """A page on the dashboard, and a list that collects script errors and CSP violations."""
     page = await browser.new_page(viewport=viewport)
+    page.set_default_timeout(DEFAULT_WITHIN * 1000)
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     page.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" else None)
