@@ -10,6 +10,7 @@ import json
 import pytest
 
 from halo.core.turn import Turn
+from halo.runtime.app import build_halo
 from tests.conftest import OWNER_TOKEN, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.test_routing import envelope
@@ -80,3 +81,28 @@ async def test_the_budget_is_each_messages_own_and_a_turn_is_never_written_to(
     turn = Turn(envelope(running.halo, "mom", "hi"), running.halo.policy)
     with pytest.raises(dataclasses.FrozenInstanceError):
         turn.images = ()  # type: ignore[misc]  # a step that learns more makes the next turn
+
+
+async def test_a_repeated_call_is_not_run_and_the_streamed_reply_says_why(fake_llm: FakeOpenAI, settings_for) -> None:
+    """The run, not the turn, counts the calls: what it found reaches the reply the person sees,
+    on the streamed path (a chat app showing the reply as it comes) as on the plain one."""
+    halo = build_halo(settings_for(capped(fake_llm, turns=8, tools=12)))
+    try:
+        fake_llm.tool_call("recall", {"query": "trip"})
+        fake_llm.tool_call("recall", {"query": "trip"})  # again, word for word
+        fake_llm.reply("The trip is on Friday.")
+        streamed: list[str] = []
+
+        async def on_delta(text: str) -> None:
+            streamed.append(text)
+
+        reply = await halo.gateway.handle(envelope(halo, "wags", "When is the school trip?"), on_delta=on_delta)
+
+        assert reply.text == (
+            "The trip is on Friday.\n\n(I stopped looking things up early: recall was asked for the same thing twice.)"
+        )
+        assert "".join(streamed) == "The trip is on Friday."  # the note is added once the run is done
+        outputs = tool_outputs(fake_llm)
+        assert len(outputs) == 2 and "already called this tool with exactly these arguments" in outputs[1]
+    finally:
+        await halo.close()
