@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, create_engine, event, select
 from sqlalchemy.engine import Engine
+from sqlalchemy.schema import CreateTable
 
 from transcripts.sqlite import durable_sqlite_connection, use_wal
 
@@ -149,10 +150,14 @@ class JobStateStore:
         self._lock = threading.Lock()
 
     def _ensure(self) -> None:
+        """The table, made on first use with one `CREATE TABLE IF NOT EXISTS`: `create_all` reads
+        first and then writes in one transaction, and SQLite answers that upgrade with "database is
+        locked" at once (no busy wait) while another connection writes halo.db (the outbox)."""
         if not self._ready:
             with self._lock:
                 if not self._ready:
-                    _metadata.create_all(self.engine)
+                    with self.engine.begin() as conn:
+                        conn.execute(CreateTable(memory_jobs, if_not_exists=True))
                     self._ready = True
 
     def get(self, scope_id: str, job: Job) -> JobState:
