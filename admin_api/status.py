@@ -202,7 +202,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
                 "name": settings.llm.provider,
                 "model": settings.llm.model if settings.llm.provider != "none" else None,
                 "base_url": settings.llm.base_url,
-                "configured": services.model is not None,
+                "configured": services.agents.model is not None,
                 "last_error": model_health.last_error,
                 "last_error_at": _iso(model_health.last_error_at),
             }
