@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Stage = Literal["background", "door", "take"]
+Stage = Literal["background", "schedule", "door", "take"]
 Close = Callable[[], Awaitable[object] | None]
 
 
@@ -51,8 +51,10 @@ class Part:
     part is entered again after each take of the family).
 
     `stage` says which start enters it: `background` (`start_background`: the work behind the
-    doors), `door` (`start_adapters`: the adapters and the home rules, how messages come in) or,
-    for a serving part, `take` (only when this process serves the family in full: `start` on the
+    doors), `schedule` (a serving part on a timer: `start_background` too, but on PostgreSQL only
+    once this process holds the family, so a `halo chat` beside `halo serve` fires no reminder),
+    `door` (`start_adapters`: the adapters and the home rules, how messages come in) or, for a
+    serving part, `take` (only when this process serves the family in full: `start` on the
     embedded store, `activate` on PostgreSQL — the scopes taken, the catch-up)."""
 
     name: str
@@ -159,7 +161,8 @@ class Parts:
         schedules), as a halo that acts alone does (`halo chat`, tests)."""
         await self._enter_always("background")
         if serving:
-            await self._serve("background")
+            schedules: tuple[Stage, ...] = ("schedule",) if self.cluster is None else ()
+            await self._serve("background", *schedules)
 
     async def start_adapters(self) -> None:
         """The doors: on PostgreSQL the adapters every process runs, then the family lease (it
@@ -186,7 +189,7 @@ class Parts:
         """This process took the family (its writes carry the new epoch): every serving part not
         running yet starts, in order — every scope's copy brought up to date from the store of
         record, the outbox, the schedules, the home rules, the chat apps, the catch-up."""
-        await self._serve("background", "door", "take")
+        await self._serve("background", "schedule", "door", "take")
         log.warning("serving the family: the outbox, the chat apps and the schedules run here")
 
     async def deactivate(self) -> None:

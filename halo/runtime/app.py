@@ -378,13 +378,15 @@ def serving_parts(
         parts.append(Part("scopes taken", partial(mem.takers.holding, TranscriptRows(stores.db).scope_ids), "take"))
     parts.append(Part("outbox", delivery.running))  # what a previous run left in the outbox goes now
     if schedules.backups is not None:
-        parts.append(Part("backups", schedules.backups.running))
+        parts.append(Part("backups", schedules.backups.running, "schedule"))
     if schedules.digest is not None:
-        parts.append(Part("work digest", schedules.digest.running))
+        parts.append(Part("work digest", schedules.digest.running, "schedule"))
     approvals = schedules.approvals
     parts += [
-        Part("approvals", partial(stopped_by, approvals.start, approvals.close)),  # lapsed on time
-        Part("reminder clock", schedules.reminder_clock.running),  # after the outbox: what a crash left due goes now
+        Part("approvals", partial(stopped_by, approvals.start, approvals.close), "schedule"),  # lapsed on time
+        Part(
+            "reminder clock", schedules.reminder_clock.running, "schedule"
+        ),  # after the outbox: what a crash left due goes now
         Part("home rules", senders.home.running, "door"),  # before MQTT: the first observation finds the rules ready
     ]
     clustered = stores.cluster is not None
