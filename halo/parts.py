@@ -66,9 +66,7 @@ class Part:
 async def started(start: Callable[[], Awaitable[object] | None]) -> AsyncIterator[None]:
     """A part whose stop is its close (memory's timers, the index's schedule, graph memory): it
     starts here and stops when the halo's resources close."""
-    result = start()
-    if result is not None:
-        await result
+    await _called(start)
     yield
 
 
@@ -77,15 +75,11 @@ async def stopped_by(
     start: Callable[[], Awaitable[object] | None], stop: Callable[[], Awaitable[object] | None]
 ) -> AsyncIterator[None]:
     """A part with a start and a stop method of its own (sync or async)."""
-    result = start()
-    if result is not None:
-        await result
+    await _called(start)
     try:
         yield
     finally:
-        result = stop()
-        if result is not None:
-            await result
+        await _called(stop)
 
 
 def resources(*closes: Close) -> AsyncExitStack:
@@ -97,8 +91,8 @@ def resources(*closes: Close) -> AsyncExitStack:
     return stack
 
 
-async def _called(close: Close) -> None:
-    result = close()
+async def _called(call: Close) -> None:
+    result = call()
     if inspect.isawaitable(result):
         await result
 

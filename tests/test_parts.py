@@ -63,6 +63,7 @@ def names(parts: list[Part]) -> list[str]:
     return [p.name for p in parts]
 
 
+@pytest.mark.own_store  # the embedded store: one process, serving from its start
 async def test_every_part_stops_in_the_reverse_of_its_start(home: Path, fake_llm: FakeOpenAI) -> None:
     write_home(home, llm_yaml(fake_llm))
     halo = build_halo(load_settings(home))
@@ -90,6 +91,7 @@ async def test_a_halo_built_and_never_started_closes_what_it_holds(home: Path, f
     assert noted.lines == ["resources close"]
 
 
+@pytest.mark.own_store
 async def test_the_two_starts_a_test_or_halo_chat_uses_stop_in_reverse_too(home: Path, fake_llm: FakeOpenAI) -> None:
     write_home(home, llm_yaml(fake_llm))
     halo = build_halo(load_settings(home))
