@@ -14,19 +14,19 @@ from typing import Any
 
 from aiohttp import web
 
+from admin_api.needs import AdminHalo, FamilyDesk, Front, HouseholdDesk, ScopeDesk, StatusSource
 from halo.cluster.forward import unavailable
 from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError
 from halo.family.scope_admin import parse_scope_id
 from halo.http_body import BadBody, wants_body
 from halo.http_routes import Handler
-from halo.inventory import Halo
 from halo.storage import Fenced
 from halo.storage.db import unreachable
 
 log = logging.getLogger(__name__)
 
-HALO = web.AppKey("halo", Halo)
+HALO = web.AppKey("halo", AdminHalo)
 OPENAPI: web.AppKey[Callable[[], dict[str, Any]]] = web.AppKey("openapi")  # built on the first ask
 
 _DIGITS = re.compile(r"[0-9]{1,7}")
@@ -48,7 +48,23 @@ def json_error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def halo_of(request: web.Request) -> Halo:
+def scope_desk(request: web.Request) -> ScopeDesk:
+    return request.app[HALO]
+
+
+def family_desk(request: web.Request) -> FamilyDesk:
+    return request.app[HALO]
+
+
+def household_desk(request: web.Request) -> HouseholdDesk:
+    return request.app[HALO]
+
+
+def front(request: web.Request) -> Front:
+    return request.app[HALO]
+
+
+def status_source(request: web.Request) -> StatusSource:
     return request.app[HALO]
 
 
@@ -119,7 +135,7 @@ async def known_scope(request: web.Request, scope_id: str | None) -> Scope:
     """The scope a request names: 400 when the id cannot be a scope, 404 when halo has nothing of it."""
     if scope_id is None:
         raise ApiError(400, "scopeId is required, e.g. scopeId=telegram:123456")
-    scopes = halo_of(request).scope_admin
+    scopes = scope_desk(request).scope_admin
     try:
         scope = parse_scope_id(scopes.family(), scope_id)
     except UnknownScopeError as exc:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from admin_api.base import HALO
+from admin_api.base import front
 from halo.cluster.forward import FORWARDED, unavailable
 from halo.http_routes import Handler
 
@@ -16,7 +16,7 @@ NO_ACTIVE = "no halo process serves this family right now (one takes over within
 
 @web.middleware
 async def forward_to_active(request: web.Request, handler: Handler) -> web.StreamResponse:
-    halo = request.app[HALO]
+    halo = front(request)
     cluster, forwarder = halo.cluster, halo.forwarder
     if cluster is None or not cluster.started or forwarder is None or cluster.active or request.path in ANSWERED_HERE:
         return await handler(request)

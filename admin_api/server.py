@@ -15,12 +15,12 @@ from aiohttp import web
 from admin_api.base import HALO, OPENAPI, errors_as_json, json_error, no_store, no_unwanted_body
 from admin_api.cluster_front import forward_to_active
 from admin_api.guards import guard, is_admin, token_required
+from admin_api.needs import AdminHalo
 from admin_api.openapi import build_spec
 from admin_api.routes import admin_routes
 from admin_api.starting import CLIENT_MAX_SIZE
 from halo.http_body import takes_body, wants_body
 from halo.http_routes import Handler
-from halo.inventory import Halo
 from halo.port import AdminRoutes
 from halo.web_auth import SESSION_COOKIE, WEB_AUTH, DashboardLogin
 
@@ -34,7 +34,7 @@ async def stored_sessions(request: web.Request, handler: Handler) -> web.StreamR
     return await handler(request)
 
 
-def create_app(halo: Halo) -> web.Application:
+def create_app(halo: AdminHalo) -> web.Application:
     app = web.Application(
         middlewares=[forward_to_active, no_store, errors_as_json, no_unwanted_body, stored_sessions],
         client_max_size=CLIENT_MAX_SIZE,

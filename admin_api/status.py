@@ -18,8 +18,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from admin_api.models import ApiModel, Count, Number, OpenModel, Timestamp
+from admin_api.needs import StatusSource
 from halo import VERSION
-from halo.inventory import Halo
 from halo.storage.db import unreachable
 from transcripts.audit import is_secret_key
 
@@ -158,7 +158,7 @@ class Status(ApiModel):
     problems: list[str] = Field(description="plain sentences for the dashboard's health line; empty when all is well")
 
 
-async def status_snapshot(halo: Halo) -> dict[str, Any]:
+async def status_snapshot(halo: StatusSource) -> dict[str, Any]:
     settings = halo.config.current  # the live keys as last reloaded
     services = halo
     paths = settings.paths
@@ -202,7 +202,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
                 "name": settings.llm.provider,
                 "model": settings.llm.model if settings.llm.provider != "none" else None,
                 "base_url": settings.llm.base_url,
-                "configured": services.model is not None,
+                "configured": services.agents.model is not None,
                 "last_error": model_health.last_error,
                 "last_error_at": _iso(model_health.last_error_at),
             }
@@ -228,7 +228,7 @@ async def status_snapshot(halo: Halo) -> dict[str, Any]:
     return snapshot
 
 
-async def _processes(halo: Halo) -> list[dict[str, Any]]:
+async def _processes(halo: StatusSource) -> list[dict[str, Any]]:
     """The family's processes on PostgreSQL (halo/cluster): role, epoch, heartbeat age."""
     if halo.cluster is None:
         return []
@@ -248,7 +248,7 @@ async def _processes(halo: Halo) -> list[dict[str, Any]]:
     ]
 
 
-def _adapters(halo: Halo) -> dict[str, Any]:
+def _adapters(halo: StatusSource) -> dict[str, Any]:
     """Each adapter's state; on a standby, the chat apps and MQTT run on the active process, so
     their state here is no problem of this one's."""
     if halo.cluster is None or not halo.cluster.started or halo.cluster.active:

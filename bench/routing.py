@@ -177,7 +177,7 @@ memory:
         )
         halo = build_halo(load_settings(home))
         if not levers.notes_not_in_history:
-            for source in halo.context.sources:
+            for source in halo.agents.context.sources:
                 if isinstance(source, MemorySource):
                     source.sent_history = None
         await work_in_progress(halo)

@@ -140,7 +140,7 @@ async def test_a_document_that_cannot_be_read_gets_a_clear_reply_and_the_message
 
 async def test_without_a_model_the_document_is_still_kept(start, tg: FakeTelegram, fake_llm: FakeOpenAI) -> None:
     halo = await start(llm="llm: {provider: none}\n")
-    assert halo.model is None
+    assert halo.agents.model is None
     tg.document(MOM, MOM, b"Swimming moves to 10:30 on Saturdays.\n", "swimming.txt", "text/plain")
 
     assert await tg.wait_sent(MOM) == ["I kept swimming.txt as file 1 of this chat (/files lists them)."]

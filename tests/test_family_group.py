@@ -75,7 +75,7 @@ async def test_children_in_the_family_make_the_whole_group_guarded(home, serve_h
     script = SafetyScript(reply=long_reply)
     async with FakeOpenAI(responder=script) as fake:
         running = await serve_halo(family_settings(home, llm_yaml(fake), family=WITH_GROUP))
-        running.halo.tools.append(read_calendar)
+        running.halo.agents.tools.append(read_calendar)
         reply = await send(running.halo, "wags", f"telegram:{GROUP}", "halo, what's the weekend plan?")
         assistant = [r for r in fake.chat_requests if not r.json.get("response_format")]
         offered = {t["function"]["name"] for t in assistant[-1].json.get("tools", [])}

@@ -201,7 +201,7 @@ async def test_tools_offered_follow_the_age_profile(home, serve_halo) -> None:
     script = SafetyScript(reply="ok")
     async with FakeOpenAI(responder=script) as fake:
         running = await serve_halo(family_settings(home, llm_yaml(fake)))
-        running.halo.tools.append(web_search)
+        running.halo.agents.tools.append(web_search)
         for who, token in (("wags", "wags-token"), ("aarav", "aarav-token"), ("tara", "tara-token")):
             await running.chat("hi", token=token)
             assistant = [r for r in fake.chat_requests if not r.json.get("response_format")][-1]

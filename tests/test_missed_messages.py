@@ -21,7 +21,7 @@ import pytest
 
 from config.loader import load_settings
 from halo.inventory import Halo
-from halo.pipeline.missed import SORRY
+from halo.pipeline.missed import SORRY, CatchUp
 from halo.runtime.app import halo_db
 from halo.storage.transcript_rows import TranscriptRows
 from tests.conftest import llm_yaml, write_home
@@ -108,8 +108,9 @@ def audit_kinds(home: Path, kind: str) -> list[dict[str, object]]:
 
 
 async def caught_up(halo: Halo) -> tuple[list[str], list[str]]:
-    assert halo.catching_up is not None
-    done = await asyncio.wait_for(halo.catching_up, timeout=60)
+    assert halo.catch_up is not None and halo.catch_up.task is not None
+    done = await asyncio.wait_for(halo.catch_up.task, timeout=60)
+    assert isinstance(done, CatchUp)
     return done.answered, done.apologised
 
 

@@ -203,7 +203,7 @@ async def test_recall_skips_what_the_context_already_shows(fake_llm, settings_fo
     (settings.paths.scope_dir(DM) / "MEMORY.md").write_text("# Facts\nThe dentist is Dr. Patel on Elm Street.\n")
     running = await serve_halo(settings)
     await running.halo.semantic.sync_all([DM])
-    sources = running.halo.context.sources
+    sources = running.halo.agents.context.sources
     sources[:] = [s for s in sources if not isinstance(s, RecallSource)]
     sources.append(RecallSource(running.halo.recall, already_in_context=memory_files_in_context))
     fake_llm.reply("ok")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 
-from admin_api.base import halo_of
+from admin_api.base import household_desk
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Timestamp, reply
 from admin_api.routes import Reply, Route
@@ -28,7 +28,7 @@ class BackupMade(ApiModel):
 
 async def make_backup(request: web.Request) -> web.Response:
     """An archive of the workspace into HALO_HOME/backups now (the oldest beyond backups.keep go)."""
-    halo = halo_of(request)
+    halo = household_desk(request)
     paths = halo.paths
     url = halo.settings.storage.url
     info = await asyncio.to_thread(
@@ -43,7 +43,7 @@ async def make_backup(request: web.Request) -> web.Response:
 
 
 async def backups(request: web.Request) -> web.Response:
-    folder = halo_of(request).paths.backups
+    folder = household_desk(request).paths.backups
 
     def listing() -> list[Backup]:
         found = []

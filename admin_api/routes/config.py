@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic import Field
 
-from admin_api.base import ApiError, halo_of
+from admin_api.base import ApiError, household_desk
 from admin_api.guards import actor
 from admin_api.models import ApiModel, reply
 from admin_api.routes import Reply, Route
@@ -18,7 +18,7 @@ class Reloaded(ApiModel):
 
 async def reload_config(request: web.Request) -> web.Response:
     """Read, validate and apply halo.yaml; an invalid file is refused and changes nothing."""
-    halo = halo_of(request)
+    halo = household_desk(request)
     applied = await halo.config.reload("api")
     halo.audit.write("config_reload", applied=applied, actor=actor(request))
     if not applied:

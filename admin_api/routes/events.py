@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from admin_api.base import halo_of, lines_param, query_scope
+from admin_api.base import lines_param, query_scope, scope_desk
 from admin_api.guards import actor
 from admin_api.models import OpenModel, TranscriptLine, reply
 from admin_api.routes import BAD_LINES, LINES, NO_SCOPE, SCOPE_QUERY, Reply, Route
@@ -37,7 +37,7 @@ def _events(lines: list[dict[str, Any]]) -> list[Event]:
 
 async def events_tail(request: web.Request) -> web.Response:
     lines = lines_param(request)
-    audit = halo_of(request).audit
+    audit = scope_desk(request).audit
     return reply(_events(await audit.shared_tail(lines)))  # every process's, on PostgreSQL
 
 
@@ -45,7 +45,7 @@ async def scope_events(request: web.Request) -> web.Response:
     """Audit events about one scope: where it happened, or what a decision was about."""
     lines = lines_param(request)
     scope = await query_scope(request)
-    audit = halo_of(request).audit
+    audit = scope_desk(request).audit
 
     def about(event: dict[str, Any]) -> bool:
         return any(event.get(key) == scope.id for key in _SCOPE_KEYS)
@@ -56,9 +56,9 @@ async def scope_events(request: web.Request) -> web.Response:
 async def transcripts_tail(request: web.Request) -> web.Response:
     lines = lines_param(request)
     scope = await query_scope(request)
-    store = halo_of(request).transcripts
+    store = scope_desk(request).transcripts
     tail = await asyncio.to_thread(store.tail, scope.id, lines)
-    halo_of(request).audit.write("admin_read_transcript", scope_id=scope.id, actor=actor(request), lines=len(tail))
+    scope_desk(request).audit.write("admin_read_transcript", scope_id=scope.id, actor=actor(request), lines=len(tail))
     return reply([TranscriptLine.model_validate(line.to_dict()) for line in tail])
 
 

@@ -15,7 +15,7 @@ import asyncio
 from aiohttp import web
 from pydantic import Field
 
-from admin_api.base import ApiError, halo_of, lines_param
+from admin_api.base import ApiError, family_desk, lines_param
 from admin_api.models import ApiModel, Timestamp, TranscriptLine, reply
 from admin_api.routes import BAD_LINES, LINES, SCOPE_QUERY, Reply, Route
 from config.family import Member
@@ -54,7 +54,7 @@ class Notifications(ApiModel):
 
 def member_of(request: web.Request) -> Member:
     """The member whose web_token is the Bearer token; for the dashboard's session, the local owner."""
-    halo = halo_of(request)
+    halo = family_desk(request)
     admin_token = halo.settings.admin.token
     member = web_member(request, halo.family, admin_token.get_secret_value() if admin_token else None)
     if member is None:
@@ -70,7 +70,7 @@ def _home(member: Member) -> Scope:
 async def readable_transcripts(request: web.Request) -> web.Response:
     """The DM transcripts this member may read (probes: nothing is read, so nothing is audited)."""
     member = member_of(request)
-    services = halo_of(request)
+    services = family_desk(request)
     scopes = [
         s.id
         for s in member_scopes(services.family)
@@ -85,7 +85,7 @@ async def readable_transcripts(request: web.Request) -> web.Response:
 async def read_transcript(request: web.Request) -> web.Response:
     member = member_of(request)
     lines = lines_param(request)
-    services = halo_of(request)
+    services = family_desk(request)
     try:
         scope = parse_scope_id(services.family, request.query.get("scopeId", ""))
     except UnknownScopeError as exc:
@@ -112,7 +112,7 @@ async def notifications(request: web.Request) -> web.Response:
     """The member's own notifications (safety alerts), delivered by an adapter or not."""
     member = member_of(request)
     lines = lines_param(request)
-    notes = await halo_of(request).notifier.for_member(member.id, lines)
+    notes = await family_desk(request).notifier.for_member(member.id, lines)
     return reply(
         Notifications(
             member=member.id,

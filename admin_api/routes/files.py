@@ -8,7 +8,7 @@ import re
 from aiohttp import web
 from pydantic import Field
 
-from admin_api.base import ApiError, halo_of, path_scope
+from admin_api.base import ApiError, path_scope, scope_desk
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Timestamp, reply
 from admin_api.routes import BAD_SCOPE, NO_SCOPE, SCOPE_PATH, Reply, Route, param
@@ -56,7 +56,7 @@ def document(doc: StoredDocument) -> Document:
 
 
 def _documents(request: web.Request) -> Documents:
-    documents = halo_of(request).documents
+    documents = scope_desk(request).documents
     if documents is None:
         raise ApiError(404, "documents are not set up in this halo")
     return documents
@@ -64,9 +64,9 @@ def _documents(request: web.Request) -> Documents:
 
 async def list_files(request: web.Request) -> web.Response:
     scope = await path_scope(request)
-    await halo_of(request).take_scope(scope.id)
+    await scope_desk(request).take_scope(scope.id)
     docs = await _documents(request).list(scope.id)
-    halo_of(request).audit.write("admin_list_files", scope_id=scope.id, actor=actor(request), files=len(docs))
+    scope_desk(request).audit.write("admin_list_files", scope_id=scope.id, actor=actor(request), files=len(docs))
     return reply(DocumentList(scopeId=scope.id, files=[document(d) for d in docs]))
 
 
@@ -75,11 +75,11 @@ async def delete_file(request: web.Request) -> web.Response:
     raw = request.match_info["number"]
     if not _NUMBER.fullmatch(raw):
         raise ApiError(400, "number must be a file's number, a whole number from 1, as GET …/files lists them")
-    await halo_of(request).take_scope(scope.id)
+    await scope_desk(request).take_scope(scope.id)
     doc = await _documents(request).remove(scope.id, int(raw), by=actor(request))
     if doc is None:
         raise ApiError(404, f"{scope.id} has no file {raw}")
-    await halo_of(request).memory_durable()  # acknowledged only once the store of record has it
+    await scope_desk(request).memory_durable()  # acknowledged only once the store of record has it
     return reply(RemovedDocument(scopeId=scope.id, removed=document(doc)))
 
 

@@ -14,7 +14,7 @@ from aiohttp import web
 from pydantic import Field
 from sqlalchemy import text
 
-from admin_api.base import halo_of
+from admin_api.base import front, status_source
 from admin_api.models import ApiModel, reply
 from admin_api.routes import Reply, Route
 from admin_api.starting import home_fingerprint
@@ -30,7 +30,7 @@ class Health(ApiModel):
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return reply(Health(home=home_fingerprint(halo_of(request).paths.home)))
+    return reply(Health(home=home_fingerprint(front(request).paths.home)))
 
 
 class Probe(ApiModel):
@@ -40,17 +40,17 @@ class Probe(ApiModel):
 
 
 def _role(request: web.Request) -> Literal["active", "standby", "alone"]:
-    cluster = halo_of(request).cluster
+    cluster = front(request).cluster
     return "alone" if cluster is None or not cluster.started else cluster.role
 
 
 async def livez(request: web.Request) -> web.Response:
-    cluster = halo_of(request).cluster
+    cluster = front(request).cluster
     return reply(Probe(ok=True, role=_role(request), problem=None if cluster is None else cluster.problem))
 
 
 async def readyz(request: web.Request) -> web.Response:
-    halo = halo_of(request)
+    halo = front(request)
     try:
         async with halo.db.engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
@@ -68,7 +68,7 @@ async def active(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    return reply(Status.model_validate(await status_snapshot(halo_of(request))))
+    return reply(Status.model_validate(await status_snapshot(status_source(request))))
 
 
 ROUTES = [

@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import Field
 
-from admin_api.base import halo_of, lines_param
+from admin_api.base import household_desk, lines_param
 from admin_api.models import ApiModel, Timestamp, reply
 from admin_api.routes import BAD_LINES, LINES, Reply, Route
 
@@ -55,7 +55,7 @@ def _when(seconds: float) -> str:
 
 
 async def home_observations(request: web.Request) -> web.Response:
-    home = halo_of(request).home
+    home = household_desk(request).home
     if home is None:
         return reply(HomeObservations(states=[], observations=[]))
     recent = await home.store.recent(lines_param(request))
@@ -89,7 +89,7 @@ async def home_observations(request: web.Request) -> web.Response:
 
 
 async def home_rules(request: web.Request) -> web.Response:
-    home = halo_of(request).home
+    home = household_desk(request).home
     rules = home.rules_report() if home is not None else []
     pending = await home.store.pending() if home is not None else 0
     return reply(HomeRules(rules=rules, queued=pending))

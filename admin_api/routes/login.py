@@ -14,7 +14,7 @@ from typing import Annotated
 from aiohttp import web
 from pydantic import Field
 
-from admin_api.base import ApiError, halo_of
+from admin_api.base import ApiError, family_desk
 from admin_api.models import ApiModel, reply
 from admin_api.routes import Reply, Route, param
 from halo.http_body import read_json
@@ -83,7 +83,7 @@ async def sign_in_with_token(request: web.Request) -> web.Response:
     token = body.get("token") if isinstance(body, dict) else None
     if not isinstance(token, str) or not token.strip() or len(token) > 256:
         raise ApiError(400, 'the body is {"token": "your web_token"}')
-    member = halo_of(request).family.by_web_token(token.strip())
+    member = family_desk(request).family.by_web_token(token.strip())
     if member is None:
         raise ApiError(401, "that web token is not one halo knows")
     session = await request.app[WEB_AUTH].start_session(member.id)

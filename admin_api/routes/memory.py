@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import Field
 
-from admin_api.base import halo_of, path_scope, query_scope
+from admin_api.base import path_scope, query_scope, scope_desk
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Timestamp, reply
 from admin_api.routes import BAD_SCOPE, NO_SCOPE, SCOPE_PATH, SCOPE_QUERY, Reply, Route
@@ -63,7 +63,7 @@ def read_memory_file(path: Path) -> dict[str, Any]:
 
 async def scope_memory(request: web.Request) -> web.Response:
     scope = await path_scope(request)
-    services = halo_of(request)
+    services = scope_desk(request)
     await services.take_scope(scope.id)  # PostgreSQL: this process's copy is current
     found = await asyncio.to_thread(read_memory_file, services.memory.memory_path(scope.id))
     services.audit.write("admin_read_memory", scope_id=scope.id, actor=actor(request), exists=found["exists"])
@@ -74,7 +74,7 @@ async def scope_graph(request: web.Request) -> web.Response:
     """`GET /memory/graph?scopeId=…`: the scope's graph memory, entities and facts with when
     each held (`invalidAt` set: superseded). While graph memory is off: empty, with the reason."""
     scope = await query_scope(request)
-    services = halo_of(request)
+    services = scope_desk(request)
     graph = services.graph
     if graph is None or not graph.enabled:
         reason = graph.reason if graph is not None else "not configured"

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
-from admin_api.base import ApiError, halo_of
+from admin_api.base import ApiError, family_desk
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Member, Timestamp, reply
 from admin_api.routes import Reply, Route, param
@@ -118,14 +118,14 @@ def _refused(exc: PairingError) -> ApiError:
 
 
 async def pending(request: web.Request) -> web.Response:
-    requests = await halo_of(request).pairing.list_pending()
+    requests = await family_desk(request).pairing.list_pending()
     return reply([PairingRequest.of(r) for r in requests])
 
 
 async def approve(request: web.Request) -> web.Response:
     code = _code(request)
     role, name, age_group = await _approval(request)
-    pairing = halo_of(request).pairing
+    pairing = family_desk(request).pairing
     try:
         member = await pairing.approve(code, role=role, name=name, age_group=age_group, by=actor(request))
     except PairingError as exc:
@@ -135,7 +135,7 @@ async def approve(request: web.Request) -> web.Response:
 
 async def deny(request: web.Request) -> web.Response:
     code = _code(request)
-    pairing = halo_of(request).pairing
+    pairing = family_desk(request).pairing
     try:
         await pairing.deny(code, by=actor(request))
     except PairingError as exc:

@@ -8,13 +8,13 @@ from typing import Literal, cast
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from admin_api.base import halo_of
+from admin_api.base import family_desk
 from admin_api.models import ApiModel, Member, reply
+from admin_api.needs import FamilyDesk
 from admin_api.routes import Reply, Route
 from halo.core.envelope import Envelope, Platform, Scope, Speaker
 from halo.core.turn import Turn
 from halo.family.policy_table import MEMBER_ACTIONS, SYSTEM_ACTIONS, policy_table
-from halo.inventory import Halo
 from halo.safety.profiles import effective_profile
 from policy.engine import POLICY_DIR
 
@@ -84,7 +84,7 @@ class PolicyStatus(ApiModel):
     policies: list[PolicyInfo]
 
 
-def tools_offered(halo: Halo, scope: Scope) -> dict[str, list[str]]:
+def tools_offered(halo: FamilyDesk, scope: Scope) -> dict[str, list[str]]:
     """The same decision that builds the tool list a turn's model is sent (TurnAgents.offered_tools)."""
     offered: dict[str, list[str]] = {}
     policy = halo.policy
@@ -97,7 +97,7 @@ def tools_offered(halo: Halo, scope: Scope) -> dict[str, list[str]]:
 
 
 async def policy_status(request: web.Request) -> web.Response:
-    halo = halo_of(request)
+    halo = family_desk(request)
     services = halo
     family = services.family
     rows = await asyncio.to_thread(policy_table, services.policy, family)  # cheap once memoised

@@ -8,7 +8,7 @@ import re
 from aiohttp import web
 from pydantic import Field
 
-from admin_api.base import ApiError, halo_of
+from admin_api.base import ApiError, household_desk
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Timestamp, reply
 from admin_api.routes import Reply, Route, param
@@ -45,7 +45,7 @@ class ListItem(ApiModel):
 
 
 def _reminders(request: web.Request) -> ReminderStore:
-    reminders = halo_of(request).reminders
+    reminders = household_desk(request).reminders
     if reminders is None:
         raise ApiError(404, "reminders are not set up in this halo")
     return reminders.store
@@ -65,7 +65,7 @@ async def cancel_reminder(request: web.Request) -> web.Response:
     if not _ID.fullmatch(raw):
         raise ApiError(400, "id must be a reminder's id, a whole number from 1")
     store = _reminders(request)
-    halo = halo_of(request)
+    halo = household_desk(request)
     if await store.cancel(int(raw)):
         halo.audit.write("reminder_cancelled", reminder_id=int(raw), actor=actor(request))
         if halo.reminder_clock is not None:
@@ -78,7 +78,7 @@ async def cancel_reminder(request: web.Request) -> web.Response:
 
 async def list_lists(request: web.Request) -> web.Response:
     """Every list item of every chat, by chat, list and order."""
-    lists: ListStore | None = halo_of(request).lists
+    lists: ListStore | None = household_desk(request).lists
     items = await lists.everything() if lists is not None else []
     return reply([ListItem.model_validate(i.as_json()) for i in items])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic import Field
 
-from admin_api.base import ApiError, halo_of, path_scope
+from admin_api.base import ApiError, path_scope, scope_desk
 from admin_api.guards import actor
 from admin_api.models import ApiModel, Count, Timestamp, reply
 from admin_api.routes import BAD_SCOPE, NO_SCOPE, SCOPE_PATH, Reply, Route, param
@@ -81,19 +81,19 @@ class Purged(ApiModel):
 
 async def sessions(request: web.Request) -> web.Response:
     """Every scope with a stored session or a transcript, as scope id strings."""
-    return web.json_response(await halo_of(request).scope_admin.active_scope_ids())
+    return web.json_response(await scope_desk(request).scope_admin.active_scope_ids())
 
 
 async def sessions_with_counts(request: web.Request) -> web.Response:
-    services = halo_of(request)
+    services = scope_desk(request)
     counts = await services.sessions.item_counts()
-    ids = await halo_of(request).scope_admin.active_scope_ids()
+    ids = await scope_desk(request).scope_admin.active_scope_ids()
     return reply([SessionCount(scopeId=scope_id, itemCount=counts.get(scope_id, 0)) for scope_id in ids])
 
 
 async def scopes(request: web.Request) -> web.Response:
     """Configured and active scopes with counts and last activity: the dashboard's list."""
-    summaries = await halo_of(request).scope_admin.scope_summaries()
+    summaries = await scope_desk(request).scope_admin.scope_summaries()
     return reply(
         [
             ScopeSummary(
@@ -114,7 +114,7 @@ async def scopes(request: web.Request) -> web.Response:
 async def clear(request: web.Request) -> web.Response:
     """Forget the derived session (what the model sees); the transcript stays."""
     scope = await path_scope(request)
-    halo = halo_of(request)
+    halo = scope_desk(request)
     async with halo.scope_locks.of(scope.id):
         removed = await halo.scope_admin.clear_session(scope.id, actor=actor(request))
     if removed is None:
@@ -125,7 +125,7 @@ async def clear(request: web.Request) -> web.Response:
 async def distill(request: web.Request) -> web.Response:
     """Distil the scope's new transcript into its memory now (waits for a run in progress)."""
     scope = await path_scope(request)
-    services = halo_of(request)
+    services = scope_desk(request)
     await services.take_scope(scope.id)  # PostgreSQL: distil onto the scope's current memory
     try:
         result = await services.memory.distill(scope.id)
@@ -145,7 +145,7 @@ async def purge(request: web.Request) -> web.Response:
     if confirm != raw_id:
         raise ApiError(400, "confirm must equal the scope id exactly; nothing was deleted")
     scope = await path_scope(request)
-    halo = halo_of(request)
+    halo = scope_desk(request)
     async with halo.scope_locks.of(scope.id):
         result = await halo.scope_admin.purge_scope(scope.id, actor=actor(request))
         await halo.memory_durable()  # PostgreSQL: the scope's rows are gone before the answer

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic import Field
 
-from admin_api.base import ApiError, halo_of
+from admin_api.base import ApiError, household_desk
 from admin_api.models import ApiModel, Timestamp, reply
 from admin_api.routes import Reply, Route, param
 from halo.work.tasks import STATUSES, Event, Status
@@ -40,7 +40,7 @@ async def list_tasks(request: web.Request) -> web.Response:
         raise ApiError(400, f"project is at most {MAX_PROJECT_PARAM} characters")
     if status is not None and status not in STATUSES:
         raise ApiError(400, f"status is one of {', '.join(STATUSES)}")
-    store = halo_of(request).tasks
+    store = household_desk(request).tasks
     tasks = await store.list(project=project) if store is not None else []
     return reply([Task.model_validate(t.as_json()) for t in tasks if status is None or t.status == status])
 

@@ -6,7 +6,7 @@ from datetime import date, timedelta
 
 from aiohttp import web
 
-from admin_api.base import ApiError, halo_of
+from admin_api.base import ApiError, household_desk
 from admin_api.routes import Reply, Route, param
 from halo.usage.prices import Prices
 from halo.usage.report import usage_report
@@ -30,7 +30,7 @@ def _days_before(day: date, days: int) -> date:
 
 async def get_usage(request: web.Request) -> web.Response:
     """Tokens and USD per day, grouped `by` member, scope, model, purpose or level (default: member)."""
-    halo = halo_of(request)
+    halo = household_desk(request)
     settings = halo.config.current  # llm.prices and budget apply live
     today = date.fromisoformat(halo.usage.today())
     last = _day(request.query.get("to"), today, "to")

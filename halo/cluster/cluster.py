@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -274,6 +274,16 @@ class Cluster:
 
     def status(self) -> dict[str, Any]:
         return {"node": self.node.id, "role": self.role, "epoch": self.epoch, "problem": self.problem}
+
+    @contextlib.asynccontextmanager
+    async def running(self, activate: Step, deactivate: Step) -> AsyncIterator[None]:
+        """This process among the family's (`start`) until halo stops (`closing`); the lease
+        itself lapses at `stop`, after every write of the stop."""
+        await self.start(activate, deactivate)
+        try:
+            yield
+        finally:
+            await self.closing()
 
     async def closing(self) -> None:
         """halo is stopping: from now on nothing is taken and nothing started or stopped from here

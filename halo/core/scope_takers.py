@@ -2,16 +2,18 @@
 
 On PostgreSQL the store of record is shared and each process keeps local caches (the markdown
 memory's mirror, the semantic index). Before a process first uses a scope it runs each
-`ScopeTaker` once for it: for every scope when it takes the family (halo/inventory.py,
-`activate`), and in any case the first time this process uses it (`ensure`: a turn, the admin
-API's memory routes); losing the family calls `release_all`, so the next use takes each scope
-again. On the embedded store there are no takers and `ensure` returns at once.
+`ScopeTaker` once for it: for every scope when it takes the family (`holding`, a part that runs
+while this process serves the family: halo/parts.py), and in any case the first time this
+process uses it (`ensure`: a turn, the admin API's memory routes); losing the family calls
+`release_all`, so the next use takes each scope again. On the embedded store there are no
+takers and `ensure` returns at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Protocol
 
 
@@ -50,3 +52,15 @@ class ScopeTakers:
     def release_all(self) -> None:
         """This process no longer holds the family (or just took it): every scope is taken again."""
         self._taken.clear()
+
+    @asynccontextmanager
+    async def holding(self, scope_ids: Callable[[], Awaitable[list[str]]]) -> AsyncIterator[None]:
+        """This process took the family: every scope it has is taken now, and each is taken again
+        after another process held the family."""
+        self.release_all()
+        for scope_id in await scope_ids():
+            await self.ensure(scope_id)
+        try:
+            yield
+        finally:
+            self.release_all()  # another process writes them now: taken again before next use

@@ -5,6 +5,7 @@ It builds a `Halo` (halo/inventory.py); the runtime starts and closes it."""
 from __future__ import annotations
 
 import logging
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -50,6 +51,7 @@ from halo.media.images import build_photo_reader
 from halo.media.voice import build_transcriber
 from halo.outbound.asks import Asks
 from halo.outbound.delivery import Delivery
+from halo.parts import InBackground, Part, Parts, adapter_part, resources, started, stopped_by
 from halo.pipeline.admission import Admission
 from halo.pipeline.after_turn import AfterTurn
 from halo.pipeline.code_answers import CodeAnswers, PlainWords
@@ -152,6 +154,7 @@ class Stores:
     sessions: TranscriptSessions  # the model's history, read from `transcripts`
     record: RecordedFiles | None  # PostgreSQL: the markdown memory's store of record
     tasks: TaskStore
+    cluster: Cluster | None  # PostgreSQL: this process among those that may serve the family
 
     @property
     def on_postgresql(self) -> bool:
@@ -231,7 +234,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     # -- the front doors: inbound messages, the catch-up, the adapters
     admin_token = settings.admin.token.get_secret_value() if settings.admin.token else None
     # several processes on PostgreSQL: the one holding the family lease answers; the others forward
-    cluster = build_cluster(settings, db)
+    cluster = stores.cluster
     inbound = GatewayInbound(
         turn.gateway,
         fam.groups,
@@ -257,6 +260,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     conversations = TranscriptConversations(stores.transcripts, fam.family.current)
     adapters = build_adapters(settings, inbound, db, stores.audit, senders.home, conversations)
     register_adapters(adapters, delivery, fam.groups, clustered=cluster is not None)
+    forwarder = Forwarder() if cluster is not None else None
 
     # -- schedules and the admin API's own parts
     digest = WorkDigest.from_family(fam.family.current, stores.tasks, partial(delivery.send, kind="digest"))
@@ -270,8 +274,16 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         audit=stores.audit,
         family=fam.family.current,
     )
-    # close_model closes only clients build_model made, once: a model passed in stays the caller's
-    owned = [*mem.levels.built, *senders.safety.owned_models()]
+    catch_up = InBackground("catch-up", missed.catch_up)  # a model call must not hold up the start
+
+    # -- what runs, and what closes
+    schedules = Schedules(build_backups(settings), digest, senders.approvals, senders.reminder_clock)
+    parts = Parts(
+        always_parts(stores, mem, senders, adapters, delivery),
+        serving_parts(stores, mem, senders, schedules, adapters, delivery, catch_up),
+        built_resources(stores, fam, mem, senders, turn, forwarder),
+        cluster,
+    )
     return Halo(
         settings=settings,
         paths=paths,
@@ -291,14 +303,9 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         graph_recall=mem.graph_recall,
         documents=mem.documents,
         memory_record=stores.record,
-        memory_mirror=mem.mirror,
         scope_takers=mem.takers,
-        context=turn.context,
         commands=turn.commands,
         safety=senders.safety,
-        model=mem.main_model,
-        model_settings=turn.model_settings,
-        tools=turn.tools,
         agents=turn.agents,
         gateway=turn.gateway,
         scope_locks=turn.scope_locks,
@@ -315,18 +322,110 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         config=senders.config,
         tasks=stores.tasks,
         digest=digest,
-        backups=build_backups(settings),
-        missed=missed,
+        catch_up=catch_up,
         adapters=adapters,
         cluster=cluster,
-        forwarder=Forwarder() if cluster is not None else None,
-        family_scopes=TranscriptRows(db).scope_ids if stores.on_postgresql else None,
-        closers=[mem.levels.meter.store.close, stores.audit.close, *(partial(close_model, m) for m in owned)],
+        forwarder=forwarder,
+        parts=parts,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Schedules:
+    """What runs on a timer on the serving process (backups and the digest when configured)."""
+
+    backups: BackupSchedule | None
+    digest: WorkDigest | None
+    approvals: Approvals
+    reminder_clock: ReminderScheduler
+
+
+def always_parts(
+    stores: Stores, mem: MemoryParts, senders: Senders, adapters: list[Adapter], delivery: Delivery
+) -> list[Part]:
+    """What every process runs from its start to its stop, in start order (halo/parts.py)."""
+    # PostgreSQL: the schema at its newest, or a clear stop
+    parts = [Part("halo.db", partial(started, stores.db.prepare))]
+    if stores.record is not None:
+        parts.append(Part("memory record", partial(started, stores.record.start)))  # its flush timer
+    parts += [
+        Part("memory", partial(started, mem.memory.start)),  # extraction left over from before a restart
+        Part("semantic index", partial(started, mem.semantic.start)),  # its sync schedule
+    ]
+    if mem.graph is not None:
+        parts.append(Part("graph memory", partial(started, mem.graph.start)))  # FalkorDB; never raises
+    parts.append(Part("config reload", senders.config.running))  # halo.yaml's edits applied from now on
+    if stores.cluster is not None:  # an adapter a person waits on runs on every process (a standby forwards)
+        parts += [adapter_part(a, delivery, sends_when_active=False) for a in adapters if isinstance(a, LiveReplies)]
+    return parts
+
+
+def serving_parts(
+    stores: Stores,
+    mem: MemoryParts,
+    senders: Senders,
+    schedules: Schedules,
+    adapters: list[Adapter],
+    delivery: Delivery,
+    catch_up: InBackground,
+) -> list[Part]:
+    """What only the process serving the family runs, in start order: entered when it takes the
+    family (at once on the embedded store), left in reverse when it loses it or stops."""
+    parts: list[Part] = []
+    if mem.mirror is not None:  # SOUL.md and USER.md from the store of record before the first turn reads them
+        parts.append(Part("memory mirror", partial(started, mem.mirror.join)))
+    if stores.on_postgresql:  # every scope's copy here brought up to date from the store of record
+        parts.append(Part("scopes taken", partial(mem.takers.holding, TranscriptRows(stores.db).scope_ids), "take"))
+    parts.append(Part("outbox", delivery.running))  # what a previous run left in the outbox goes now
+    if schedules.backups is not None:
+        parts.append(Part("backups", schedules.backups.running, "schedule"))
+    if schedules.digest is not None:
+        parts.append(Part("work digest", schedules.digest.running, "schedule"))
+    approvals = schedules.approvals
+    parts += [
+        Part("approvals", partial(stopped_by, approvals.start, approvals.close), "schedule"),  # lapsed on time
+        Part(
+            "reminder clock", schedules.reminder_clock.running, "schedule"
+        ),  # after the outbox: what a crash left due goes now
+        Part("home rules", senders.home.running, "door"),  # before MQTT: the first observation finds the rules ready
+    ]
+    clustered = stores.cluster is not None
+    for adapter in adapters:  # on several processes, the chat apps and MQTT; on one, every adapter
+        if not clustered or not isinstance(adapter, LiveReplies):
+            parts.append(adapter_part(adapter, delivery, sends_when_active=clustered and adapter.platform != "mqtt"))
+    parts.append(Part("catch-up", catch_up.running, "take"))  # what a crash left unanswered
+    return parts
+
+
+def built_resources(
+    stores: Stores, fam: FamilyParts, mem: MemoryParts, senders: Senders, turn: TurnParts, forwarder: Forwarder | None
+) -> AsyncExitStack:
+    """What holds something open, in build order: closed in reverse when the halo closes, started
+    or not. close_model closes only clients build_model made, once: a model passed in stays the
+    caller's."""
+    owned = [*mem.levels.built, *senders.safety.owned_models()]
+    cluster = stores.cluster
+    return resources(
+        stores.db.close,
+        *([cluster.stop] if cluster is not None else []),  # the lease lapses after every write below
+        stores.audit.close,
+        stores.transcripts.close,  # after delivery and memory: they may still append
+        *([stores.record.close] if stores.record is not None else []),  # after memory's own held-back writes
+        fam.delivery.close,  # its attempts in flight finish; what is pending waits for the next start
+        mem.levels.meter.store.close,  # usage rows written
+        *(partial(close_model, m) for m in owned),  # the models' HTTP clients
+        mem.semantic.close,
+        mem.memory.close,
+        *([mem.graph.close] if mem.graph is not None else []),  # stops the FalkorDB halo started
+        turn.gateway.drain,  # after-turn work and its deliveries, before what they use closes
+        *([forwarder.close] if forwarder is not None else []),
+        senders.config.close,  # a reload asked while stopping ends first
     )
 
 
 def build_stores(settings: Settings) -> Stores:
-    """HALO_HOME made private and its defaults written, then halo.db and the stores on it."""
+    """HALO_HOME made private and its defaults written, then halo.db and the stores on it, and
+    on PostgreSQL this process's place among the family's (active or standby)."""
     paths = settings.paths
     make_private(paths.home)  # before anything is written: umask 077, and an older home fixed
     paths.ensure()
@@ -345,6 +444,7 @@ def build_stores(settings: Settings) -> Stores:
         ),
         record=memory_record(settings, db),
         tasks=TaskStore(db),
+        cluster=build_cluster(settings, db),
     )
 
 
@@ -371,8 +471,8 @@ def build_memory_parts(settings: Settings, stores: Stores, fam: FamilyParts, mod
     recall and the documents members sent."""
     levels = build_levels(settings, stores.db, model)
     extraction_model = levels.metered(levels.cheap, "extraction") if settings.memory.extractor == "llm" else None
+    semantic = build_semantic(settings)  # before memory: it closes after memory's last sync request
     memory = build_memory(settings, fam.policy, stores.transcripts, extraction_model, stores.record)
-    semantic = build_semantic(settings)
     mirror, takers = scope_takers(
         stores.record, memory.files, semantic, stores.transcripts
     )  # before a scope's first use

@@ -14,12 +14,16 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from config.family import Member
     from config.settings import Settings
+    from halo.outbound.delivery import Delivery
+    from halo.pipeline.inbound import GatewayInbound
+    from memory.service import MemoryService
 
 # Errors that mean "cannot start, and here is why", as (module, class). Looked up only in
 # modules already loaded: a module never imported cannot have raised, and importing it just
@@ -31,6 +35,28 @@ STARTUP_ERRORS = (
     ("halo.storage.db", "StorageUnavailable"),
     ("halo.runtime.storage_cli", "StorageCommandError"),
 )
+
+
+class Chatting(Protocol):
+    """What `halo chat` uses of a built halo: its work started, the way in, and the outbox its
+    replies come back through."""
+
+    inbound: GatewayInbound
+    delivery: Delivery
+
+    async def start_background(self, *, serving: bool = True) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Distilling(Protocol):
+    """What `halo distill` uses of a built halo: memory, on the scope's current copy."""
+
+    memory: MemoryService
+
+    async def take_scope(self, scope_id: str) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 class StartupError(Exception):
@@ -92,8 +118,6 @@ def check_policies(settings: Settings) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from adapters.terminal import TerminalChat
-    from halo.port import Sender
     from halo.runtime.app import build_halo
 
     settings = _settings(create_starter=True)
@@ -101,19 +125,21 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if member is None:
         known = ", ".join(m.id for m in settings.members) or "none"
         raise StartupError(f"no member {args.member!r} in {settings.paths.config_file} (members: {known})")
-
-    async def run() -> None:
-        halo = build_halo(settings)
-        try:
-            await halo.start_background()
-            chat = TerminalChat(halo.inbound, Sender(member.id, name=member.name))
-            halo.delivery.register("cli", chat)  # replies and notices come back through it
-            await chat.run()
-        finally:
-            await halo.close()
-
-    asyncio.run(run())
+    asyncio.run(chat(build_halo(settings), member))
     return 0
+
+
+async def chat(halo: Chatting, member: Member) -> None:
+    from adapters.terminal import TerminalChat
+    from halo.port import Sender
+
+    try:
+        await halo.start_background()
+        terminal = TerminalChat(halo.inbound, Sender(member.id, name=member.name))
+        halo.delivery.register("cli", terminal)  # replies and notices come back through it
+        await terminal.run()
+    finally:
+        await halo.close()
 
 
 def cmd_policy_explain(args: argparse.Namespace) -> int:
@@ -166,7 +192,6 @@ def cmd_distill(args: argparse.Namespace) -> int:
     """Distil one scope now (and with --extract, run model extraction too), then say what changed."""
     from halo.core.scopes import UnknownScopeError, resolve_scope
     from halo.runtime.app import build_halo
-    from memory.service import DistillationDisabled, ExtractionUnavailable
 
     settings = _settings()
     try:
@@ -174,33 +199,35 @@ def cmd_distill(args: argparse.Namespace) -> int:
     except UnknownScopeError as exc:
         raise StartupError(str(exc)) from None
 
-    async def run() -> int:
-        halo = build_halo(settings)
-        memory = halo.memory
-        try:
-            await halo.take_scope(args.scope)  # PostgreSQL: the scope's memory from its store of record first
-            result = await memory.distill(args.scope)
-            print(
-                f"distilled {args.scope}: {result.items} new transcript items "
-                f"(bytes {result.from_offset}→{result.to_offset}); facts +{result.facts_added}, "
-                f"superseded {result.facts_superseded}, forgotten {result.facts_forgotten}; "
-                f"notes +{result.notes_added}"
-            )
-            if args.extract:
-                extracted = await memory.extract(args.scope)
-                print(
-                    f"extracted {args.scope}: {extracted.chunks} chunks, {extracted.failed_chunks} failed "
-                    f"(kept for later), {extracted.added} new entries, {extracted.duplicates} duplicates"
-                )
-            print(f"memory file: {memory.memory_path(args.scope)}")
-            return 0
-        except (DistillationDisabled, ExtractionUnavailable) as exc:
-            print(f"halo: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            await halo.close()
+    return asyncio.run(distill(build_halo(settings), args.scope, extract=args.extract))
 
-    return asyncio.run(run())
+
+async def distill(halo: Distilling, scope_id: str, *, extract: bool) -> int:
+    from memory.service import DistillationDisabled, ExtractionUnavailable
+
+    memory = halo.memory
+    try:
+        await halo.take_scope(scope_id)  # PostgreSQL: the scope's memory from its store of record first
+        result = await memory.distill(scope_id)
+        print(
+            f"distilled {scope_id}: {result.items} new transcript items "
+            f"(bytes {result.from_offset}→{result.to_offset}); facts +{result.facts_added}, "
+            f"superseded {result.facts_superseded}, forgotten {result.facts_forgotten}; "
+            f"notes +{result.notes_added}"
+        )
+        if extract:
+            extracted = await memory.extract(scope_id)
+            print(
+                f"extracted {scope_id}: {extracted.chunks} chunks, {extracted.failed_chunks} failed "
+                f"(kept for later), {extracted.added} new entries, {extracted.duplicates} duplicates"
+            )
+        print(f"memory file: {memory.memory_path(scope_id)}")
+        return 0
+    except (DistillationDisabled, ExtractionUnavailable) as exc:
+        print(f"halo: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await halo.close()
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
