@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -117,15 +117,6 @@ class HomeEvents:
         self._worker: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """The rules' clock and the quiet-hours queue, while this process serves the family."""
-        await self.start()
-        try:
-            yield
-        finally:
-            await self.stop()
 
     async def start(self) -> None:
         await self.recall_last_fired()

@@ -28,7 +28,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -375,16 +375,6 @@ class Delivery:
     def _ensure_worker(self) -> None:
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(self._work(), name="delivery")
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """Sends while this process serves the family; paused after (what is pending stays in
-        the outbox for the process that serves next). `close` ends it with the halo."""
-        await self.start()
-        try:
-            yield
-        finally:
-            await self.pause()
 
     async def start(self) -> None:
         """Resume what a previous run left pending, and retry from now on."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -100,15 +100,6 @@ class ReminderScheduler:
 
     def wake(self) -> None:
         self._wake.set()
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """The one timer that fires due reminders, while this process serves the family."""
-        self.start()
-        try:
-            yield
-        finally:
-            await self.close()
 
     def start(self) -> None:
         if self._task is None or self._task.done():

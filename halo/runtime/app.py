@@ -354,7 +354,9 @@ def always_parts(
     ]
     if mem.graph is not None:
         parts.append(Part("graph memory", partial(started, mem.graph.start)))  # FalkorDB; never raises
-    parts.append(Part("config reload", senders.config.running))  # halo.yaml's edits applied from now on
+    parts.append(
+        Part("config reload", partial(stopped_by, senders.config.start, senders.config.close))
+    )  # halo.yaml's edits applied from now on
     if stores.cluster is not None:  # an adapter a person waits on runs on every process (a standby forwards)
         parts += [adapter_part(a, delivery, sends_when_active=False) for a in adapters if isinstance(a, LiveReplies)]
     return parts
@@ -376,18 +378,26 @@ def serving_parts(
         parts.append(Part("memory mirror", partial(started, mem.mirror.join)))
     if stores.on_postgresql:  # every scope's copy here brought up to date from the store of record
         parts.append(Part("scopes taken", partial(mem.takers.holding, TranscriptRows(stores.db).scope_ids), "take"))
-    parts.append(Part("outbox", delivery.running))  # what a previous run left in the outbox goes now
+    # what a previous run left in the outbox goes now; paused when this process stops serving (what
+    # is pending stays for the process that serves next); `close`, a resource, ends it with the halo
+    parts.append(Part("outbox", partial(stopped_by, delivery.start, delivery.pause)))
     if schedules.backups is not None:
-        parts.append(Part("backups", schedules.backups.running, "schedule"))
+        parts.append(Part("backups", partial(stopped_by, schedules.backups.start, schedules.backups.close), "schedule"))
     if schedules.digest is not None:
-        parts.append(Part("work digest", schedules.digest.running, "schedule"))
+        parts.append(
+            Part("work digest", partial(stopped_by, schedules.digest.start, schedules.digest.close), "schedule")
+        )
     approvals = schedules.approvals
     parts += [
         Part("approvals", partial(stopped_by, approvals.start, approvals.close), "schedule"),  # lapsed on time
         Part(
-            "reminder clock", schedules.reminder_clock.running, "schedule"
+            "reminder clock",
+            partial(stopped_by, schedules.reminder_clock.start, schedules.reminder_clock.close),
+            "schedule",
         ),  # after the outbox: what a crash left due goes now
-        Part("home rules", senders.home.running, "door"),  # before MQTT: the first observation finds the rules ready
+        Part(
+            "home rules", partial(stopped_by, senders.home.start, senders.home.stop), "door"
+        ),  # before MQTT: the first observation finds the rules ready
     ]
     clustered = stores.cluster is not None
     for adapter in adapters:  # on several processes, the chat apps and MQTT; on one, every adapter

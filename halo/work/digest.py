@@ -7,9 +7,8 @@ only tasks of configured work channels. A day with no changes posts nothing.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, tzinfo
 from zoneinfo import ZoneInfo
 
@@ -72,15 +71,6 @@ class WorkDigest:
             return None
         zone = ZoneInfo(now.family.timezone) if now.family.timezone else None
         return cls(parse_schedule(now.work.digest), tasks, send, family, zone)
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """work.digest's schedule, while this process serves the family."""
-        self.start()
-        try:
-            yield
-        finally:
-            self.close()
 
     def start(self) -> None:
         at = self.schedule.at

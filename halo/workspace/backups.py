@@ -13,7 +13,6 @@ is replaced only with `force`, and even then it is moved aside, not deleted.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import io
 import json
@@ -25,7 +24,7 @@ import sqlite3
 import tarfile
 import tempfile
 import zlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -306,15 +305,6 @@ class BackupSchedule:
         self.runs += 1
         self.last_error = None
         return info
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """backups.schedule, while this process serves the family."""
-        self.start()
-        try:
-            yield
-        finally:
-            self.close()
 
     def start(self) -> None:
         self._scheduler = AsyncIOScheduler()

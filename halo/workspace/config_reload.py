@@ -30,7 +30,7 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -124,15 +124,6 @@ class ConfigReload:
             return None
 
     # --- lifecycle -------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """From now on, an edit to halo.yaml is applied without a restart."""
-        self.start()
-        try:
-            yield
-        finally:
-            await self.close()
 
     def start(self) -> None:
         if self._task is None:
