@@ -39,7 +39,7 @@ WAGS, MOM, AARAV = 1001, 1002, 1003
 MIB = 1024**2
 
 # halo's own deadlines, short so the attack is over in seconds
-READ_SECONDS = 5  # memory.document_read_seconds: each hostile PDF's reader is killed at this
+READ_SECONDS = 3  # memory.document_read_seconds: each hostile PDF's reader (a busy core) is killed at this
 REPLY_DEADLINE = 60  # llm.reply_deadline_seconds: generous, the machine may have 2 busy cores and a hog
 SHUTDOWN_SECONDS = 10  # admin.shutdown_seconds
 READER_MB = 256  # memory.document_reader_mb: the OS limit on each reader's address space
@@ -56,7 +56,7 @@ CHAOS_ENV = {
 }
 STOP_MARGIN = 60.0  # a hang's deadline on top of halo's own: the exit code says which stop it was
 
-DOCS_EACH = 3  # hostile PDFs from each of two members; one member's are read one at a time
+DOCS_EACH = 2  # hostile PDFs from each of two members; the second of each waits for the first
 BOMBS = 8
 TRICKLERS = 100
 TRICKLE_WAVES = 20  # a new wave once the last is cut, while the documents are read
