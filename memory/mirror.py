@@ -18,6 +18,8 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -44,6 +46,28 @@ class FileRecord(Protocol):
 
     async def flush(self) -> None:
         """Every change announced so far is in the record when this returns (or it raises)."""
+
+
+_written_here: ContextVar[set[str] | None] = ContextVar("memory_written_here", default=None)
+
+
+@contextmanager
+def noting_writes() -> Iterator[set[str]]:
+    """The recorded paths written inside this block, by it, the tasks it starts and the worker
+    threads it hands work to (each copies the context). The gateway wraps a turn in it, so what
+    the turn wrote can be in the record before the reply says it was done."""
+    written: set[str] = set()
+    token = _written_here.set(written)
+    try:
+        yield written
+    finally:
+        _written_here.reset(token)
+
+
+def note_written(relative: str) -> None:
+    """A `FileRecord` calls this for each recorded path it is told of."""
+    if (written := _written_here.get()) is not None:
+        written.add(relative)
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,6 +91,7 @@ class MemoryService:
         self.clock = clock
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._counted: dict[str, tuple[int, int]] = {}  # scope → (offset counted up to, items since watermark)
+        self.catching_up = True  # `catch_up` distils on take; off where the caller distils itself (`halo distill`)
         self._timers = ScopeTimers()  # the quiet timers, and the extractions they start
         self.on_change: list[Callable[[str], None]] = []  # told a scope's memory files changed (index sync)
         self.on_quiet: list[Callable[[str], None]] = []  # told a scope went quiet (graph ingestion)
@@ -274,6 +275,25 @@ class MemoryService:
                 await self._auto(scope_id, "distill")
         if self._extraction_on() or self.on_quiet:
             self._restart_quiet_timer(scope_id)
+
+    async def catch_up(self, scope_id: str) -> None:
+        """On taking a scope from another process (PostgreSQL): a memory request that process
+        answered but crashed before distilling ("remember …" after its reply) is distilled now,
+        before this process answers in the scope. The request is in the transcript, and the
+        distillation's watermark only moves with the memory it wrote, so nothing is done twice."""
+        self._counted.pop(scope_id, None)  # the last holder may have moved the watermark
+        if not self.catching_up:
+            return
+        if self.settings.distillation_enabled and await asyncio.to_thread(self._cue_waiting, scope_id):
+            await self._auto(scope_id, "distill")
+
+    def _cue_waiting(self, scope_id: str) -> bool:
+        """Does a message past the distillation's watermark ask to remember or forget?"""
+        reader = self.transcripts.read_from(scope_id, self.state.get(scope_id, "distill").offset)
+        try:
+            return any(line.role == "user" and _has_memory_cue(line.text) for _, line in reader)
+        finally:
+            reader.close()
 
     async def _auto(self, scope_id: str, job: Literal["distill", "extract"]) -> None:
         """An automatic run: skipped while one is in progress or the scope is backing off."""

@@ -5,7 +5,9 @@ and nothing else.
 
 Each scope handles one message at a time, in order; different scopes run concurrently.
 A message counts as accepted once its transcript line is fsync'd; nothing after that
-point may lose it, whatever the model does.
+point may lose it, whatever the model does. What a turn wrote to memory (a /remember, a
+document, a /share) is in the store of record before the line that closes the turn: on
+PostgreSQL, another process that takes the family after a crash has it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from halo.routing.levels import Level, Route
 from halo.routing.router import small_reply
 from halo.usage.budget import SPENT_REPLY
 from halo.usage.meter import attributed
+from memory.mirror import FileRecord, noting_writes
 from policy import Decision
 
 if TYPE_CHECKING:
@@ -56,6 +59,7 @@ class Gateway:
         model_run: ModelRun,
         after_turn: AfterTurn,
         takers: ScopeTakers | None = None,
+        memory_record: FileRecord | None = None,
     ) -> None:
         self.locks = locks  # shared with the catch-up and the admin API's scope work
         self.resends = resends  # a message the chat app sent again after a crash
@@ -69,6 +73,7 @@ class Gateway:
         self.model_run = model_run  # the Agents SDK run, and its failures said plainly
         self.after_turn = after_turn  # distillation, the index, usage: in the background
         self.takers = takers or ScopeTakers()  # PostgreSQL: the scope's memory mirrored here before first use
+        self.memory_record = memory_record  # PostgreSQL: where a turn's memory writes must be before its reply
 
     @property
     def background_tasks(self) -> int:
@@ -118,7 +123,7 @@ class Gateway:
     ) -> Reply:
         """The turn, start to end. Every model call in it, and in work it starts, counts for its
         member and scope (halo/usage)."""
-        with attributed(turn.member.id if turn.member else None, turn.scope.id):
+        with attributed(turn.member.id if turn.member else None, turn.scope.id), noting_writes() as written:
             # 1. admit: may this speaker converse here? (a refusal is said, or silence, and audited)
             decision, refused = await self.admission.admit(turn)
             if refused is not None:
@@ -137,9 +142,10 @@ class Gateway:
             else:  # its line was written before a restart: the verdict again, for the paths after it
                 turn = self.safety.screen(turn)
             if cannot_take_in is not None:  # said plainly, in code: no model turn on what it could not take in
-                return await self._close(turn, Reply(cannot_take_in, turn.scope.id, "command", decision))
+                return await self._close(turn, Reply(cannot_take_in, turn.scope.id, "command", decision), written)
             if not turn.envelope.addressed:  # kept, not answered: the line is in the scope's history all the same
                 await self.safety.watch(turn)  # a child's cry for help still reaches the parents
+                await self._recorded(written)  # a document it brought is kept for good
                 reply = Reply(None, turn.scope.id, "kept", decision)
                 self.after_turn.start(turn, reply)
                 return reply
@@ -155,8 +161,8 @@ class Gateway:
 
             reply = await self.guardrails.answer(turn, decision, answer, on_delta)
 
-            # 4. close the turn: its line, then the work after it
-            return await self._close(turn, reply)
+            # 4. close the turn: what it wrote to memory recorded, its line, then the work after it
+            return await self._close(turn, reply, written)
 
     async def _answer(
         self,
@@ -183,6 +189,15 @@ class Gateway:
         reply = await self.model_run.answer(turn, decision, plan, on_delta)
         return replace(reply, route=plan.route)
 
+    async def _recorded(self, written: set[str]) -> None:
+        """The memory files this turn wrote, in the store of record (PostgreSQL) now, not within
+        the next second: the reply may say "remembered", and the turn is not closed before
+        that is true. The after-turn work stays behind the reply: a distillation is redone from
+        the transcript by the next process to take the scope (memory/service.py `catch_up`), and
+        the day's log may lose its last second, as a power cut would."""
+        if written and self.memory_record is not None:
+            await self.memory_record.flush()
+
     def _without_model(self, turn: Turn, decision: Decision, route: Route) -> Reply:
         """L0: thanks or a greeting gets halo's own short answer (or none); a message the budget
         leaves no model for gets a plain reply, and stays in the history for later."""
@@ -192,7 +207,8 @@ class Gateway:
         text = small_reply(route, turn, self.router.settings())
         return Reply(text, scope_id, "command" if text else "silent", decision, route)
 
-    async def _close(self, turn: Turn, reply: Reply) -> Reply:
+    async def _close(self, turn: Turn, reply: Reply, written: set[str]) -> Reply:
+        await self._recorded(written)
         await self.turn_log.close(turn, reply)  # written before the reply is queued: a crash leaves it open
         self.after_turn.start(turn, reply)
         return reply

@@ -483,9 +483,7 @@ def build_memory_parts(settings: Settings, stores: Stores, fam: FamilyParts, mod
     extraction_model = levels.metered(levels.cheap, "extraction") if settings.memory.extractor == "llm" else None
     semantic = build_semantic(settings)  # before memory: it closes after memory's last sync request
     memory = build_memory(settings, fam.policy, stores.transcripts, extraction_model, stores.record)
-    mirror, takers = scope_takers(
-        stores.record, memory.files, semantic, stores.transcripts
-    )  # before a scope's first use
+    mirror, takers = scope_takers(stores.record, memory, semantic, stores.transcripts)  # before a scope's first use
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
     graph = build_graph(settings, memory, semantic, levels.sink("graph"))  # ingests scopes when they go quiet
     scope_documents = ScopeDocuments(memory.files)  # documents members sent, in each scope's files/
@@ -686,6 +684,7 @@ def build_turn(settings: Settings, stores: Stores, fam: FamilyParts, mem: Memory
             fam.delivery,
         ),
         takers=mem.takers,
+        memory_record=stores.record,
     )
     return TurnParts(
         context=context,

@@ -6,6 +6,7 @@ it those answers as plain functions, and the after-turn hook that feeds it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from agents import Model
@@ -115,14 +116,25 @@ def memory_record(settings: Settings, db: HaloDB) -> RecordedFiles | None:
 
 
 def scope_takers(
-    record: RecordedFiles | None, files: ScopeFiles, semantic: SemanticMemory, transcripts: TranscriptStore
+    record: RecordedFiles | None, memory: MemoryService, semantic: SemanticMemory, transcripts: TranscriptStore
 ) -> tuple[MemoryMirror | None, ScopeTakers]:
     """What runs before this process first uses a scope, on PostgreSQL: the transcript's lines
-    first, then the memory mirror, whose take rebuilds the semantic index from both."""
+    first, then the memory mirror, whose take rebuilds the semantic index from both, then a
+    memory request the last holder left undistilled (it crashed after its reply)."""
     if record is None:
         return None, ScopeTakers()
-    mirror = MemoryMirror(record, files, semantic)
-    return mirror, ScopeTakers([transcripts, mirror])
+    mirror = MemoryMirror(record, memory.files, semantic)
+    return mirror, ScopeTakers([transcripts, mirror, MemoryCatchUp(memory)])
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCatchUp:
+    """The scope taker that runs `MemoryService.catch_up`."""
+
+    memory: MemoryService
+
+    async def take(self, scope_id: str) -> None:
+        await self.memory.catch_up(scope_id)
 
 
 def memory_after_turn(memory: MemoryService) -> AfterTurnHook:

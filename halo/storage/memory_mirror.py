@@ -5,7 +5,11 @@ Two directions:
 - `RecordedFiles`, the `FileRecord` every memory writer is handed: a write or delete of a
   file marks its path, from any thread; an async task writes the marked paths together, as
   the files are then (one transaction), at least once a second. `flush()` is the way to know
-  a change is in the store of record: the admin API awaits it before it answers.
+  a change is in the store of record: the gateway awaits it before it closes a turn that
+  wrote memory, and the admin API before it answers. What is still behind (the after-turn
+  work: a distillation, the day's log) is derived from the transcript, so a crash needs no
+  journal here: the next process to take the scope distils again (memory/service.py
+  `catch_up`).
 - `MemoryMirror.take(scope_id)`: the scope's rows written into the local mirror where they
   differ (by sha256), local files the rows no longer have removed, then the scope's semantic
   index (derived data, local to the process) brought up to date from them. A process takes
@@ -33,6 +37,7 @@ from memory.mirror import (
     MemoryFile,
     family_wide,
     local_files,
+    note_written,
     read_local,
     recorded,
     refresh,
@@ -47,7 +52,6 @@ log = logging.getLogger(__name__)
 
 FLUSH_EVERY_SECONDS = 1.0
 JOINED = "memory/.mirror-of"  # the family and database this home mirrors (no password)
-JOURNAL = "memory/.unrecorded"  # memory paths changed here and not yet in PostgreSQL
 
 
 class RecordedFiles:
@@ -57,7 +61,6 @@ class RecordedFiles:
         self.rows = rows
         self.home = home
         self.every = every
-        self.journal = home / JOURNAL
         self.failing: str | None = None  # the last flush's error while PostgreSQL refuses
         self._guard = threading.Lock()  # writers call from worker threads
         self._paths: set[str] = set()
@@ -87,52 +90,10 @@ class RecordedFiles:
             self._mark(self._folders, relative.rstrip("/") + "/")
 
     def _mark(self, pending: set[str], relative: str) -> None:
+        note_written(relative)
         with self._guard:
-            if relative not in pending:
-                pending.add(relative)
-                self._journal_line(relative)
+            pending.add(relative)
         self._poke()
-
-    def _journal_line(self, relative: str) -> None:
-        """The journal: what is not in PostgreSQL yet, so a crash before the flush loses nothing
-        (read back by `recover` on the next start in this home). An append, no fsync: it
-        outlives the process, as the memory files beside it do."""
-        try:
-            self.journal.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with self.journal.open("a", encoding="utf-8") as fh:
-                fh.write(relative + "\n")
-        except OSError:
-            log.exception("could not note %s in %s", relative, self.journal)
-
-    async def recover(self) -> int:
-        """At start, before anything is taken: changes a previous run journaled but did not
-        flush (it crashed) are written now, unless PostgreSQL has a newer version (another
-        process changed the file since). Returns how many paths were written or deleted."""
-        try:
-            noted = await asyncio.to_thread(self.journal.read_text, encoding="utf-8")
-        except FileNotFoundError:
-            return 0
-        lines = sorted({line for line in noted.splitlines() if line})
-        folders = [line for line in lines if line.endswith("/")]
-        paths = [line for line in lines if not line.endswith("/") and recorded(line)]
-        stored = await self.rows.updated(paths)
-        noted_at = (await asyncio.to_thread(self.journal.stat)).st_mtime
-
-        def newer_here(relative: str) -> bool:
-            try:
-                here = (self.home / relative).stat().st_mtime
-            except FileNotFoundError:
-                here = noted_at  # deleted: no later than the journal's last line
-            return relative not in stored or stored[relative].timestamp() < here
-
-        keep = [p for p in paths if await asyncio.to_thread(newer_here, p)]
-        with self._guard:
-            self._paths.update(keep)
-            self._folders.update(folders)
-        await self.flush()
-        if keep or folders:
-            log.info("memory: %d change(s) a previous run had not written to PostgreSQL, written now", len(keep))
-        return len(keep) + len(folders)
 
     async def flush(self) -> None:
         async with self._flushing:
@@ -155,9 +116,6 @@ class RecordedFiles:
                 if jobs and self.jobs is not None:
                     self.jobs.give_back(jobs)
                 raise
-            with self._guard:
-                if not self._paths and not self._folders:
-                    self.journal.unlink(missing_ok=True)
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -229,7 +187,6 @@ class MemoryMirror:
             if self._joined:
                 return
             await self.record.start()
-            await self.record.recover()  # a crash's unwritten changes first: they are the newest
             if self.record.jobs is not None:
                 await self.record.jobs.load_all()
             known = await self.rows.hashes()
