@@ -134,10 +134,9 @@ class Gateway:
             cannot_take_in: str | None = None
             if not recorded:
                 taken = await self.intake.take_in(turn)
-                turn = taken.turn = self.safety.screen(
-                    taken.turn
-                )  # a guarded turn's verdict, on its line and every path after it
-                cannot_take_in = taken.refusal
+                # a guarded turn's verdict, on its line and every path after it
+                taken = replace(taken, turn=self.safety.screen(taken.turn))
+                turn, cannot_take_in = taken.turn, taken.refusal
                 await self.turn_log.message(taken)
             else:  # its line was written before a restart: the verdict again, for the paths after it
                 turn = self.safety.screen(turn)

@@ -18,10 +18,11 @@ if TYPE_CHECKING:
     from halo.media.voice import Transcriber
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Taken:
     """The turn with its attachment taken in; `refusal`: why something could not be (the reply);
-    `marks`: what the message's transcript line says about it (`heard`, `photo`, `document`)."""
+    `marks`: what the message's transcript line says about it (`heard`, `photo`, `document`).
+    Each step of intake returns the next one (`dataclasses.replace`)."""
 
     turn: Turn
     refusal: str | None = None
@@ -53,19 +54,20 @@ class Intake:
         env = turn.envelope
         taken = Taken(turn)
         if env.voice is not None and env.addressed:
-            taken.turn, taken.refusal = await self._hear(turn)
-            heard = taken.refusal is None
-            taken.marks = replace(taken.marks, heard=heard, voice=None if heard else "not transcribed")
+            heard_turn, refusal = await self._hear(turn)
+            heard = refusal is None
+            taken = Taken(
+                heard_turn, refusal, replace(taken.marks, heard=heard, voice=None if heard else "not transcribed")
+            )
         attachment = taken.turn.envelope.attachment
         if attachment is not None and attachment.kind == "image" and env.addressed:
-            taken.turn, cannot_see = await self._look(taken.turn)
-            taken.marks = replace(taken.marks, photo="shown" if cannot_see is None else "not shown")
-            taken.refusal = taken.refusal or cannot_see
+            shown, cannot_see = await self._look(taken.turn)
+            photo = "shown" if cannot_see is None else "not shown"
+            taken = Taken(shown, taken.refusal or cannot_see, replace(taken.marks, photo=photo))
         elif attachment is not None and attachment.kind == "document" and self.documents is not None:
-            taken.turn, not_read = await self.documents.receive(taken.turn)
-            if not_read is not None:
-                taken.marks = replace(taken.marks, document="not read")
-            taken.refusal = taken.refusal or not_read
+            received, not_read = await self.documents.receive(taken.turn)
+            marks = taken.marks if not_read is None else replace(taken.marks, document="not read")
+            taken = Taken(received, taken.refusal or not_read, marks)
         return taken
 
     async def _hear(self, turn: Turn) -> tuple[Turn, str | None]:
