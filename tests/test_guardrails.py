@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
+from typing import cast
 
 import pytest
 from agents import RunContextWrapper
 
 from halo.core.turn import TurnRun
 from halo.tools.guarded import guarded_tool
-from tests.conftest import llm_yaml
+from tests.conftest import default_level_triage, llm_yaml
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.llm_server import FakeOpenAI
 from tests.safety_support import SafetyScript, Verdict, alerts, family_settings, safety_events, transcript
@@ -249,3 +252,36 @@ async def test_profile_model_and_cheap_classifier_on_each_provider(provider: str
         "main-model",
     ]
     assert [d for d, _ in script.classified] == ["input", "output", "input", "output"]
+
+
+async def test_a_risk_only_the_classifier_sees_reaches_the_tools_of_the_same_run(home, serve_halo) -> None:
+    """The input guardrail's finding is the turn the run goes on with: the model's `remember`
+    after the classifier said medium is refused by the policy (a child's flagged words are not
+    kept), and the line that closes the turn and the audit carry the classifier's verdict."""
+    text = "The secret club meets behind the old mill on Fridays."
+    script = SafetyScript(verdicts={"secret club": ("medium", "strangers", None)})
+    async with FakeOpenAI() as fake:
+        fake.interceptors.append(lambda body: script(body) if "child-safety classifier" in json.dumps(body) else None)
+        fake.interceptors.append(default_level_triage)
+        fake.tool_call("remember", {"fact": "the secret club meets behind the old mill on Fridays"})
+        fake.reply("I won't keep that one, but tell a parent about the club.")
+        running = await serve_halo(family_settings(home, llm_yaml(fake)))
+        status, body = await running.chat(text, token="aarav-token")
+        await running.halo.gateway.drain()
+        asked = [json.dumps(r.json) for r in fake.model_requests if "child-safety classifier" not in json.dumps(r.json)]
+    assert status == 200 and body["reply"] == "I won't keep that one, but tell a parent about the club."
+    assert "not kept in memory" in asked[-1], "the tool was refused under the classifier's verdict"
+    assert "secret club" not in running.halo.memory.read("web:aarav")
+    closing = json.loads(running.halo.paths.transcript("web:aarav").read_text().splitlines()[-1])
+    assert (closing["risk"], closing["risk_source"]) == ("medium", "classifier")
+    (event,) = [e for e in safety_events(running.halo) if e["direction"] == "input"]
+    assert (event["level"], event["source"]) == ("medium", "classifier")
+
+
+def test_a_verdict_cannot_be_written_to() -> None:
+    from halo.safety.gate import SafetyState
+    from halo.safety.profiles import TurnProfile
+
+    state = SafetyState(cast(TurnProfile, None))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.input_action = "escalate"  # type: ignore[misc]

@@ -79,8 +79,10 @@ class Turn:
 @dataclass(slots=True)
 class TurnRun:
     """One model run of a turn: the context the Agents SDK hands every tool, guardrail and hook
-    (`RunContextWrapper[TurnRun]`). The turn's facts are `turn`'s; what the run does is kept here,
-    read back by the model run that made it (halo/pipeline/model_run.py), and dropped with it."""
+    (`RunContextWrapper[TurnRun]`). The turn's facts are `turn`'s: a child guardrail that finds
+    more replaces it with the next turn, so the tools after it ask the policy under the stricter
+    verdict. What the run does is kept here, read back by the model run that made it
+    (halo/pipeline/model_run.py), and dropped with it."""
 
     turn: Turn
     tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (tool, arguments) made so far

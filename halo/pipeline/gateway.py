@@ -158,7 +158,7 @@ class Gateway:
                 except TimeoutError:
                     return self.model_run.too_late(turn, decision)
 
-            reply = await self.guardrails.answer(turn, decision, answer, on_delta)
+            reply, turn = await self.guardrails.answer(turn, decision, answer, on_delta)
 
             # 4. close the turn: what it wrote to memory recorded, its line, then the work after it
             return await self._close(turn, reply, written)

@@ -37,24 +37,37 @@ class ChildGuardrails:
     def __init__(self, safety: SafetyGate) -> None:
         self.safety = safety
 
-    async def answer(self, turn: Turn, decision: Decision, answer: Answer, on_delta: DeltaCallback | None) -> Reply:
+    async def answer(
+        self, turn: Turn, decision: Decision, answer: Answer, on_delta: DeltaCallback | None
+    ) -> tuple[Reply, Turn]:
         """`answer`, under the guardrails when the turn is guarded. A guarded reply is checked
-        whole before anything of it is sent: it is not streamed."""
+        whole before anything of it is sent: it is not streamed. Returns the reply and the turn
+        under what the guardrails found (the line that closes the turn carries it)."""
         if turn.safety is None:
-            return await answer(on_delta)
-        safety, scope_id = self.safety, turn.scope.id
+            return await answer(on_delta), turn
+        found = turn
         try:
-            stopped = await safety.screen_input(turn)
-            if stopped is not None:
-                return Reply(stopped, scope_id, "guarded", decision, SCREEN_ANSWERS)
-            try:
-                reply = await answer(None)
-            except InputGuardrailTripwireTriggered:  # the classifier found what the floor did not
-                return Reply(await safety.act_on_input(turn), scope_id, "guarded", decision)
-            except OutputGuardrailTripwireTriggered:  # the model's reply may not be sent
-                return Reply(safety.deflect_output(turn), scope_id, "guarded", decision)
-            if reply.kind == "model" and reply.text:
-                reply = replace(reply, text=safety.final_text(turn, reply.text) or "…")
-            return reply
+            reply, found = await self._guarded(turn, decision, answer)
+            return reply, found
         finally:
-            await safety.settle(turn)
+            await self.safety.settle(found)
+
+    async def _guarded(self, turn: Turn, decision: Decision, answer: Answer) -> tuple[Reply, Turn]:
+        safety, scope_id = self.safety, turn.scope.id
+        stopped, turn = await safety.screen_input(turn)
+        if stopped is not None:
+            return Reply(stopped, scope_id, "guarded", decision, SCREEN_ANSWERS), turn
+        try:
+            reply = await answer(None)
+        except InputGuardrailTripwireTriggered as tripped:  # the classifier found what the floor did not
+            text, turn = await safety.act_on_input(safety.found_in(turn, tripped.guardrail_result.output))
+            return Reply(text, scope_id, "guarded", decision), turn
+        except OutputGuardrailTripwireTriggered as tripped:  # the model's reply may not be sent
+            turn = safety.found_in(turn, tripped.guardrail_result.output)
+            return Reply(safety.deflect_output(turn), scope_id, "guarded", decision), turn
+        if reply.found is not None:  # what the guardrails found while the model ran
+            turn = replace(turn, safety=reply.found)
+        if reply.kind == "model" and reply.text:
+            text, turn = safety.final_text(turn, reply.text)
+            reply = replace(reply, text=text or "…")
+        return reply, turn

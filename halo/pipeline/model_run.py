@@ -7,6 +7,7 @@ history even when the run fails."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from agents import (
@@ -99,7 +100,13 @@ class ModelRun:
 
     async def answer(self, turn: Turn, decision: Decision, plan: TurnPlan, on_delta: DeltaCallback | None) -> Reply:
         """The model's reply as the turn's plan says (level, history, tools, context), or the reply
-        that says why there is none."""
+        that says why there is none; with what the run's guardrails found (`Reply.found`)."""
+        run = TurnRun(turn)  # what this run's tools do: their calls, their steps, why they stopped early
+        reply = await self._answer(run, decision, plan, on_delta)
+        return replace(reply, found=run.turn.safety) if run.turn.safety is not turn.safety else reply
+
+    async def _answer(self, run: TurnRun, decision: Decision, plan: TurnPlan, on_delta: DeltaCallback | None) -> Reply:
+        turn = run.turn
         env = turn.envelope
         agent = self.agents.agent(turn, plan)  # built once per model, tools, guard and context; instructions per turn
         session = self.sessions.get(env.scope.id)
@@ -110,7 +117,6 @@ class ModelRun:
         history = await session.get_items(plan.history_items)
         run_input = [*history, cast(TResponseInputItem, {"role": "user", "content": content})]
         max_turns = self.llm.max_model_turns
-        run = TurnRun(turn)  # what this run's tools do: their calls, their steps, why they stopped early
         try:
             try:
                 result = await self._run(agent, run_input, run, on_delta)

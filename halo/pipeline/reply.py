@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from halo.core.options import Option
-from halo.core.turn import Turn
+from halo.core.turn import Screened, Turn
 from halo.routing.levels import CodeAnswer, Route
 from policy import Decision
 
@@ -27,6 +27,7 @@ class Reply:
     decision: Decision | None = None
     route: Route | None = None  # the level it was answered at, and why (halo/routing)
     offered: tuple[Option, ...] = ()  # buttons under it, each a command any member here may press
+    found: Screened | None = None  # a guarded model run: what its guardrails found (halo/pipeline/guarded.py)
 
 
 AfterTurnHook = Callable[[Turn, Reply], Awaitable[None]]

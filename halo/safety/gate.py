@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -45,17 +45,19 @@ InputAction = Literal["pass", "escalate", "deflect"]
 OutputAction = Literal["pass", "shorten", "deflect"]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SafetyState:
-    """What the guardrails found in one turn (kept on the Turn)."""
+    """What the guardrails found in one turn (kept on the Turn). Frozen: each finding (the
+    classifier's, the output check's, the parents told) makes the next state, and the turn
+    that carries it, with `dataclasses.replace`."""
 
     limits: TurnProfile
     input: Assessment = LOW
     input_action: InputAction = "pass"
     output: Assessment | None = None
     output_action: OutputAction = "pass"
-    notified: list[str] = field(default_factory=list)
-    classifier_errors: list[str] = field(default_factory=list)
+    notified: tuple[str, ...] = ()
+    classifier_errors: tuple[str, ...] = ()
 
     @property
     def input_risk(self) -> str:
@@ -144,10 +146,8 @@ class SafetyGate:
         limits = turn_profile(self.family, turn.envelope)
         if not limits:
             return replace(turn, safety=None) if turn.safety is not None else turn
-        state = SafetyState(limits)
-        state.input = self._floor(turn.envelope.text, state)
-        state.input_action = self._input_action(state)
-        return replace(turn, safety=state)
+        found = self._floor(turn.envelope.text, limits)
+        return replace(turn, safety=SafetyState(limits, found, _input_action(found, limits)))
 
     def for_agent(self, turn: Turn, model: Model | None) -> AgentGuard:
         """What the turn's agent runs with: the model (a child's profile may name its own) and,
@@ -163,17 +163,20 @@ class SafetyGate:
 
     # --- input ------------------------------------------------------------------------
 
-    def _floor(self, text: str, state: SafetyState) -> Assessment:
+    def _floor(self, text: str, limits: TurnProfile) -> Assessment:
         found = screen(text)
-        topic = blocked_topic(text, state.limits.profile.blocked_topics, self.family.safety.topics)
+        topic = blocked_topic(text, limits.profile.blocked_topics, self.family.safety.topics)
         return found if topic is None else stricter(found, Assessment(topic=topic))
 
-    async def _classify(self, text: str, direction: Direction, state: SafetyState) -> Assessment:
+    async def _screened(self, text: str, direction: Direction, state: SafetyState) -> tuple[Assessment, SafetyState]:
+        """The floor and the classifier on `text`, the stricter of them; a classifier failure is
+        kept on the state (audited when the turn settles) and the floor stands alone."""
+        floor = self._floor(text, state.limits)
         if self.classifier is None or self.family.safety.classifier == "off":
-            return LOW
+            return floor, state
         try:
             async with asyncio.timeout(self.classify_within):
-                return await self.classifier.classify(
+                classified = await self.classifier.classify(
                     text,
                     direction=direction,
                     age_group=state.limits.age_group,
@@ -182,45 +185,42 @@ class SafetyGate:
         except Exception as exc:  # the floor still stands; the failure is audited
             error = f"{type(exc).__name__}: {exc}"[:300]
             log.warning("safety classifier failed (%s): %s", direction, error)
-            state.classifier_errors.append(error)
-            return LOW
+            return floor, replace(state, classifier_errors=(*state.classifier_errors, error))
+        return stricter(floor, classified), state
 
-    def _input_action(self, state: SafetyState) -> InputAction:
-        if state.input.level == "high":
-            return "escalate" if state.limits.child is not None else "deflect"
-        return "deflect" if state.input.topic else "pass"
-
-    async def screen_input(self, turn: Turn) -> str | None:
+    async def screen_input(self, turn: Turn) -> tuple[str | None, Turn]:
         """The screen's verdict, before commands, code answers and the model: halo's reply when
         it decides alone (a high risk, a blocked topic), else None and the turn goes on under it."""
-        state = _state(turn)
-        return None if state.input_action == "pass" else await self.act_on_input(turn)
+        if _state(turn).input_action == "pass":
+            return None, turn
+        return await self.act_on_input(turn)
 
-    async def act_on_input(self, turn: Turn) -> str:
-        """The reply to an input the guardrails stopped; parents told for a child's high risk."""
+    async def act_on_input(self, turn: Turn) -> tuple[str, Turn]:
+        """The reply to an input the guardrails stopped; parents told for a child's high risk
+        (the turn returned says who was)."""
         state = _state(turn)
         parents = self.family.parents
         child = state.limits.child
         age = child.age_group if child is not None and child.age_group else state.limits.age_group
         if state.input_action == "escalate":
-            await self._alert_parents(
+            told = await self._alert_parents(
                 turn, state.input, "replied calmly and suggested talking to a parent or trusted adult"
             )
-            return replies.supportive_reply(age, state.input, parents, self.family.safety.emergency_resources)
+            turn = replace(turn, safety=replace(state, notified=(*state.notified, *told)))
+            return replies.supportive_reply(age, state.input, parents, self.family.safety.emergency_resources), turn
         if state.limits.child is None:  # an adult in a group with children
-            return replies.group_deflection(state.input, self.family.safety.emergency_resources)
-        return replies.deflection(age, parents)
+            return replies.group_deflection(state.input, self.family.safety.emergency_resources), turn
+        return replies.deflection(age, parents), turn
 
     def input_guardrail(self) -> InputGuardrail[TurnRun]:
         """The SDK input guardrail: floor plus classifier, before the model starts."""
 
         async def child_input(ctx: RunContextWrapper[TurnRun], agent: Agent[Any], _: Any) -> GuardrailFunctionOutput:
             turn = ctx.context.turn
-            state = _state(turn)
-            classified = await self._classify(turn.envelope.text, "input", state)
-            state.input = stricter(self._floor(turn.envelope.text, state), classified)
-            state.input_action = self._input_action(state)
-            return GuardrailFunctionOutput(output_info=state.input, tripwire_triggered=state.input_action != "pass")
+            found, state = await self._screened(turn.envelope.text, "input", _state(turn))
+            state = replace(state, input=found, input_action=_input_action(found, state.limits))
+            ctx.context.turn = replace(turn, safety=state)  # the tools' policy checks read the stricter verdict
+            return GuardrailFunctionOutput(output_info=state, tripwire_triggered=state.input_action != "pass")
 
         return InputGuardrail(guardrail_function=child_input, name="child_input", run_in_parallel=False)
 
@@ -231,12 +231,13 @@ class SafetyGate:
         state = verdict(turn)
         if state is None or state.limits.child is None:
             return
+        told: tuple[str, ...] = ()
         if state.input.level == "high" or (
             state.input.level == "medium" and state.limits.profile.notify_parents_on_medium
         ):
-            await self._alert_parents(turn, state.input, "did not reply there (it was not addressed)")
+            told = await self._alert_parents(turn, state.input, "did not reply there (it was not addressed)")
         if state.input.above_low or state.input.topic:
-            self._audit(turn, "input", state.input, "watch", state)
+            self._audit(turn, "input", state.input, "watch", replace(state, notified=told))
 
     # --- output -----------------------------------------------------------------------
 
@@ -247,15 +248,16 @@ class SafetyGate:
             ctx: RunContextWrapper[TurnRun], agent: Agent[Any], output: Any
         ) -> GuardrailFunctionOutput:
             turn = ctx.context.turn
-            state = _state(turn)
             text = str(output or "")
-            state.output = stricter(self._floor(text, state), await self._classify(text, "output", state))
-            if state.output.level == "high" or state.output.topic:
-                state.output_action = "deflect"
+            found, state = await self._screened(text, "output", _state(turn))
+            action = state.output_action
+            if found.level == "high" or found.topic:
+                action = "deflect"
             elif len(text.strip()) > state.limits.profile.max_reply_chars:
-                state.output_action = "shorten"
-            tripped = state.output_action == "deflect"
-            return GuardrailFunctionOutput(output_info=state.output, tripwire_triggered=tripped)
+                action = "shorten"
+            state = replace(state, output=found, output_action=action)
+            ctx.context.turn = replace(turn, safety=state)
+            return GuardrailFunctionOutput(output_info=state, tripwire_triggered=action == "deflect")
 
         return OutputGuardrail(guardrail_function=child_output, name="child_output")
 
@@ -265,15 +267,21 @@ class SafetyGate:
             return replies.group_deflection()
         return replies.deflection(state.limits.age_group, self.family.parents)
 
-    def final_text(self, turn: Turn, text: str) -> str:
+    def final_text(self, turn: Turn, text: str) -> tuple[str, Turn]:
         """The reply as it may be sent: shortened when the output guardrail said so. Also the
         last line of defence for a reply that never passed the output guardrail."""
         state = _state(turn)
         limit = state.limits.profile.max_reply_chars
         if len(text.strip()) > limit:
-            state.output_action = "shorten" if state.output_action == "pass" else state.output_action
-            return replies.shorten(text, limit)
-        return text
+            action: OutputAction = "shorten" if state.output_action == "pass" else state.output_action
+            return replies.shorten(text, limit), replace(turn, safety=replace(state, output_action=action))
+        return text, turn
+
+    @staticmethod
+    def found_in(turn: Turn, tripped: GuardrailFunctionOutput) -> Turn:
+        """The turn under what a guardrail that tripped had found (its `output_info`)."""
+        found = tripped.output_info
+        return replace(turn, safety=found) if isinstance(found, SafetyState) else turn
 
     # --- after the turn ---------------------------------------------------------------
 
@@ -288,7 +296,7 @@ class SafetyGate:
             and state.limits.profile.notify_parents_on_medium
         ):
             did = "changed the subject" if state.input_action == "deflect" else "answered, suitably for their age"
-            await self._alert_parents(turn, state.input, did)
+            state = replace(state, notified=(*state.notified, *await self._alert_parents(turn, state.input, did)))
         if state.input.above_low or state.input.topic:
             self._audit(turn, "input", state.input, state.input_action, state)
         if state.output is not None and (state.output.above_low or state.output.topic):
@@ -321,13 +329,14 @@ class SafetyGate:
             notified=list(state.notified) if direction == "input" else [],
         )
 
-    async def _alert_parents(self, turn: Turn, found: Assessment, action: str) -> None:
+    async def _alert_parents(self, turn: Turn, found: Assessment, action: str) -> tuple[str, ...]:
         """One notification per parent; the child's words only to a parent the policy lets read
-        that child's transcript (the decision is audited: it is a read)."""
+        that child's transcript (the decision is audited: it is a read). Returns who was told."""
         state = _state(turn)
         child = state.limits.child
         if child is None:
-            return
+            return ()
+        notified: list[str] = []
         where = (
             "in the family group"
             if turn.scope.type == "family_group"
@@ -346,14 +355,21 @@ class SafetyGate:
                     "notification_failed", member=parent.id, about=child.id, error=f"{type(exc).__name__}: {exc}"[:300]
                 )
                 continue
-            state.notified.append(parent.id)
+            notified.append(parent.id)
         await self.transcripts.append(
             _event_line(
                 turn,
                 f"safety: {found.level} risk ({replies.label(found.category)}); parents told: "
-                f"{', '.join(state.notified) or 'none configured'}",
+                f"{', '.join(notified) or 'none configured'}",
             )
         )
+        return tuple(notified)
+
+
+def _input_action(found: Assessment, limits: TurnProfile) -> InputAction:
+    if found.level == "high":
+        return "escalate" if limits.child is not None else "deflect"
+    return "deflect" if found.topic else "pass"
 
 
 def verdict(turn: Turn) -> SafetyState | None:
