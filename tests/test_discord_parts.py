@@ -85,7 +85,7 @@ async def test_the_digest_lists_the_days_changes_per_task(halo_db: HaloDB):
     text = digest_text(await store.changes_since(since, scope_ids=["discord:3001"]), since)
 
     assert text == (
-        "Work digest for Monday 23 November:\n"
+        "Work digest for Mon 23 Nov:\n"
         "- #1 Write the guide (ContextForge) — added; started; note: two sections drafted [now doing]\n"
         "- #2 Ship Discord (Halo) — added; blocked: waiting for the token [now blocked]"
     )

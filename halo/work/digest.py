@@ -17,6 +17,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from config.family import Family
 from config.schedule import DigestSchedule, parse_schedule
+from halo.core.times import say_day
 from halo.work.tasks import Change, TaskStore
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ def digest_text(changes: list[Change], day: datetime) -> str | None:
     by_task: dict[int, list[Change]] = {}
     for change in changes:
         by_task.setdefault(change.task.number, []).append(change)
-    lines = [f"Work digest for {day:%A %d %B}:"]
+    lines = [f"Work digest for {say_day(day.date())}:"]  # halo's one date format (halo/core/times.py)
     for number in sorted(by_task):
         task = by_task[number][-1].task
         events = []
