@@ -417,3 +417,60 @@ async def test_distillations_progress_is_stored_with_its_memory_and_the_next_hol
     async with b.http.post(b.url(f"/sessions/{DM}/purge"), params={"confirm": DM}, headers=OWNER_AUTH) as r:
         assert r.status == 200
     assert await job_rows(url, DM) == {}, "a purge removes the scope's progress with its memory"
+
+
+@pytest.mark.postgres
+async def test_a_scope_purged_through_another_process_leaves_no_copy_in_this_home(
+    shared_postgres: str, fake_llm: FakeOpenAI, home_settings: Callable[..., Settings], serve_halo: Any
+) -> None:
+    """B served Mom's chat, then A purged it: when B serves the family again, its copy of the
+    transcript and memory goes, not set aside, and its model is never told what was said."""
+    url = shared_postgres
+    b_first = await serve_halo(home_settings("home-b", url))
+    await b_first.halo.start_background()
+    await b_first.chat("remember the locker code is 4721", token=MOM)
+    await b_first.halo.gateway.drain()
+    assert b_first.halo.memory_record is not None
+    await b_first.halo.memory_durable()
+    assert b_first.halo.cluster is not None
+    await b_first.halo.cluster.stop()
+    b_home = b_first.halo.paths.home
+    assert "4721" in b_first.halo.paths.transcript(DM).read_text()
+
+    a = await serve_halo(home_settings("home-a", url))
+    await a.halo.start_background()
+    async with a.http.post(a.url(f"/sessions/{DM}/purge"), params={"confirm": DM}, headers=OWNER_AUTH) as r:
+        assert r.status == 200
+    assert a.halo.cluster is not None
+    await a.halo.cluster.stop()
+    assert await rows(url, under(DM)) == {}, "the purge took the scope's memory rows"
+
+    b_again = await serve_halo(home_settings("home-b", url))  # B's next start, in the same home
+    await b_again.halo.start_background()
+    await b_again.halo.start_adapters()  # the family lease: B serves, and takes every scope
+
+    def b_has_no_copy() -> bool:
+        return not b_again.halo.paths.transcript(DM).exists() and "4721" not in b_again.halo.memory.read(DM)
+
+    await eventually(b_has_no_copy, what="B's copy of the purged chat, transcript and memory, gone")
+    assert not any("4721" in p.read_text(errors="replace") for p in b_home.rglob("*.jsonl*")), "nothing set aside"
+    fake_llm.reply("I don't know that one.")
+    status, _ = await b_again.chat("what is the locker code?", token=MOM)
+    assert status == 200 and "4721" not in fake_llm.last_prompt_text()
+
+
+@pytest.mark.postgres
+async def test_a_homes_own_transcript_from_before_storage_url_is_set_aside_not_deleted(
+    shared_postgres: str, home_settings: Callable[..., Settings], serve_halo: Any
+) -> None:
+    embedded = await serve_halo(home_settings("home-a", None))
+    await embedded.chat("the bike lock is 1234", token=MOM)
+    await embedded.halo.gateway.drain()
+    transcripts = embedded.halo.paths.transcripts
+
+    moved = await serve_halo(home_settings("home-a", shared_postgres))  # storage.url set, no migrate
+    await moved.halo.start_background()
+    await moved.halo.start_adapters()  # the family lease: it serves, and takes every scope
+    await eventually(lambda: list(transcripts.glob("*.jsonl.aside-*")), what="the home's own transcript set aside")
+    [aside] = list(transcripts.glob("*.jsonl.aside-*"))
+    assert "bike lock is 1234" in aside.read_text()

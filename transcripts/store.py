@@ -120,9 +120,19 @@ class TranscriptStore:
     are this process's mirror of them: see `take`.
     """
 
-    def __init__(self, root: Path, *, max_open_files: int = 128, records: LineRecord | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        max_open_files: int = 128,
+        records: LineRecord | None = None,
+        from_record_only: bool = False,
+    ) -> None:
         self.root = root
         self.records = records
+        # with records: every line of these files came from the record (this home has served
+        # this database before), so a file ahead of it was purged through another process
+        self.from_record_only = from_record_only
         self._next_seq: dict[str, int] = {}  # with records: each taken scope's next line number
         self._locks: dict[str, asyncio.Lock] = {}
         self._files = FileAppender(max_open_files)
@@ -242,11 +252,16 @@ class TranscriptStore:
         self._next_seq.pop(scope_id, None)
         have = await asyncio.to_thread(self.count, scope_id)
         if have and await self.records.count(scope_id) < have:
-            # the mirror holds lines the record does not: the scope was purged through another
-            # process, or this home's lines were never moved (`halo storage migrate`). The record
-            # wins; the file is set aside, never deleted.
-            aside = await asyncio.to_thread(self._set_aside_blocking, scope_id)
-            logger.warning("transcript of %s: the mirror was ahead of the record; set aside as %s", scope_id, aside)
+            # the mirror holds lines the record does not. The record wins. In a home that has
+            # served this database before, the scope was purged through another process: no
+            # copy stays. Otherwise this home's lines were never moved (`halo storage migrate`):
+            # the file is set aside, not deleted.
+            if self.from_record_only:
+                await asyncio.to_thread(self._purge_blocking, scope_id)
+                logger.info("transcript of %s: purged through another process; this home's copy removed", scope_id)
+            else:
+                aside = await asyncio.to_thread(self._set_aside_blocking, scope_id)
+                logger.warning("transcript of %s: the mirror was ahead of the record; set aside as %s", scope_id, aside)
             self._counts.pop(scope_id, None)
             for observer in self.observers:
                 observer.purged(scope_id)
@@ -293,6 +308,21 @@ class TranscriptStore:
                     break
         lines.reverse()
         return lines
+
+    def local_scope_ids(self) -> list[str]:
+        """The scopes this home has a transcript file of (each file's first whole line names its
+        scope): on PostgreSQL a process takes these with the record's, so a scope purged
+        through another process leaves no copy here."""
+        found: set[str] = set()
+        for path in self.root.glob("*.jsonl"):
+            reader = TranscriptReader(path)
+            try:
+                first = next(reader, None)
+            finally:
+                reader.close()
+            if first is not None and path == self.path(first[1].scope_id):
+                found.add(first[1].scope_id)
+        return sorted(found)
 
     def count(self, scope_id: str) -> int:
         """Number of valid lines. Counted once, then only what was appended since (by anyone)."""

@@ -4,6 +4,7 @@ It builds a `Halo` (halo/inventory.py); the runtime starts and closes it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -89,6 +90,7 @@ from halo.safety.profiles import model_name
 from halo.storage import HaloDB
 from halo.storage.audit_rows import AuditRows
 from halo.storage.config_rows import ConfigRows
+from halo.storage.memory_mirror import has_served
 from halo.storage.transcript_rows import TranscriptRows
 from halo.tools.approvals import Approvals
 from halo.tools.guarded import default_tools
@@ -377,7 +379,7 @@ def serving_parts(
     if mem.mirror is not None:  # SOUL.md and USER.md from the store of record before the first turn reads them
         parts.append(Part("memory mirror", partial(started, mem.mirror.join)))
     if stores.on_postgresql:  # every scope's copy here brought up to date from the store of record
-        parts.append(Part("scopes taken", partial(mem.takers.holding, TranscriptRows(stores.db).scope_ids), "take"))
+        parts.append(Part("scopes taken", partial(mem.takers.holding, partial(_scopes_to_take, stores)), "take"))
     # what a previous run left in the outbox goes now; paused when this process stops serving (what
     # is pending stays for the process that serves next); `close`, a resource, ends it with the halo
     parts.append(Part("outbox", partial(stopped_by, delivery.start, delivery.pause)))
@@ -443,7 +445,11 @@ def build_stores(settings: Settings) -> Stores:
     write_default_user_files(paths, settings.members)
     db = halo_db(settings)
     on_postgresql = db.backend == "postgresql"  # the store of record; HALO_HOME's files mirror it
-    transcripts = TranscriptStore(paths.transcripts, records=TranscriptRows(db) if on_postgresql else None)
+    transcripts = TranscriptStore(
+        paths.transcripts,
+        records=TranscriptRows(db) if on_postgresql else None,
+        from_record_only=on_postgresql and has_served(paths.home, db),  # before this start joins
+    )
     return Stores(
         paths=paths,
         db=db,
@@ -756,6 +762,14 @@ async def _keep_session_in_budget(
 ) -> None:
     if reply.kind == "model":
         await compact_if_needed(sessions, turn.scope.id, model, tracing)
+
+
+async def _scopes_to_take(stores: Stores) -> list[str]:
+    """Every scope PostgreSQL has lines of, and every scope this home has a copy of: one purged
+    through another process is taken too, so its copy here goes."""
+    recorded = await TranscriptRows(stores.db).scope_ids()
+    here = await asyncio.to_thread(stores.transcripts.local_scope_ids)
+    return sorted({*recorded, *here})
 
 
 async def _index_later(semantic: SemanticMemory, turn: Turn, reply: Reply) -> None:

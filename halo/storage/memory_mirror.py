@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 
 from config.paths import scope_hash
+from halo.storage.db import HaloDB
 from halo.storage.job_rows import RecordedJobStates
 from halo.storage.memory_rows import MemoryRows
 from memory.mirror import (
@@ -52,6 +53,17 @@ log = logging.getLogger(__name__)
 
 FLUSH_EVERY_SECONDS = 1.0
 JOINED = "memory/.mirror-of"  # the family and database this home mirrors (no password)
+
+
+def mirror_identity(db: HaloDB) -> str:
+    """The family and database a home mirrors, as `JOINED` keeps it (no password)."""
+    return f"{db.family_id} {db.engine.url.render_as_string(hide_password=True)}\n"
+
+
+def has_served(home: Path, db: HaloDB) -> bool:
+    """Has a process in this home served this family from this database before? Then its
+    files hold only what came from PostgreSQL (asked before this start joins it)."""
+    return read_local(home, JOINED) == mirror_identity(db)
 
 
 class RecordedFiles:
@@ -191,7 +203,7 @@ class MemoryMirror:
                 await self.record.jobs.load_all()
             known = await self.rows.hashes()
             family = [f for p in (SOUL, "members/") for f in await self.rows.files_under(p) if family_wide(f.path)]
-            identity = f"{self.rows.db.family_id} {self.rows.db.engine.url.render_as_string(hide_password=True)}\n"
+            identity = mirror_identity(self.rows.db)
             first = read_local(self.home, JOINED) != identity
 
             def mirror() -> list[MemoryFile]:
