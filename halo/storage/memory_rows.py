@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from halo.storage.db import HaloDB
@@ -119,7 +117,10 @@ class MemoryRows:
 
 
 async def _upsert(conn: AsyncConnection, values: list[dict[str, object]]) -> None:
-    insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    if conn.dialect.name == "postgresql":  # imported by the dialect in use: PostgreSQL's holds ~2.3 MiB
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
     statement = insert(memory_files)
     statement = statement.on_conflict_do_update(
         index_elements=[memory_files.c.family_id, memory_files.c.path],
