@@ -1,4 +1,5 @@
-"""What a serving process does not hold: httpx's command-line client (halo/runtime/heap.py)."""
+"""What a serving process does not hold: httpx's command-line client (halo/runtime/heap.py) and,
+with tracing off, the Agents SDK's trace exporter (halo/runtime/providers.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-pytestmark = pytest.mark.slow  # an interpreter per case
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI_LIBRARIES = ["rich", "pygments"]
@@ -31,7 +30,26 @@ def probe(mode: str) -> dict:
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow  # an interpreter per case
 def test_httpx_without_its_command_line_client_loads_neither_rich_nor_pygments() -> None:
     if probe("plain")["loaded"] != CLI_LIBRARIES:
         pytest.skip("rich and pygments are not both installed: httpx's CLI loads nothing to skip")
     assert probe("skip") == {"loaded": [], "stub_main": True}
+
+
+def test_with_tracing_off_no_trace_is_kept_and_with_it_on_the_sdk_exports_again(monkeypatch) -> None:
+    """The SDK's default trace exporter (an HTTP client, a TLS context, a batch processor) is
+    not built for a halo whose `llm.tracing` is off, and is back for one that turns it on."""
+    import agents
+
+    from config.settings import LLMSettings
+    from halo.runtime.providers import trace_only_when_asked
+
+    monkeypatch.delenv("OPENAI_AGENTS_DISABLE_TRACING")  # the suite's own switch (conftest) would hide both
+    try:
+        trace_only_when_asked(LLMSettings(tracing=False))
+        assert agents.trace("a turn").export() is None  # a no-op trace: nothing records it
+        trace_only_when_asked(LLMSettings(tracing=True))
+        assert agents.trace("a turn").export() is not None
+    finally:
+        trace_only_when_asked(LLMSettings(tracing=False))  # the rest of the suite traces nothing
