@@ -32,7 +32,7 @@ import numpy as np
 from config.paths import HaloPaths
 from config.settings import SemanticSettings
 from memory.semantic import SemanticMemory
-from memory.semantic.embedders import EmbedderIdentity, Model2VecEmbedder, Vectors, normalise
+from memory.semantic.embedders import EmbedderIdentity, Model2VecEmbedder, normalise
 from tests.recall_set import all_text, evaluate, table, write_docs
 from tests.semantic_helpers import concept_model, words_of
 
@@ -103,7 +103,7 @@ class NumpyMiniLM:
             out.append(self.encode_ids(ids, np.array([enc.attention_mask], dtype=np.float32))[0])
         return normalise(np.array(out))
 
-    async def embed(self, texts: Sequence[str]) -> Vectors:
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return await asyncio.to_thread(self.encode, texts)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from model2vec import StaticModel
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from memory.semantic.embedders import EmbedderIdentity, Model2VecEmbedder, Vectors
+from memory.semantic.embedders import EmbedderIdentity, Model2VecEmbedder
 
 CONCEPTS: dict[str, list[str]] = {
     "teeth": [
@@ -161,7 +161,7 @@ class CountingEmbedder:
     def identity(self) -> EmbedderIdentity:
         return self.inner.identity
 
-    async def embed(self, texts: Sequence[str]) -> Vectors:
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.calls += 1
         self.texts.extend(texts)
         return await self.inner.embed(texts)

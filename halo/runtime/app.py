@@ -80,7 +80,7 @@ from halo.reminders.tools import reminder_tools
 from halo.routing.levels import Level
 from halo.runtime.graph_wiring import build_graph
 from halo.runtime.memory_wiring import build_memory, memory_after_turn, memory_record, scope_takers
-from halo.runtime.providers import build_model, close_model, model_settings
+from halo.runtime.providers import build_model, close_model, model_settings, trace_only_when_asked
 from halo.runtime.starter import write_default_soul, write_default_user_files
 from halo.runtime.usage_wiring import Levels, build_levels, build_routing, say_unpriced, usage_after_turn
 from halo.safety.classifier import RiskClassifier
@@ -226,6 +226,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     """Wire every part from settings, in stages, each given only what the ones before built:
     stores, the family and its policy, memory, what sends, the turn, the front doors (inbound,
     the adapters), the schedules. `model` overrides the configured provider (bench, tests)."""
+    trace_only_when_asked(settings.llm)
     stores = build_stores(settings)
     fam = build_family(settings, stores)
     mem = build_memory_parts(settings, stores, fam, model)

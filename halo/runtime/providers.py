@@ -28,6 +28,7 @@ from agents import (
     retry_policies,
 )
 from agents.retry import RetryDecision, RetryPolicy, RetryPolicyContext
+from agents.tracing.provider import DefaultTraceProvider
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from config.settings import LLMSettings
@@ -75,6 +76,32 @@ def build_model(llm: LLMSettings, model_name: str | None = None) -> Model | None
         model = OpenAIChatCompletionsModel(model=name, openai_client=client)
     _CLIENTS[model] = client
     return model
+
+
+def trace_only_when_asked(llm: LLMSettings) -> None:
+    """With `llm.tracing` off (the default) every run says `tracing_disabled`, yet the Agents
+    SDK's first run still builds its default trace exporter: an HTTP client with a TLS context
+    of its own and a batch processor, ~1 MiB held for traces never sent (bench/serve_startup.py).
+    A provider with no processor, disabled, takes its place. `llm` needs a restart to change, so
+    this is decided at start; with tracing on, the SDK's default provider is (back) in place."""
+    from agents.tracing import get_trace_provider, set_trace_provider
+
+    if not llm.tracing:
+        set_trace_provider(_NoTraces())
+    elif isinstance(get_trace_provider(), _NoTraces):  # a halo built before in this process had it off
+        from agents.tracing.processors import default_processor
+
+        provider = DefaultTraceProvider()
+        provider.register_processor(default_processor())
+        set_trace_provider(provider)
+
+
+class _NoTraces(DefaultTraceProvider):
+    """Tracing off, and nothing to send a trace to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.set_disabled(True)
 
 
 @functools.cache

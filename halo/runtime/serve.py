@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 def _load_halo() -> None:
     """The heavy imports (the Agents SDK above all), run in a thread while the loop answers."""
+    from halo.runtime.heap import skip_httpx_cli
+
+    skip_httpx_cli()
     importlib.import_module("halo.runtime.app")
     importlib.import_module("admin_api.server")
 

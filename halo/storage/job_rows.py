@@ -25,7 +25,6 @@ from dataclasses import asdict
 from typing import Any
 
 from sqlalchemy import BigInteger, Column, Float, Integer, MetaData, String, Table, Text, delete, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from halo.storage.db import HaloDB
@@ -78,6 +77,8 @@ class JobChanges:
             )
         rows = [_row(family_id, state) for state in self.states.values() if state is not None]
         if rows:
+            from sqlalchemy.dialects.postgresql import insert as pg_insert  # PostgreSQL only (~2.3 MiB)
+
             statement = pg_insert(memory_jobs)
             columns = {c.name: statement.excluded[c.name] for c in memory_jobs.c if not c.primary_key}
             await conn.execute(

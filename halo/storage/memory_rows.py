@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from halo.storage.db import HaloDB
@@ -23,6 +22,10 @@ from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH
 from halo.storage.job_rows import JobChanges
 from halo.storage.job_rows import metadata as job_metadata
 from memory.mirror import MemoryFile
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects.postgresql.dml import Insert as PgInsert
+    from sqlalchemy.dialects.sqlite.dml import Insert as SqliteInsert
 
 PATH_LENGTH = 512
 
@@ -119,8 +122,14 @@ class MemoryRows:
 
 
 async def _upsert(conn: AsyncConnection, values: list[dict[str, object]]) -> None:
-    insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    statement = insert(memory_files)
+    if conn.dialect.name == "postgresql":  # imported by the dialect in use: PostgreSQL's holds ~2.3 MiB
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        statement: PgInsert | SqliteInsert = pg_insert(memory_files)
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        statement = sqlite_insert(memory_files)
     statement = statement.on_conflict_do_update(
         index_elements=[memory_files.c.family_id, memory_files.c.path],
         set_={

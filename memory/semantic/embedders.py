@@ -16,16 +16,18 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
-
-import numpy as np
 
 from config.settings import SemanticSettings
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:  # NumPy (~11 MiB resident) is imported where vectors are made: a process with
+    # no embedder loaded (`none`, or a model that could not load) never holds it
+    import numpy as np
 
-Vectors = np.ndarray  # shape (n, dim), float32, rows L2-normalised (zero rows stay zero)
+    Vectors = np.ndarray  # shape (n, dim), float32, rows L2-normalised (zero rows stay zero)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,8 @@ class EmbedderUnavailable(RuntimeError):
 
 
 def normalise(vectors: Any) -> Vectors:
+    import numpy as np
+
     array = np.asarray(vectors, dtype=np.float32)
     if array.ndim == 1:
         array = array.reshape(1, -1)
@@ -76,6 +80,8 @@ class _ThreadedEmbedder:
         return self._identity
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self._identity.dim), dtype=np.float32)
         parts = []
@@ -199,6 +205,8 @@ class OpenAIEmbedder:
         return normalise([d.embedding for d in ordered])
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self._identity.dim), dtype=np.float32)
         size = self.batch_size

@@ -23,13 +23,14 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from memory.semantic.chunking import CHUNKING_VERSION, Chunk
 from memory.semantic.embedders import EmbedderIdentity
 from memory.semantic.sqlite import connect
+
+if TYPE_CHECKING:  # imported where vectors are read or compared: with no embedder, never
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +272,8 @@ class ScopeIndex:
 
     def store_vectors(self, identity: EmbedderIdentity, hashes: Sequence[str], vectors: np.ndarray) -> None:
         """Cache the vectors under (model, hash) and point every chunk with that hash at them."""
+        import numpy as np
+
         if self.meta("embedder") != identity.key:
             raise RuntimeError(f"index {self.scope_id} holds {self.meta('embedder')} vectors, not {identity.key}")
         with self.transaction() as db:
@@ -367,6 +370,8 @@ class ScopeIndex:
         """(embedding id, cosine) of the nearest vectors. Small and medium indexes scan an
         in-memory mirror of the vec0 table with NumPy (exact, ~10x faster than vec0's scan on
         this hardware); past `max_mirrored` rows, vec0's own KNN answers without the memory."""
+        import numpy as np
+
         if not self._has_vec_table() or not np.any(query):
             return []
         mirror = self._vector_mirror(max_mirrored)
@@ -402,6 +407,8 @@ class ScopeIndex:
         marks = ",".join("?" * len(ids))
         with self._lock:
             rows = self._conn.execute(f"select rowid, embedding from vectors where rowid in ({marks})", ids).fetchall()
+        import numpy as np
+
         return {int(i): np.frombuffer(blob, dtype=np.float32) for i, blob in rows}
 
     def chunks_by_id(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
@@ -505,6 +512,8 @@ class _VectorMirror:
 
     @classmethod
     def build(cls, version: str, rows: list[tuple[int, bytes]]) -> _VectorMirror:
+        import numpy as np
+
         if not rows:
             return cls(version, np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -514,6 +523,8 @@ class _VectorMirror:
     def nearest(self, query: np.ndarray, limit: int) -> list[tuple[int, float]]:
         if not len(self.ids):
             return []
+        import numpy as np
+
         scores = self.matrix @ np.asarray(query, dtype=np.float32)
         top = np.argpartition(-scores, limit)[:limit] if limit < len(scores) else np.arange(len(scores))
         top = top[np.argsort(-scores[top])]

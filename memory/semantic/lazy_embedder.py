@@ -13,11 +13,12 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal
 
 from memory.semantic.embedders import Embedder, EmbedderUnavailable
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 

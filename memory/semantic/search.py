@@ -28,11 +28,13 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memory.semantic.chunking import TRANSCRIPT_SOURCE, daily_date
 from memory.semantic.index import ChunkRow, ScopeIndex
+
+if TYPE_CHECKING:  # NumPy is imported where vectors are compared: with no embedder, never
+    import numpy as np
 
 # Filler words, and words of time: a question's "last month" is for recency decay to weigh, not
 # for BM25 to match against "the last week of the semester".
@@ -211,7 +213,7 @@ def scope_candidates(
     scored: list[tuple[ChunkRow, float, float, float | None, np.ndarray | None]] = []
     for row in rows.values():
         vector = vectors.get(row.embedding_id) if row.embedding_id is not None else None
-        cosine = float(np.dot(vector, query_vector)) if vector is not None and query_vector is not None else None
+        cosine = float(vector @ query_vector) if vector is not None and query_vector is not None else None
         t = text_scores.get(row.id, 0.0)
         if vector_only:
             relevance = max(0.0, cosine or 0.0)
@@ -280,55 +282,51 @@ def _hit(
 def mmr(hits: Sequence[Hit], limit: int, lam: float, pool_factor: int = 4) -> list[Hit]:
     """Maximal marginal relevance over the best `limit * pool_factor` hits: each pick maximises
     λ·score − (1−λ)·(max similarity to the picks so far). Similarity is the cosine of the
-    chunks' vectors, or word overlap (Jaccard) when either has none."""
+    chunks' vectors, or word overlap (Jaccard) when either has none.
+
+    The pool is a few dozen hits, so the loop is plain Python; NumPy is used only for the
+    cosines, when vectors exist (and so NumPy is loaded already)."""
     pool = sorted(hits, key=lambda h: h.score, reverse=True)[: max(limit, limit * pool_factor)]
     if lam >= 1.0 or len(pool) <= 1:
         return pool[:limit]
     sims = _similarities(pool)
-    scores = np.array([h.score for h in pool])
-    penalty = np.zeros(len(pool))
+    penalty = [0.0] * len(pool)
     chosen: list[int] = []
-    free = np.ones(len(pool), dtype=bool)
-    while free.any() and len(chosen) < limit:
-        value = np.where(free, lam * scores - (1.0 - lam) * penalty, -np.inf)
-        pick = int(np.argmax(value))
+    free = list(range(len(pool)))
+    while free and len(chosen) < limit:
+        pick = max(free, key=lambda i: lam * pool[i].score - (1.0 - lam) * penalty[i])  # the first on a tie
         chosen.append(pick)
-        free[pick] = False
-        penalty = np.maximum(penalty, sims[pick])
+        free.remove(pick)
+        penalty = [max(p, s) for p, s in zip(penalty, sims[pick], strict=True)]
     return [pool[i] for i in chosen]
 
 
-def _similarities(pool: Sequence[Hit]) -> np.ndarray:
+def _similarities(pool: Sequence[Hit]) -> list[list[float]]:
+    """Each pair's cosine when both have vectors, else the Jaccard overlap of their words."""
     n = len(pool)
     with_vectors = [i for i, h in enumerate(pool) if h.vector is not None]
-    sims = np.zeros((n, n))
+    sims = _word_overlap([h.text for h in pool]) if len(with_vectors) < n else [[0.0] * n for _ in range(n)]
     if with_vectors:
+        import numpy as np
+
         matrix = np.stack([pool[i].vector for i in with_vectors])  # type: ignore[misc]
-        sims[np.ix_(with_vectors, with_vectors)] = matrix @ matrix.T
-    if len(with_vectors) < n:
-        jaccard = _word_overlap([h.text for h in pool])
-        has = np.zeros(n, dtype=bool)
-        has[with_vectors] = True
-        both = has[:, None] & has[None, :]
-        sims = np.where(both, sims, jaccard)
+        cosines = (matrix @ matrix.T).tolist()
+        for a, i in enumerate(with_vectors):
+            for b, j in enumerate(with_vectors):
+                sims[i][j] = float(cosines[a][b])
     return sims
 
 
-def _word_overlap(texts: Sequence[str]) -> np.ndarray:
-    """Jaccard similarity of every pair's word sets, as one matrix product."""
-    vocab: dict[str, int] = {}
-    rows: list[int] = []
-    cols: list[int] = []
-    for i, text in enumerate(texts):
-        for word in set(_WORD.findall(text.lower())):
-            rows.append(i)
-            cols.append(vocab.setdefault(word, len(vocab)))
-    member = np.zeros((len(texts), max(1, len(vocab))), dtype=np.float32)
-    member[rows, cols] = 1.0
-    shared = member @ member.T
-    sizes = member.sum(axis=1)
-    union = sizes[:, None] + sizes[None, :] - shared
-    return np.divide(shared, union, out=np.zeros_like(shared), where=union > 0)
+def _word_overlap(texts: Sequence[str]) -> list[list[float]]:
+    """Jaccard similarity of every pair's word sets."""
+    words = [set(_WORD.findall(text.lower())) for text in texts]
+    out = [[0.0] * len(texts) for _ in texts]
+    for i, a in enumerate(words):
+        for j in range(i, len(words)):
+            shared = len(a & words[j])
+            union = len(a) + len(words[j]) - shared
+            out[i][j] = out[j][i] = shared / union if union else 0.0
+    return out
 
 
 def search(

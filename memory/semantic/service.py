@@ -17,9 +17,7 @@ import logging
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from config.paths import HaloPaths
 from config.settings import SemanticSettings
@@ -31,6 +29,9 @@ from memory.semantic.search import Hit, SearchParams, search
 from memory.semantic.sqlite import SqliteSupport, probe
 from memory.semantic.sync import SyncReport, embed_pending, markdown_files, sync_markdown, sync_transcript
 from transcripts import TranscriptReader
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ with full-text search only, and `SqliteSupport.problem` says what is wrong and h
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 import sqlite3 as stdlib_sqlite3
 from dataclasses import dataclass
@@ -54,15 +55,25 @@ def _driver() -> tuple[ModuleType, str | None]:
     return sqlean, None
 
 
+def _vec_extension() -> str:
+    """The path of sqlite-vec's loadable extension, found as `sqlite_vec.loadable_path()` finds
+    it (`vec0` beside the package's `__init__`) but without importing the package: its
+    `__init__` imports `numpy.typing` for a helper halo does not use, and NumPy holds ~11 MiB
+    in a process that has no embedder (bench/serve_startup.py)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or spec.origin is None:
+        raise ImportError("No module named 'sqlite_vec'")
+    return str(Path(spec.origin).parent / "vec0")
+
+
 def _load_vec(conn: Any) -> str:
     """Load sqlite-vec into `conn`; returns its version or raises with the reason."""
-    import sqlite_vec  # type: ignore[import-untyped]
-
+    extension = _vec_extension()
     if not hasattr(conn, "enable_load_extension"):
         raise RuntimeError("this Python's sqlite3 cannot load extensions (no enable_load_extension)")
     conn.enable_load_extension(True)
     try:
-        sqlite_vec.load(conn)
+        conn.load_extension(extension)
     finally:
         conn.enable_load_extension(False)
     return str(conn.execute("select vec_version()").fetchone()[0])
