@@ -21,7 +21,7 @@ from config.loader import load_settings
 from config.settings import Settings
 from halo.storage import HaloDB
 from halo.storage.audit_rows import AuditRows
-from halo.storage.db import unreachable
+from halo.storage.db import POOL_SIZE, unreachable
 from halo.storage.transcript_rows import TranscriptRows
 from halo.storage.transcript_rows import metadata as transcript_tables
 from tests.conftest import OWNER_TOKEN, llm_yaml, write_home
@@ -235,6 +235,18 @@ async def test_a_statement_cancelled_midway_stops_in_the_database_and_its_connec
 
     await eventually(stopped, what="the cancelled statement stopped, its connection kept")
     assert await asyncio.wait_for(db.send(transcript_tables, "SELECT 2"), 10) == "SELECT 1"
+
+
+@pytest.mark.postgres
+async def test_connections_opened_past_the_pool_at_a_peak_are_closed_after(db: HaloDB, postgres: str) -> None:
+    """`send` gives its connection back in a greenlet: a full pool closes one it has no room for."""
+    await asyncio.gather(*(db.send(transcript_tables, "SELECT pg_sleep(0.3)") for _ in range(POOL_SIZE + 5)))
+
+    async def only_the_pool_left() -> bool:
+        query = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        return len(await rows(postgres, query)) == POOL_SIZE
+
+    await eventually(only_the_pool_left, what="the 5 past the pool closed")
 
 
 @pytest.mark.postgres

@@ -44,12 +44,15 @@ from typing import Any
 from sqlalchemy import Connection, MetaData, event, inspect, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.util import greenlet_spawn
 
 from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH, FAMILY_OPTION, bind_family, carry_family
 from halo.storage.refusal import refused
 from transcripts.sqlite import durable_sqlite_connection, use_wal
 
 CONNECT_TIMEOUT_SECONDS = 10  # PostgreSQL: a server that does not answer stops the start this soon
+POOL_SIZE = 10  # PostgreSQL: connections kept open (SQLAlchemy's default, 5, churned under 8 members at once)
+POOL_OVERFLOW = 10  # and opened beyond them at a peak, closed after
 DEFAULT_FAMILY = "family"  # what `family.name`'s default ("Family") becomes as a slug
 
 
@@ -139,7 +142,13 @@ class HaloDB:
         self.family_id = family_id
         self.fence: Fence | None = None  # set by halo/cluster when several processes may serve the family
         connect_args: dict[str, Any] = {}
+        pool: dict[str, Any] = {}
         if url.startswith("postgresql"):
+            # connections kept for the turns in flight at once (each holds one for a statement or
+            # two, the outbox and the cluster their own): past the pool, SQLAlchemy opens one per
+            # use and closes it after, a new session (a backend started, the family and the epoch
+            # said again) for each of those writes
+            pool = {"pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW}
             connect_args["timeout"] = CONNECT_TIMEOUT_SECONDS
             # pg_stat_activity names the process each connection belongs to
             server_settings = {"application_name": f"halo[{os.getpid()}]"}
@@ -148,7 +157,7 @@ class HaloDB:
                 server_settings["idle_in_transaction_session_timeout"] = ms
             connect_args["server_settings"] = server_settings
         self.engine: AsyncEngine = create_async_engine(
-            url, execution_options={FAMILY_OPTION: family_id}, connect_args=connect_args
+            url, execution_options={FAMILY_OPTION: family_id}, connect_args=connect_args, **pool
         )
         self.backend = self.engine.dialect.name  # "sqlite" | "postgresql"
         if self.backend == "postgresql":  # a shared database; SQLite's file is one family's, rows stamped on write
@@ -317,10 +326,10 @@ class HaloDB:
                     raise
                 raise found from exc
             finally:
-                # back to the pool (an invalidated one gives its place up). One whose statement was
-                # cancelled here is fine: asyncpg has the server cancel it, and the connection's next
-                # statement waits for that
-                pooled.close()
+                # back to the pool (an invalidated one gives its place up), in a greenlet: a pool
+                # already full closes it, which awaits. One whose statement was cancelled here is
+                # fine: asyncpg has the server cancel it, and the connection's next statement waits
+                await greenlet_spawn(pooled.close)
 
     def watch(self, seen: Callable[[str], None]) -> Callable[[], None]:
         """`seen(statement)` for every statement sent to the database from now on, through
