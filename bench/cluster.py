@@ -11,7 +11,7 @@ process, answering at once), `--clients` members at once:
 - failover: `kill -9` of the active process, to the first answer from the standby with the
   default lease (goal ≤ 3 s: the holder's database session ends with it); and SIGSTOP of the
   active one (its session stays: goal ≤ lease + 3 s);
-- round trips to PostgreSQL per turn (a `before_cursor_execute` listener on halo.db's engine,
+- round trips to PostgreSQL per turn (`HaloDB.watch`: each statement halo.db sends,
   halo in this process behind its real admin server).
 
 Run: `uv run python bench/cluster.py [--requests 400] [--clients 8] [--lease 10]`.
@@ -238,8 +238,6 @@ async def two_processes(
 
 async def round_trips(tmp: Path, model_url: str, url: str, turns: int) -> float:
     """Statements halo.db's engine sends per web chat turn on a scope this process holds."""
-    from sqlalchemy import event
-
     from admin_api.server import create_app
     from config.loader import load_settings
     from halo.runtime.app import build_halo
@@ -272,15 +270,12 @@ async def round_trips(tmp: Path, model_url: str, url: str, turns: int) -> float:
                 await turn(f"warm-up {i}")
             await halo.delivery.drain()
 
-            def count(*args: object) -> None:
-                statements.append(str(args[2]))
-
-            event.listen(halo.db.engine.sync_engine, "before_cursor_execute", count)
+            unwatch = halo.db.watch(statements.append)
             for i in range(turns):
                 await turn(f"message {i}")
             await halo.delivery.drain()  # the batched rows of replies handed over
             await asyncio.sleep(1.5)  # the usage rows' write-behind second: their batch counts too
-            event.remove(halo.db.engine.sync_engine, "before_cursor_execute", count)
+            unwatch()
     finally:
         await runner.cleanup()
         await halo.close()

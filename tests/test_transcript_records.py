@@ -15,13 +15,15 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
-from sqlalchemy import event
+from sqlalchemy.exc import DBAPIError
 
 from config.loader import load_settings
 from config.settings import Settings
 from halo.storage import HaloDB
 from halo.storage.audit_rows import AuditRows
+from halo.storage.db import POOL_SIZE, unreachable
 from halo.storage.transcript_rows import TranscriptRows
+from halo.storage.transcript_rows import metadata as transcript_tables
 from tests.conftest import OWNER_TOKEN, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.storage_support import fresh_database
@@ -79,7 +81,7 @@ async def test_a_turns_lines_are_one_insert_and_land_in_both_the_rows_and_the_fi
     store = store_at(tmp_path / "home", db)
     await store.append(line("first"))  # the first use of the scope here reads what PostgreSQL has
     statements: list[str] = []
-    event.listen(db.engine.sync_engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    db.watch(statements.append)
 
     await store.append_many([line("When is soccer practice?"), line("At 5pm."), line("Thanks")])
 
@@ -191,6 +193,72 @@ async def test_a_mirror_ahead_of_the_record_is_set_aside_and_the_record_wins(db:
     await second.append(line("after the purge"))
     assert await TranscriptRows(db).count(SCOPE) == 1
     assert file_texts(second) == ["after the purge"]
+
+
+@pytest.mark.postgres
+async def test_a_turns_insert_on_a_connection_the_server_ended_says_so_and_the_next_takes_a_new_one(
+    db: HaloDB, postgres: str
+) -> None:
+    """`HaloDB.send` (asyncpg without SQLAlchemy's execution layer) fails as SQLAlchemy would: a
+    `DBAPIError` that says the connection was dropped, which halo reads as the database being
+    unreachable, and the dead connection is not handed out again."""
+    rows_api = TranscriptRows(db)
+    await rows_api.append(SCOPE, [RecordedLine(0, datetime.now(UTC), line("before").to_json())])
+    admin = await asyncpg.connect(postgres.replace("+asyncpg", ""))
+    try:
+        ended = await admin.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert ended == 1  # the pool's one connection
+        with pytest.raises(DBAPIError) as refused:
+            await rows_api.append(SCOPE, [RecordedLine(1, datetime.now(UTC), line("lost").to_json())])
+        assert refused.value.connection_invalidated and unreachable(refused.value)
+        await rows_api.append(SCOPE, [RecordedLine(1, datetime.now(UTC), line("after").to_json())])
+        got = await rows(postgres, "SELECT seq, line FROM transcript_lines ORDER BY seq")
+        assert [(r["seq"], json.loads(r["line"])["text"]) for r in got] == [(0, "before"), (1, "after")]
+    finally:
+        await admin.close()
+
+
+@pytest.mark.postgres
+async def test_a_statement_cancelled_midway_stops_in_the_database_and_its_connection_serves_on(
+    db: HaloDB, postgres: str
+) -> None:
+    await db.send(transcript_tables, "SELECT 1")
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(db.send(transcript_tables, "SELECT pg_sleep(30)"), 0.5)
+
+    async def stopped() -> bool:
+        query = "SELECT state FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'"
+        return [r["state"] for r in await rows(postgres, query)] == ["idle"]
+
+    await eventually(stopped, what="the cancelled statement stopped, its connection kept")
+    assert await asyncio.wait_for(db.send(transcript_tables, "SELECT 2"), 10) == "SELECT 1"
+
+
+@pytest.mark.postgres
+async def test_connections_opened_past_the_pool_at_a_peak_are_closed_after(db: HaloDB, postgres: str) -> None:
+    """`send` gives its connection back in a greenlet: a full pool closes one it has no room for."""
+    await asyncio.gather(*(db.send(transcript_tables, "SELECT pg_sleep(0.3)") for _ in range(POOL_SIZE + 5)))
+
+    async def only_the_pool_left() -> bool:
+        query = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        return len(await rows(postgres, query)) == POOL_SIZE
+
+    await eventually(only_the_pool_left, what="the 5 past the pool closed")
+
+
+@pytest.mark.postgres
+async def test_watch_sees_the_statements_sent_both_ways_until_unwatched(db: HaloDB) -> None:
+    await db.prepare()  # the migrations' statements before
+    seen: list[str] = []
+    unwatch = db.watch(seen.append)
+    await TranscriptRows(db).append(SCOPE, [RecordedLine(0, datetime.now(UTC), line("x").to_json())])  # send
+    assert await TranscriptRows(db).count(SCOPE) == 1  # SQLAlchemy
+    unwatch()
+    await TranscriptRows(db).count(SCOPE)
+    assert [s.split()[0] for s in seen] == ["INSERT", "SELECT"], seen
 
 
 @pytest.mark.postgres
@@ -326,7 +394,7 @@ async def test_a_turn_on_postgresql_records_its_lines_in_two_inserts_and_prints_
     fake_llm.reply("Hello!")
     assert (await running.chat("Hi"))[1]["reply"] == "Hello!"  # the scope taken, the tables known
     statements: list[str] = []
-    event.listen(running.halo.db.engine.sync_engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    running.halo.db.watch(statements.append)
 
     fake_llm.reply("Soccer practice is at 5pm.")
     assert (await running.chat("When is soccer practice?"))[1]["reply"] == "Soccer practice is at 5pm."

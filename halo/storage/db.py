@@ -44,12 +44,15 @@ from typing import Any
 from sqlalchemy import Connection, MetaData, event, inspect, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.util import greenlet_spawn
 
 from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH, FAMILY_OPTION, bind_family, carry_family
 from halo.storage.refusal import refused
 from transcripts.sqlite import durable_sqlite_connection, use_wal
 
 CONNECT_TIMEOUT_SECONDS = 10  # PostgreSQL: a server that does not answer stops the start this soon
+POOL_SIZE = 10  # PostgreSQL: connections kept open (SQLAlchemy's default, 5, churned under 8 members at once)
+POOL_OVERFLOW = 10  # and opened beyond them at a peak, closed after
 DEFAULT_FAMILY = "family"  # what `family.name`'s default ("Family") becomes as a slug
 
 
@@ -139,7 +142,13 @@ class HaloDB:
         self.family_id = family_id
         self.fence: Fence | None = None  # set by halo/cluster when several processes may serve the family
         connect_args: dict[str, Any] = {}
+        pool: dict[str, Any] = {}
         if url.startswith("postgresql"):
+            # connections kept for the turns in flight at once (each holds one for a statement or
+            # two, the outbox and the cluster their own): past the pool, SQLAlchemy opens one per
+            # use and closes it after, a new session (a backend started, the family and the epoch
+            # said again) for each of those writes
+            pool = {"pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW}
             connect_args["timeout"] = CONNECT_TIMEOUT_SECONDS
             # pg_stat_activity names the process each connection belongs to
             server_settings = {"application_name": f"halo[{os.getpid()}]"}
@@ -148,7 +157,7 @@ class HaloDB:
                 server_settings["idle_in_transaction_session_timeout"] = ms
             connect_args["server_settings"] = server_settings
         self.engine: AsyncEngine = create_async_engine(
-            url, execution_options={FAMILY_OPTION: family_id}, connect_args=connect_args
+            url, execution_options={FAMILY_OPTION: family_id}, connect_args=connect_args, **pool
         )
         self.backend = self.engine.dialect.name  # "sqlite" | "postgresql"
         if self.backend == "postgresql":  # a shared database; SQLite's file is one family's, rows stamped on write
@@ -162,6 +171,7 @@ class HaloDB:
         self._schema: frozenset[str] | None = None  # PostgreSQL: the tables the migrations made
         self._schema_lock = asyncio.Lock()
         self._write_turns = asyncio.Lock()
+        self._watchers: list[Callable[[str], None]] = []  # `watch`: told of each statement `send` sends
 
     async def prepare(self) -> None:
         """PostgreSQL: migrate to the newest schema now (at start), so a wrong URL or a refused
@@ -289,6 +299,71 @@ class HaloDB:
         self._refuse_unless_held()
         async with self._fenced(), self._autocommit.connect() as conn:
             yield conn
+
+    async def send(self, metadata: MetaData, statement: str, *args: Any) -> str:
+        """PostgreSQL: one statement in asyncpg's own terms (`$1` parameters), sent on a pooled
+        connection's asyncpg connection without SQLAlchemy's execution layer around it. For the
+        hottest writes (a turn's transcript lines, twice a turn), where the statement object's
+        construction, its cache key, the result's wrapping and the greenlet around each call cost
+        more CPU than the round trip. It commits on its own (no transaction is open on a checked-in
+        connection), fenced by the trigger as every write; errors come out as through
+        `autocommit` (an `IntegrityError`, `Fenced`, a `DBAPIError` that says whether the
+        connection was dropped), and a dropped connection is not handed out again.
+        Returns the command's status ("INSERT 0 3")."""
+        assert self.backend == "postgresql", "send(): PostgreSQL only"
+        await self._ensure(metadata)
+        self._refuse_unless_held()
+        for seen in self._watchers:
+            seen(statement)
+        async with self._fenced():
+            pooled = await self.engine.raw_connection()
+            driver: Any = pooled.driver_connection  # asyncpg's Connection (not None: just checked out)
+            try:
+                return str(await driver.execute(statement, *args))
+            except Exception as exc:
+                found = self._as_sqlalchemy(pooled, exc)
+                if found is exc:
+                    raise
+                raise found from exc
+            finally:
+                # back to the pool (an invalidated one gives its place up), in a greenlet: a pool
+                # already full closes it, which awaits. One whose statement was cancelled here is
+                # fine: asyncpg has the server cancel it, and the connection's next statement waits
+                await greenlet_spawn(pooled.close)
+
+    def watch(self, seen: Callable[[str], None]) -> Callable[[], None]:
+        """`seen(statement)` for every statement sent to the database from now on, through
+        SQLAlchemy or `send` (tests and bench/ count round trips with it); returns the unwatch."""
+
+        def cursor(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            seen(statement)
+
+        event.listen(self.engine.sync_engine, "before_cursor_execute", cursor)
+        self._watchers.append(seen)
+
+        def unwatch() -> None:
+            event.remove(self.engine.sync_engine, "before_cursor_execute", cursor)
+            self._watchers.remove(seen)
+
+        return unwatch
+
+    def _as_sqlalchemy(self, pooled: Any, exc: Exception) -> Exception:
+        """`exc` from asyncpg as SQLAlchemy's execute would have raised it (the DBAPI's error in a
+        `DBAPIError`); the connection invalidated if it is closed."""
+        dbapi: Any = self.engine.dialect.dbapi
+        try:
+            pooled.dbapi_connection._handle_exception(exc)  # raises the DBAPI's error (`from exc`), or exc
+        except dbapi.Error as translated:
+            dropped = self.engine.dialect.is_disconnect(translated, pooled.dbapi_connection, None)
+            if dropped:
+                pooled.invalidate(translated)
+            return DBAPIError.instance(
+                None, None, translated, dbapi.Error, connection_invalidated=dropped, dialect=self.engine.dialect
+            )
+        except Exception:  # not the database's error (a socket's, a bug): as it is
+            if pooled.driver_connection.is_closed():
+                pooled.invalidate(exc)
+        return exc
 
     async def close(self) -> None:
         await self.engine.dispose()

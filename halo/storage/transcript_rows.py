@@ -39,6 +39,14 @@ transcript_lines = Table(
     Column("line", Text, nullable=False),
 )
 
+# A turn's lines, any number of them, in one statement that is prepared once per connection
+# (asyncpg's statement cache): the columns as arrays. Sent through `HaloDB.send`, as it is.
+APPEND = (
+    "INSERT INTO transcript_lines (family_id, scope_id, seq, ts, line) "
+    "SELECT $1::varchar, $2::varchar, seq, ts, line "
+    "FROM unnest($3::bigint[], $4::timestamptz[], $5::text[]) AS given(seq, ts, line)"
+)
+
 
 class TranscriptRows:
     """`transcripts.records.LineRecord` on `HaloDB`'s PostgreSQL: the family's lines only."""
@@ -49,14 +57,19 @@ class TranscriptRows:
     async def append(self, scope_id: str, lines: Sequence[RecordedLine]) -> None:
         if not lines:
             return
-        rows = [{"scope_id": scope_id, "seq": line.seq, "ts": line.ts, "line": line.json} for line in lines]
         try:
-            if len(rows) <= INSERT_CHUNK:  # a turn: one statement, its own transaction
-                async with self.db.autocommit(metadata) as conn:
-                    # rows as parameters, not in the statement: its compiled form is cached, and
-                    # SQLAlchemy's insertmanyvalues still sends one INSERT
-                    await conn.execute(insert(transcript_lines), rows)
+            if len(lines) <= INSERT_CHUNK:  # a turn: one statement, its own transaction
+                await self.db.send(
+                    metadata,
+                    APPEND,
+                    self.db.family_id,
+                    scope_id,
+                    [line.seq for line in lines],
+                    [line.ts for line in lines],
+                    [line.json for line in lines],
+                )
             else:  # a migration's bulk: all or nothing
+                rows = [{"scope_id": scope_id, "seq": line.seq, "ts": line.ts, "line": line.json} for line in lines]
                 async with self.db.write(metadata) as conn:
                     for start in range(0, len(rows), INSERT_CHUNK):
                         await conn.execute(insert(transcript_lines).values(rows[start : start + INSERT_CHUNK]))
