@@ -148,11 +148,14 @@ class JobStateStore:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._ready = False
         self._lock = threading.Lock()
+        self._ensure()  # now, while it is built: at first use the outbox may be writing halo.db
 
     def _ensure(self) -> None:
-        """The table, made on first use with one `CREATE TABLE IF NOT EXISTS`: `create_all` reads
-        first and then writes in one transaction, and SQLite answers that upgrade with "database is
-        locked" at once (no busy wait) while another connection writes halo.db (the outbox)."""
+        """The table, made when the store is built with one `CREATE TABLE IF NOT EXISTS`:
+        `create_all` reads first and then writes in one transaction, and SQLite answers that
+        upgrade with "database is locked" at once (no busy wait) while another connection writes
+        halo.db (the outbox). Made later, at a first `/status` under load, even the one statement
+        was refused (CI, test_escalation)."""
         if not self._ready:
             with self._lock:
                 if not self._ready:
