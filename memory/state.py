@@ -148,19 +148,24 @@ class JobStateStore:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._ready = False
         self._lock = threading.Lock()
-        self._ensure()  # now, while it is built: at first use the outbox may be writing halo.db
 
     def _ensure(self) -> None:
-        """The table, made when the store is built with one `CREATE TABLE IF NOT EXISTS`:
-        `create_all` reads first and then writes in one transaction, and SQLite answers that
-        upgrade with "database is locked" at once (no busy wait) while another connection writes
-        halo.db (the outbox). Made later, at a first `/status` under load, even the one statement
-        was refused (CI, test_escalation)."""
+        """The table, made on first use with one `CREATE TABLE IF NOT EXISTS` under `BEGIN
+        IMMEDIATE` on SQLite. A plain DDL statement reads the schema first and then asks for the
+        write lock; SQLite refuses that upgrade at once, without its busy wait, while another
+        connection writes halo.db (the outbox), and a first `/status` under load answered 500
+        "database is locked". Taking the write lock first waits like any other write."""
         if not self._ready:
             with self._lock:
                 if not self._ready:
-                    with self.engine.begin() as conn:
-                        conn.execute(CreateTable(memory_jobs, if_not_exists=True))
+                    if self.engine.dialect.name == "sqlite":
+                        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                            conn.exec_driver_sql("BEGIN IMMEDIATE")  # waits for the write lock
+                            conn.execute(CreateTable(memory_jobs, if_not_exists=True))
+                            conn.exec_driver_sql("COMMIT")
+                    else:
+                        with self.engine.begin() as conn:
+                            conn.execute(CreateTable(memory_jobs, if_not_exists=True))
                     self._ready = True
 
     def get(self, scope_id: str, job: Job) -> JobState:
