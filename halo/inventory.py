@@ -151,7 +151,7 @@ class Halo:
 
     async def take_scope(self, scope_id: str) -> None:
         """Before the admin API reads or changes a scope's memory: this process's copy is current."""
-        await self.scope_takers.ensure(scope_id)
+        await self.scope_takers.ensure(scope_id, answering=False)
 
     async def memory_durable(self) -> None:
         """Every memory change made so far is in the store of record (PostgreSQL) when this returns:

@@ -91,7 +91,6 @@ class MemoryService:
         self.clock = clock
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._counted: dict[str, tuple[int, int]] = {}  # scope → (offset counted up to, items since watermark)
-        self.catching_up = True  # `catch_up` distils on take; off where the caller distils itself (`halo distill`)
         self._timers = ScopeTimers()  # the quiet timers, and the extractions they start
         self.on_change: list[Callable[[str], None]] = []  # told a scope's memory files changed (index sync)
         self.on_quiet: list[Callable[[str], None]] = []  # told a scope went quiet (graph ingestion)
@@ -282,8 +281,6 @@ class MemoryService:
         before this process answers in the scope. The request is in the transcript, and the
         distillation's watermark only moves with the memory it wrote, so nothing is done twice."""
         self._counted.pop(scope_id, None)  # the last holder may have moved the watermark
-        if not self.catching_up:
-            return
         if self.settings.distillation_enabled and await asyncio.to_thread(self._cue_waiting, scope_id):
             await self._auto(scope_id, "distill")
 

@@ -211,7 +211,7 @@ async def test_a_memory_request_its_process_crashed_before_distilling_is_distill
     assert await rows(url, under(DM)) == {}, "and never written to PostgreSQL"
 
     taker = await serve_halo(home_settings("home-b", url))  # another home, another process
-    await taker.halo.scope_takers.take(DM)  # what taking the family does for each scope
+    await taker.halo.scope_takers.ensure(DM)  # what taking the family does for each scope
     await taker.halo.gateway.drain()
     assert "Mom's shoe size: 38" in taker.halo.memory.read(DM)
     assert taker.halo.memory_record is not None

@@ -23,35 +23,42 @@ class ScopeTaker(Protocol):
 
 
 class ScopeTakers:
-    def __init__(self, takers: Sequence[ScopeTaker] = ()) -> None:
+    def __init__(self, takers: Sequence[ScopeTaker] = (), *, before_answering: Sequence[ScopeTaker] = ()) -> None:
         self.takers = list(takers)
+        # work a crash may have left for whoever answers next in the scope (a distillation): run
+        # before this process answers there, not for the admin API's or the CLI's own reads
+        self.before_answering = list(before_answering)
         self._taken: set[str] = set()
+        self._ready_to_answer: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def ensure(self, scope_id: str) -> None:
-        """Take the scope unless this process has already taken it; callers at once wait for one take."""
-        if scope_id in self._taken or not self.takers:
+    async def ensure(self, scope_id: str, *, answering: bool = True) -> None:
+        """Take the scope unless this process has already taken it; callers at once wait for one
+        take. `answering=False`: a read or a change of the admin API or the CLI, which does its
+        own memory work and needs no catch-up first."""
+        if not self.takers or (scope_id in self._ready_to_answer or (not answering and scope_id in self._taken)):
             return
         lock = self._locks.setdefault(scope_id, asyncio.Lock())
         async with lock:
-            if scope_id in self._taken:
-                return
-            await self.take(scope_id)
+            if scope_id not in self._taken:
+                for taker in self.takers:
+                    await taker.take(scope_id)
+                self._taken.add(scope_id)
+            if answering and scope_id not in self._ready_to_answer:
+                for taker in self.before_answering:
+                    await taker.take(scope_id)
+                self._ready_to_answer.add(scope_id)
         self._locks.pop(scope_id, None)
-
-    async def take(self, scope_id: str) -> None:
-        """Run every taker for the scope now (a lease was just taken, or the first use)."""
-        for taker in self.takers:
-            await taker.take(scope_id)
-        self._taken.add(scope_id)
 
     def release(self, scope_id: str) -> None:
         """This process no longer holds the scope (a lease lost, a purge): take it again before next use."""
         self._taken.discard(scope_id)
+        self._ready_to_answer.discard(scope_id)
 
     def release_all(self) -> None:
         """This process no longer holds the family (or just took it): every scope is taken again."""
         self._taken.clear()
+        self._ready_to_answer.clear()
 
     @asynccontextmanager
     async def holding(self, scope_ids: Callable[[], Awaitable[list[str]]]) -> AsyncIterator[None]:

@@ -207,7 +207,6 @@ async def distill(halo: Distilling, scope_id: str, *, extract: bool) -> int:
 
     memory = halo.memory
     try:
-        memory.catching_up = False  # the take leaves the distilling to this command, which reports it
         await halo.take_scope(scope_id)  # PostgreSQL: the scope's memory from its store of record first
         result = await memory.distill(scope_id)
         print(

@@ -124,7 +124,7 @@ def scope_takers(
     if record is None:
         return None, ScopeTakers()
     mirror = MemoryMirror(record, memory.files, semantic)
-    return mirror, ScopeTakers([transcripts, mirror, MemoryCatchUp(memory)])
+    return mirror, ScopeTakers([transcripts, mirror], before_answering=[MemoryCatchUp(memory)])
 
 
 @dataclass(frozen=True, slots=True)
