@@ -460,17 +460,29 @@ async def test_a_scope_purged_through_another_process_leaves_no_copy_in_this_hom
 
 
 @pytest.mark.postgres
-async def test_a_homes_own_transcript_from_before_storage_url_is_set_aside_not_deleted(
-    shared_postgres: str, home_settings: Callable[..., Settings], serve_halo: Any
+async def test_a_homes_own_transcript_from_before_storage_url_is_recorded_and_the_model_keeps_its_history(
+    shared_postgres: str, fake_llm: FakeOpenAI, home_settings: Callable[..., Settings], serve_halo: Any
 ) -> None:
+    """storage.url set on a home with a conversation, never migrated: its lines go to PostgreSQL as
+    they are (as its memory does), nothing is set aside, and the model is still told them."""
     embedded = await serve_halo(home_settings("home-a", None))
     await embedded.chat("the bike lock is 1234", token=MOM)
     await embedded.halo.gateway.drain()
     transcripts = embedded.halo.paths.transcripts
 
-    moved = await serve_halo(home_settings("home-a", shared_postgres))  # storage.url set, no migrate
+    moved = await serve_halo(home_settings("home-a", shared_postgres))
     await moved.halo.start_background()
     await moved.halo.start_adapters()  # the family lease: it serves, and takes every scope
-    await eventually(lambda: list(transcripts.glob("*.jsonl.aside-*")), what="the home's own transcript set aside")
-    [aside] = list(transcripts.glob("*.jsonl.aside-*"))
-    assert "bike lock is 1234" in aside.read_text()
+    fake_llm.reply("1234.")
+    status, body = await moved.chat("what is the bike lock?", token=MOM)
+    assert status == 200 and body["reply"] == "1234."
+    assert "the bike lock is 1234" in fake_llm.last_prompt_text(), "the conversation so far reaches the model"
+    conn = await asyncpg.connect(shared_postgres.replace("+asyncpg", ""))
+    try:
+        recorded = [r["line"] for r in await conn.fetch("SELECT line FROM transcript_lines ORDER BY seq")]
+    finally:
+        await conn.close()
+    said = [n for n, text in enumerate(recorded) if "the bike lock is 1234" in text]
+    asked = [n for n, text in enumerate(recorded) if "what is the bike lock?" in text]
+    assert said and asked and said[0] < asked[0], "the home's lines, then the next turn's, in PostgreSQL"
+    assert not list(transcripts.glob("*.jsonl.aside-*")), "nothing set aside"

@@ -175,9 +175,11 @@ async def test_two_homes_writing_one_scope_each_catch_up_with_the_other(
 
 
 @pytest.mark.postgres
-async def test_a_mirror_ahead_of_the_record_is_set_aside_and_the_record_wins(db: HaloDB, tmp_path: Path) -> None:
-    """Purged through one home, the scope's lines stay in another home's mirror: when that home
-    takes the scope again the record wins, its session forgets them, and the file is kept aside."""
+async def test_a_copy_of_a_scope_purged_through_another_home_goes_when_the_scope_is_taken_again(
+    db: HaloDB, tmp_path: Path
+) -> None:
+    """Purged through one home, the scope's lines stay in another home's copy: when that home
+    takes the scope again the record wins, its session forgets them, and no copy stays."""
     first, second = store_at(tmp_path / "a", db), store_at(tmp_path / "b", db)
     await first.append_many([line("a secret"), line("another")])
     await second.ready(SCOPE)
@@ -187,12 +189,67 @@ async def test_a_mirror_ahead_of_the_record_is_set_aside_and_the_record_wins(db:
 
     await second.take(SCOPE)
     assert file_texts(second) == [] and await sessions.all_items(SCOPE) == []
-    [aside] = (tmp_path / "b" / "transcripts").glob("*.aside-*")
-    assert b"a secret" in aside.read_bytes()  # set aside, never deleted
-    assert second.scope_ids() == []  # and no reader takes it for a transcript
+    home_files = [p.read_bytes() for p in (tmp_path / "b").rglob("*") if p.is_file()]
+    assert not any(b"a secret" in data for data in home_files), "nothing of the purged chat stays, nor set aside"
     await second.append(line("after the purge"))
     assert await TranscriptRows(db).count(SCOPE) == 1
     assert file_texts(second) == ["after the purge"]
+
+
+@pytest.mark.postgres
+async def test_a_copy_of_a_scope_purged_and_written_again_keeps_none_of_the_purged_lines(
+    db: HaloDB, tmp_path: Path
+) -> None:
+    """The record grew past the copy after a purge: counting lines alone would keep the purged
+    ones and append the new record's tail after them."""
+    first, second = store_at(tmp_path / "a", db), store_at(tmp_path / "b", db)
+    await first.append_many([line("the locker code is 4721"), line("noted")])
+    await second.ready(SCOPE)
+    assert await first.purge(SCOPE)
+    await first.append_many([line("new one"), line("new two"), line("new three")])
+
+    await second.take(SCOPE)
+    assert file_texts(second) == ["new one", "new two", "new three"]
+    assert "4721" not in str(await TranscriptSessions(second, 10_000).all_items(SCOPE))
+
+
+@pytest.mark.postgres
+async def test_a_homes_own_lines_from_before_the_record_are_recorded_as_they_are(
+    db: HaloDB, postgres: str, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    embedded = TranscriptStore(home / "transcripts")  # the home's embedded days
+    await embedded.append_many([line("the bike lock is 1234"), line("noted")])
+    embedded.close()
+    before = embedded.path(SCOPE).read_bytes()
+
+    moved = store_at(home, db)  # the same home, now with storage.url, never migrated
+    await moved.append(line("and the shed?"))
+
+    got = await rows(postgres, "SELECT seq, line FROM transcript_lines WHERE scope_id = $1 ORDER BY seq", SCOPE)
+    assert [r["seq"] for r in got] == [0, 1, 2]
+    assert "\n".join(r["line"] for r in got) + "\n" == moved.path(SCOPE).read_text(encoding="utf-8")
+    assert moved.path(SCOPE).read_bytes().startswith(before), "the home's file is kept as it was"
+    assert not list((home / "transcripts").glob("*.aside-*"))
+    other = store_at(tmp_path / "other", db)  # and another home is told the history
+    await other.take(SCOPE)
+    assert file_texts(other) == ["the bike lock is 1234", "noted", "and the shed?"]
+
+
+@pytest.mark.postgres
+async def test_a_homes_own_lines_beside_another_history_of_the_scope_are_set_aside(db: HaloDB, tmp_path: Path) -> None:
+    await store_at(tmp_path / "a", db).append(line("theirs"))
+    home = tmp_path / "b"
+    embedded = TranscriptStore(home / "transcripts")
+    await embedded.append_many([line("mine"), line("mine too")])
+    embedded.close()
+
+    moved = store_at(home, db)
+    await moved.take(SCOPE)
+    assert file_texts(moved) == ["theirs"], "the record wins"
+    [aside] = (home / "transcripts").glob("*.aside-*")
+    assert b"mine too" in aside.read_bytes(), "set aside, never deleted"
+    assert moved.scope_ids() == [SCOPE]
 
 
 @pytest.mark.postgres

@@ -117,7 +117,7 @@ class TranscriptStore:
     scope's file stays open between appends (at most `max_open_files`): `close()` on shutdown.
 
     With `records` (transcripts/records.py) the lines are committed there first, and the files
-    are this process's mirror of them: see `take`.
+    are this process's copy of them: see `take` and `_not_the_records`.
     """
 
     def __init__(
@@ -131,9 +131,10 @@ class TranscriptStore:
         self.root = root
         self.records = records
         # with records: every line of these files came from the record (this home has served
-        # this database before), so a file ahead of it was purged through another process
+        # this database before), so a file that is not its copy was purged through another process
         self.from_record_only = from_record_only
         self._next_seq: dict[str, int] = {}  # with records: each taken scope's next line number
+        self._taken: set[str] = set()  # with records: scopes whose file this process made the record's
         self._locks: dict[str, asyncio.Lock] = {}
         self._files = FileAppender(max_open_files)
         self.pace = DiskPace()  # whether appends wait for the disk on the loop or in a thread
@@ -248,25 +249,24 @@ class TranscriptStore:
             await self._take(scope_id)
 
     async def _take(self, scope_id: str) -> None:
+        """Make the scope's file the record's: append what it lacks. A file that is not a copy of
+        the record's first lines is dealt with first (`_not_the_records`)."""
         assert self.records is not None
         self._next_seq.pop(scope_id, None)
         have = await asyncio.to_thread(self.count, scope_id)
-        if have and await self.records.count(scope_id) < have:
-            # the mirror holds lines the record does not. The record wins. In a home that has
-            # served this database before, the scope was purged through another process: no
-            # copy stays. Otherwise this home's lines were never moved (`halo storage migrate`):
-            # the file is set aside, not deleted.
-            if self.from_record_only:
-                await asyncio.to_thread(self._purge_blocking, scope_id)
-                logger.info("transcript of %s: purged through another process; this home's copy removed", scope_id)
+        # the record from the file's last line on: that line must be the record's, or the file is not its copy
+        missing = await self.records.read_from(scope_id, have - 1) if have else await self.records.read_from(scope_id)
+        if have:
+            last = await asyncio.to_thread(self._last_line_blocking, scope_id)
+            if missing and missing[0].seq == have - 1 and missing[0].json == last:
+                missing = missing[1:]
             else:
-                aside = await asyncio.to_thread(self._set_aside_blocking, scope_id)
-                logger.warning("transcript of %s: the mirror was ahead of the record; set aside as %s", scope_id, aside)
-            self._counts.pop(scope_id, None)
-            for observer in self.observers:
-                observer.purged(scope_id)
-            have = 0
-        missing = await self.records.read_from(scope_id, have)
+                if await self._not_the_records(scope_id, have):
+                    self._next_seq[scope_id] = have  # this home's own lines, now recorded as they are
+                    self._taken.add(scope_id)
+                    return
+                have = 0
+                missing = await self.records.read_from(scope_id)
         lines: list[TranscriptLine] = []
         encoded: list[bytes] = []
         for record in missing:
@@ -275,11 +275,65 @@ class TranscriptStore:
                 encoded.append(record.json.encode("utf-8") + b"\n")
         if missing and missing[0].seq != have:
             logger.warning(
-                "transcript of %s: the mirror has %d lines, the record resumes at %d", scope_id, have, missing[0].seq
+                "transcript of %s: the file has %d lines, the record resumes at %d", scope_id, have, missing[0].seq
             )
         if lines:
             await self._write(scope_id, lines, encoded)
         self._next_seq[scope_id] = max(have, missing[-1].seq + 1) if missing else have
+        self._taken.add(scope_id)
+
+    async def _not_the_records(self, scope_id: str, have: int) -> bool:
+        """The scope's file is not a copy of the record's first lines. The record wins; what becomes
+        of the file depends on where it came from:
+
+        - from the record (this home has served this database before, or this process took the
+          scope already): the scope was purged, or purged and written again, through another
+          process. The file goes: no copy of a purged chat stays.
+        - this home's own, from before `storage.url`, and the record has none of the scope: its
+          lines are recorded as they are (as `halo storage migrate` would) and the file stays.
+          Returns True then: nothing more to take.
+        - this home's own, and the record holds another history of the scope: two homes kept one
+          chat apart. The file is set aside (`<hash>.jsonl.aside-<time>`), never deleted.
+        """
+        assert self.records is not None
+        if self.from_record_only or scope_id in self._taken:
+            await asyncio.to_thread(self._purge_blocking, scope_id)
+            logger.info("transcript of %s: purged through another process; this home's copy removed", scope_id)
+        else:
+            if await self.records.count(scope_id) == 0:
+                own = await asyncio.to_thread(self._own_lines_blocking, scope_id)
+                try:
+                    await self.records.append(scope_id, own)
+                except SeqTaken:  # another process began the scope meanwhile: two histories after all
+                    pass
+                else:
+                    logger.info("transcript of %s: this home's %d lines recorded", scope_id, len(own))
+                    return True
+            aside = await asyncio.to_thread(self._set_aside_blocking, scope_id)
+            logger.warning("transcript of %s: another history than the record's; set aside as %s", scope_id, aside)
+        self._counts.pop(scope_id, None)
+        for observer in self.observers:
+            observer.purged(scope_id)
+        return False
+
+    def _last_line_blocking(self, scope_id: str) -> str | None:
+        """The file's last valid line as the record keeps it (no newline), or None."""
+        path = self.path(scope_id)
+        for raw in complete_lines_reversed(path):
+            if _parse(path, raw) is not None:
+                return raw.decode("utf-8", errors="replace")
+        return None
+
+    def _own_lines_blocking(self, scope_id: str) -> list[RecordedLine]:
+        """The file's valid lines, numbered as `count` counts them, as the record keeps them."""
+        path, own = self.path(scope_id), list[RecordedLine]()
+        with path.open("rb") as f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break  # a torn last line: not a line yet
+                if (line := _parse(path, raw)) is not None:
+                    own.append(RecordedLine(len(own), line.ts, raw[:-1].decode("utf-8", errors="replace")))
+        return own
 
     def _append_now(self, path: Path, data: bytes) -> tuple[int, int] | None:
         """The append on the event loop (see DiskPace), or None if it would have to wait for another."""
@@ -372,6 +426,7 @@ class TranscriptStore:
             self._counts.pop(scope_id, None)
             if self.records is not None:
                 self._next_seq[scope_id] = 0
+                self._taken.add(scope_id)  # what the file holds from now on comes from the record
             for observer in self.observers:
                 observer.purged(scope_id)
         return existed
