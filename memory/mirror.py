@@ -14,15 +14,22 @@ temp files are not.
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
 import re
+import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
+
+logger = logging.getLogger(__name__)
 
 SOUL = "SOUL.md"
 SCOPES = "memory/scopes"
@@ -141,11 +148,86 @@ def write_local(home: Path, file: MemoryFile) -> None:
         raise
 
 
-def refresh(home: Path, wanted: Iterable[MemoryFile], under: str, *, remove_others: bool = True) -> list[str]:
-    """Make the mirror's files under `under` equal `wanted`: write those whose sha256 differs,
-    and (`remove_others`) delete recorded files the record does not have. Returns the paths changed."""
+SYNCED = ".synced.json"  # in a scope's folder, or in memory/ for the family's own files
+
+
+def synced_manifest(relative: str) -> str:
+    """Which manifest keeps a recorded file's synced hash: its scope folder's, or the family's."""
+    if relative.startswith(f"{SCOPES}/"):
+        return "/".join(relative.split("/")[:3]) + "/" + SYNCED
+    return f"memory/{SYNCED}"
+
+
+class SyncedHashes:
+    """What each recorded file of this home was when it last matched the record (its sha256),
+    kept next to the files (`.synced.json`, which is not recorded). A file that differs from
+    that was changed here since, by hand: a refresh carries it to the record rather than
+    writing over it. Thread-safe; read and written a manifest at a time."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self._guard = threading.Lock()
+
+    def read(self, relative: str) -> str | None:
+        """The synced sha256 of one file, None when this home never synced it."""
+        with self._guard:
+            return self._load(synced_manifest(relative)).get(relative)
+
+    def matched(self, hashes: Mapping[str, str | None]) -> None:
+        """These files now match the record with these hashes (None: gone from both)."""
+        by_manifest: dict[str, dict[str, str | None]] = {}
+        for relative, sha in hashes.items():
+            by_manifest.setdefault(synced_manifest(relative), {})[relative] = sha
+        with self._guard:
+            for manifest, changes in by_manifest.items():
+                if not (self.home / manifest).parent.is_dir():
+                    continue  # the scope's folder is gone (purged): nothing to keep
+                known = self._load(manifest)
+                before = dict(known)
+                for relative, sha in changes.items():
+                    if sha is None:
+                        known.pop(relative, None)
+                    else:
+                        known[relative] = sha
+                if known != before:
+                    write_local(self.home, MemoryFile.of(manifest, json.dumps(known, sort_keys=True)))
+
+    def _load(self, manifest: str) -> dict[str, str]:
+        text = read_local(self.home, manifest)
+        try:
+            found = json.loads(text) if text else {}
+        except ValueError:
+            return {}  # a torn manifest: every file counts as never synced, and the record wins
+        return found if isinstance(found, dict) else {}
+
+
+@dataclass(frozen=True, slots=True)
+class Refreshed:
+    """What a refresh did: local paths it changed, and hand edits the record should get."""
+
+    changed: list[str]
+    hand_edited: list[MemoryFile]
+
+
+def refresh(
+    home: Path,
+    wanted: Iterable[MemoryFile],
+    under: str,
+    *,
+    remove_others: bool = True,
+    synced: SyncedHashes | None = None,
+) -> Refreshed:
+    """Make the copy's files under `under` equal `wanted`: write those whose sha256 differs,
+    and (`remove_others`) delete recorded files the record does not have.
+
+    With `synced`, a file edited here by hand since it last matched the record is not written
+    over: if the record still holds what was synced, the edit is returned for the record
+    (`hand_edited`); if the record changed too, the record wins and the edit is kept beside
+    the file (`<name>.aside-<time>`), never deleted."""
     wanted_by_path = {file.path: file for file in wanted}
     changed: list[str] = []
+    hand_edited: list[MemoryFile] = []
+    matched: dict[str, str | None] = {}
     present = {file.path: file.sha256 for file in local_files(home, under)} if remove_others else {}
     for path, file in sorted(wanted_by_path.items()):
         if not recorded(path):
@@ -155,11 +237,36 @@ def refresh(home: Path, wanted: Iterable[MemoryFile], under: str, *, remove_othe
         else:
             text = read_local(home, path)
             mine = None if text is None else sha256_of(text)
+        if mine != file.sha256 and mine is not None and synced is not None:
+            base = synced.read(path)
+            if base == file.sha256:  # the record is as synced: the change is this home's, by hand
+                text = read_local(home, path)
+                if text is not None:
+                    hand_edited.append(MemoryFile.of(path, text))
+                continue
+            if base is not None and base != mine:  # changed on both sides: the record wins
+                _set_aside(home, path)
         if mine != file.sha256:
             write_local(home, file)
             changed.append(path)
+        matched[path] = file.sha256
     if remove_others:
         for path in sorted(present.keys() - wanted_by_path.keys()):
             (home / path).unlink(missing_ok=True)
             changed.append(path)
-    return changed
+            matched[path] = None
+    if synced is not None and matched:
+        synced.matched(matched)
+    return Refreshed(changed, hand_edited)
+
+
+def _set_aside(home: Path, relative: str) -> None:
+    path = home / relative
+    aside = path.with_name(f"{path.name}.aside-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}")
+    try:
+        os.link(path, aside)  # the same bytes under a second name, at once
+    except FileNotFoundError:
+        return
+    except OSError:
+        shutil.copy2(path, aside)  # a filesystem without hard links
+    logger.warning("%s: edited here and in the record; the record's kept, this home's as %s", relative, aside.name)

@@ -23,7 +23,7 @@ from config.paths import scope_hash
 from config.settings import Settings
 from halo.storage import HaloDB
 from halo.storage.memory_rows import MemoryRows
-from memory.mirror import MemoryFile, recorded, refresh
+from memory.mirror import SYNCED, MemoryFile, SyncedHashes, recorded, refresh
 from tests.conftest import OWNER_AUTH, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
@@ -267,7 +267,7 @@ def test_a_mirror_refresh_writes_what_differs_removes_what_is_gone_and_nothing_o
         MemoryFile.of(prefix + "files/001-trip.md", "trip\n"),
         MemoryFile.of(prefix + "../../../escape.md", "never\n"),
     ]
-    changed = refresh(tmp_path, wanted, prefix)
+    changed = refresh(tmp_path, wanted, prefix).changed
     assert (folder / "MEMORY.md").read_text() == "new\n"
     assert (folder / "files" / "001-trip.md").read_text() == "trip\n"
     assert not (folder / "daily" / "2026-01-01.md").exists()
@@ -276,8 +276,78 @@ def test_a_mirror_refresh_writes_what_differs_removes_what_is_gone_and_nothing_o
     assert sorted(changed) == sorted(
         [prefix + "MEMORY.md", prefix + "files/001-trip.md", prefix + "daily/2026-01-01.md"]
     )
-    assert refresh(tmp_path, wanted, prefix) == [], "the same rows again change nothing"
+    assert refresh(tmp_path, wanted, prefix).changed == [], "the same rows again change nothing"
     assert not recorded("members/../SOUL.md") and recorded("members/mom/USER.md") and recorded("SOUL.md")
+
+
+def test_a_refresh_carries_a_hand_edit_to_the_record_unless_the_record_changed_too(tmp_path: Path) -> None:
+    prefix = f"memory/scopes/{'b' * 16}/"
+    synced = SyncedHashes(tmp_path)
+    as_synced = [MemoryFile.of(prefix + name, f"{name} v1\n") for name in ("MEMORY.md", "USER.md", "notes.md")]
+    refresh(tmp_path, as_synced, prefix, synced=synced)  # the copy matches the record
+    folder = tmp_path / prefix
+    (folder / "MEMORY.md").write_text("MEMORY.md fixed by hand\n")  # edited here only
+    (folder / "notes.md").write_text("notes.md fixed by hand\n")  # edited here, and in the record
+    record = [
+        as_synced[0],
+        MemoryFile.of(prefix + "USER.md", "USER.md v2\n"),  # changed in the record only
+        MemoryFile.of(prefix + "notes.md", "notes.md v2\n"),
+    ]
+
+    done = refresh(tmp_path, record, prefix, synced=synced)
+
+    assert [(f.path, f.content) for f in done.hand_edited] == [(prefix + "MEMORY.md", "MEMORY.md fixed by hand\n")]
+    assert (folder / "MEMORY.md").read_text() == "MEMORY.md fixed by hand\n", "a hand edit is not written over"
+    assert (folder / "USER.md").read_text() == "USER.md v2\n"
+    assert (folder / "notes.md").read_text() == "notes.md v2\n", "changed on both sides: the record wins"
+    [aside] = folder.glob("notes.md.aside-*")
+    assert aside.read_text() == "notes.md fixed by hand\n", "and the hand edit is kept beside it"
+    assert not recorded(aside.relative_to(tmp_path).as_posix()) and not recorded(prefix + SYNCED)
+
+    fresh = tmp_path / "never-synced"  # a copy with no manifest: the record wins, as before
+    refresh(fresh, as_synced, prefix)
+    (fresh / prefix / "MEMORY.md").write_text("stale\n")
+    assert refresh(fresh, as_synced, prefix, synced=SyncedHashes(fresh)).hand_edited == []
+    assert (fresh / prefix / "MEMORY.md").read_text() == "MEMORY.md v1\n"
+
+
+@pytest.mark.postgres
+async def test_a_memory_file_edited_by_hand_while_halo_was_stopped_reaches_postgresql_and_every_process(
+    shared_postgres: str, fake_llm: FakeOpenAI, home_settings: Callable[..., Settings], serve_halo: Any
+) -> None:
+    """A parent stops halo, fixes a fact in MEMORY.md by hand, and starts it again: the fix is
+    what PostgreSQL keeps, and what another home's process tells the model."""
+    url = shared_postgres
+    first = await serve_halo(home_settings("home-a", url))
+    await first.halo.start_background()
+    await first.chat("remember the piano lesson is on Thursdays", token=MOM)
+    await first.halo.gateway.drain()
+    await first.halo.memory_durable()
+    assert first.halo.cluster is not None
+    await first.halo.cluster.stop()
+    memory = first.halo.paths.memory_file(DM)
+    memory.write_text(memory.read_text().replace("Thursdays", "Fridays"))  # by hand, halo stopped
+
+    again = await serve_halo(home_settings("home-a", url))
+    await again.halo.start_background()
+    await again.halo.start_adapters()  # the family lease: it serves, and takes every scope
+    where = f"memory/scopes/{scope_hash(DM)}/MEMORY.md"
+
+    async def fixed_in_postgres() -> bool:
+        return "Fridays" in (await rows(url, where)).get(where, "")
+
+    await eventually(fixed_in_postgres, what="the hand edit in memory_files")
+    assert "Thursdays" not in (await rows(url, where))[where]
+    assert "Fridays" in memory.read_text(), "and the home keeps it"
+    assert again.halo.cluster is not None
+    await again.halo.cluster.stop()
+
+    other = await serve_halo(home_settings("home-b", url))
+    await other.halo.start_background()
+    fake_llm.reply("Fridays.")
+    status, _ = await other.chat("when is piano?", token=MOM)
+    assert status == 200
+    assert "piano lesson is on Fridays" in fake_llm.last_prompt_text(), "the fixed fact reaches the model"
 
 
 @pytest.mark.postgres

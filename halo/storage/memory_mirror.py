@@ -18,7 +18,11 @@ Two directions:
   the home's memory files the database has not got (an embedded home switched to PostgreSQL,
   the default SOUL.md of the very first start), so nothing is lost.
 
-Hand edits of a mirror's files are not carried to PostgreSQL: the mirror is a cache.
+A hand edit of a copy's file (a parent fixing MEMORY.md or USER.md) is found at the next take
+by `SyncedHashes` (what each file was when it last matched the record) and written to
+PostgreSQL if the record did not change meanwhile; if it did, the record wins and the edit is
+kept beside the file. An edit is also carried when halo next writes that file (a writer reads
+the file as it is).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from memory.mirror import (
     SCOPES,
     SOUL,
     MemoryFile,
+    SyncedHashes,
     family_wide,
     local_files,
     note_written,
@@ -82,6 +87,7 @@ class RecordedFiles:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self.jobs: RecordedJobStates | None = None  # memory jobs' progress, written with the files
+        self.synced = SyncedHashes(home)  # what each file was when it last matched the record
 
     def job_states(self, local: JobStateStore) -> RecordedJobStates:
         """The memory jobs' store on PostgreSQL: its changes go out with this record's files."""
@@ -121,6 +127,8 @@ class RecordedFiles:
                 files = [MemoryFile.of(p, text) for p, text in texts.items() if text is not None]
                 gone = [p for p, text in texts.items() if text is None]
                 await self.rows.apply(files, gone, sorted(folders), jobs=jobs or None)
+                matched: dict[str, str | None] = {f.path: f.sha256 for f in files} | dict.fromkeys(gone)
+                await asyncio.to_thread(self.synced.matched, matched)
             except BaseException:
                 with self._guard:  # nothing is lost: tried again on the next flush
                     self._paths |= paths
@@ -206,18 +214,31 @@ class MemoryMirror:
             identity = mirror_identity(self.rows.db)
             first = read_local(self.home, JOINED) != identity
 
-            def mirror() -> list[MemoryFile]:
+            def mirror() -> tuple[list[MemoryFile], list[MemoryFile]]:
                 seeds = [f for f in self._local_memory() if f.path not in known] if first else []
-                refresh(self.home, family, "", remove_others=False)
-                return seeds
+                edited = refresh(self.home, family, "", remove_others=False, synced=self.record.synced).hand_edited
+                return seeds, edited
 
-            seeds = await asyncio.to_thread(mirror)
+            seeds, edited = await asyncio.to_thread(mirror)
             if seeds:
-                await self.rows.write_many(seeds)
+                await self._upload(seeds)
                 log.info("%d memory file(s) of this HALO_HOME added to PostgreSQL", len(seeds))
+            await self._carry_hand_edits(edited)
             if first:
                 await asyncio.to_thread(write_local, self.home, MemoryFile.of(JOINED, identity))
             self._joined = True
+
+    async def _upload(self, files: list[MemoryFile]) -> None:
+        await self.rows.write_many(files)
+        await asyncio.to_thread(self.record.synced.matched, {f.path: f.sha256 for f in files})
+
+    async def _carry_hand_edits(self, edited: list[MemoryFile]) -> None:
+        """Files edited by hand in this home since they last matched PostgreSQL, which still holds
+        what they were: the edits go to PostgreSQL, as halo's own writes do."""
+        if edited:
+            await self._upload(edited)
+            log.info("memory: %d file(s) edited by hand here written to PostgreSQL: %s", len(edited),
+                     ", ".join(f.path for f in edited))  # fmt: skip
 
     def _local_memory(self) -> list[MemoryFile]:
         soul = read_local(self.home, SOUL)
@@ -238,15 +259,16 @@ class MemoryMirror:
         prefix = scope_prefix(scope_hash(scope_id))
         wanted = await self.rows.files_under(prefix)
 
-        def mirror() -> list[str]:
+        def mirror() -> tuple[list[str], list[MemoryFile]]:
             with self.files.lock(scope_id):
-                changed = refresh(self.home, wanted, prefix)
-                if changed:
+                done = refresh(self.home, wanted, prefix, synced=self.record.synced)
+                if done.changed:
                     self.files.refreshed(scope_id)
-                return changed
+                return done.changed, done.hand_edited
 
-        changed = await asyncio.to_thread(mirror)
+        changed, edited = await asyncio.to_thread(mirror)
         if changed:
             log.info("memory of %s: %d file(s) refreshed from PostgreSQL", scope_id, len(changed))
+        await self._carry_hand_edits(edited)
         if self.semantic is not None and self.semantic.enabled:
             await self.semantic.sync_scope(scope_id)
