@@ -220,10 +220,19 @@ async def test_a_fired_reminder_is_marked_done_and_mom_cannot_press_aaravs(
 
     await handled(halo, tg.press(MOM, fired, "Snooze 1 h"))  # it is Aarav's to snooze
     assert tg.answers() == ["Sorry, this decision is not yours to make."]
+    mom_before = len(tg.texts(MOM))
     await handled(halo, tg.press(AARAV, fired, "Done"))
     assert tg.answers()[-1] == "Done ✓" and tg.buttons(fired) == []
-    assert tg.texts(AARAV) == ["Mom asked me to remind you: pack your football kit"]  # nothing more said
+    assert (await tg.wait_sent(AARAV, 2))[-1] == "Done: pack your football kit. I told Mom."
+    told = (await tg.wait_sent(MOM, mom_before + 1))[-1]
+    assert told == "Aarav marked your reminder done: pack your football kit", "whoever set it hears it was done"
     assert await halo.reminder_clock.fire_due() == 0
+
+    assert halo.reminders is not None
+    [reminder] = await halo.reminders.store.list()
+    tg.message(TARA, TARA, f"/reminders done {reminder.id}")  # typed by someone it was not for
+    assert (await tg.wait_sent(TARA))[-1] == "You have no reminder with that number."
+    assert len(tg.texts(MOM)) == mom_before + 1, "and nobody is told anything"
 
 
 async def test_a_home_message_mutes_with_a_button(start_telegram: StartTelegram, tg: FakeTelegram) -> None:

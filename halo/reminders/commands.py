@@ -1,5 +1,5 @@
 """`/remind`, `/remind!` (urgent: quiet hours do not hold it) and `/reminders [cancel N]`,
-answered in code."""
+answered in code; `/reminders done ID` is what a fired reminder's Done button runs."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ def reminder_commands(reminders: Reminders) -> list[Command]:
             return await reminders.listing(turn)
         if verb.lower() == "cancel" and rest.strip().lstrip("#").isdigit():
             return await reminders.cancel(turn, int(rest.strip().lstrip("#")))
+        if verb.lower() == "done" and rest.strip().isdigit():
+            return await reminders.done(turn, int(rest.strip()))
         return "Usage: /reminders · /reminders cancel N"
 
     return [

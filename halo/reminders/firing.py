@@ -55,11 +55,12 @@ def reminder_text(reminder: Reminder, family: Family, *, late_since: str | None 
 
 
 def snooze_options(reminder: Reminder, zone: ZoneInfo) -> tuple[Option, ...]:
-    """A fired reminder's buttons: done, or the /remind its target would type to hear it again."""
+    """A fired reminder's buttons: done (whoever set it is told), or the /remind its target
+    would type to hear it again."""
     text = reminder.text
     same_time = reminder.due_at.astimezone(zone).strftime("%H:%M")
     return (
-        Option("Done", None),
+        Option("Done", f"/reminders done {reminder.id}"),
         Option("Snooze 10 min", f"/remind me in 10m {text}"),
         Option("Snooze 1 h", f"/remind me in 1h {text}"),
         Option("Tomorrow", f"/remind me tomorrow {same_time} {text}"),

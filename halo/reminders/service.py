@@ -9,7 +9,7 @@ audited by the engine like every denial.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -48,6 +48,10 @@ def decide_remind(
     ]
 
 
+def _is_for(reminder: Reminder, member: Member) -> bool:
+    return reminder.target == member.id or (reminder.target == PARENTS and member.is_parent)
+
+
 class Reminders:
     """The reminder answers of one halo. `wake` tells the scheduler its next time may have changed."""
 
@@ -58,11 +62,13 @@ class Reminders:
         settings: Callable[[], ReminderSettings],
         wake: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = _now,
+        tell: Callable[[str, str], Awaitable[object]] | None = None,
     ) -> None:
         self.store = store
         self.settings = settings  # read at each use: halo.yaml's `reminders:` applies live
         self.wake = wake
         self.clock = clock
+        self.tell = tell  # (member id, text): a message to that member's own DM (halo/family/direct.py)
 
     # --- setting -----------------------------------------------------------------------
 
@@ -190,6 +196,18 @@ class Reminders:
             return f"Reminder {number} has just gone off or was cancelled already."
         self.wake()
         return f"Cancelled: {reminder.text}"
+
+    async def done(self, turn: Turn, reminder_id: int) -> str:
+        """A fired reminder's Done: said by the person it was for (any parent, for one to the
+        parents), and whoever set it for them is told."""
+        member, reminder = turn.member, await self.store.get(reminder_id)
+        if member is None or reminder is None or not _is_for(reminder, member):
+            return "You have no reminder with that number."
+        setter = turn.family.member(reminder.set_by)
+        if setter is None or setter.id == member.id or self.tell is None:
+            return f"Done: {reminder.text}."
+        await self.tell(setter.id, f"{member.name} marked your reminder done: {reminder.text}")
+        return f"Done: {reminder.text}. I told {setter.name}."
 
     def who_may_i_remind(self, turn: Turn) -> str:
         """One line for /whoami: whom the policy lets this member remind, from here."""

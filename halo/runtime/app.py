@@ -537,6 +537,11 @@ def build_senders(settings: Settings, stores: Stores, fam: FamilyParts, mem: Mem
         asks=fam.asks,
     )
 
+    async def tell(member_id: str, text: str) -> None:
+        """A message from halo to one member's own DM (a reminder they set was done)."""
+        if (scope := direct.scope_of(member_id)) is not None:
+            await delivery.send(scope.id, text, kind="notice", about=member_id)
+
     async def apply_config(new: Settings) -> None:
         """A reloaded, valid halo.yaml: the family (and the policy's view of it) and the home
         rules take effect now; ConfigReload then hands the other live keys to `live`. The rest
@@ -553,7 +558,7 @@ def build_senders(settings: Settings, stores: Stores, fam: FamilyParts, mem: Mem
         safety=build_safety(settings, fam.policy, notifier, audit, stores.transcripts, mem.levels),
         home=home,
         reminder_clock=reminder_clock,
-        reminders=Reminders(reminder_store, settings=live.reminders, wake=reminder_clock.wake),
+        reminders=Reminders(reminder_store, settings=live.reminders, wake=reminder_clock.wake, tell=tell),
         lists=Lists(ListStore(db)),
         config=ConfigReload(live, apply_config, record=config_record),
         approvals=Approvals(
