@@ -241,8 +241,9 @@ class TranscriptStore:
 
     async def take(self, scope_id: str) -> None:
         """Bring the scope's file up to date from `records`: the lines from its line count on are
-        appended (fsync'd) and the observers told, as an append would. For a process that takes
-        the scope over; `ready` does it once per process on its own."""
+        appended (fsync'd) and the observers told, as an append would, once its last line is
+        found to be the record's line of that number (else `_not_the_records`). For a process
+        that takes the scope over; `ready` does it once per process on its own."""
         if self.records is None:
             return
         async with self._lock(scope_id):
