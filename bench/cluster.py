@@ -235,6 +235,8 @@ async def two_processes(
             "forwarded_p50": statistics.median(forwarded),
             "added": statistics.median(added),
         }
+        quartiles = statistics.quantiles(added, n=4)
+        found["added_p25"], found["added_p75"] = quartiles[0], quartiles[2]
         found["config"] = await config_spread(http, processes, standby)  # an edit through a standby
         killed = time.perf_counter()
         await active.stop(signal.SIGKILL)
@@ -364,7 +366,8 @@ async def main() -> None:
                 print(
                     f"  {verdict(added <= 3)} forwarding: p50 {two['direct_p50']:.1f} ms to the active process, "
                     f"{two['forwarded_p50']:.1f} ms through a standby: {added:+.1f} ms "
-                    f"(median of {args.forward_rounds} batches' differences; goal ≤ 3 ms)"
+                    f"(median of {args.forward_rounds} batches' differences, quartiles "
+                    f"{two['added_p25']:+.1f}..{two['added_p75']:+.1f}; goal ≤ 3 ms)"
                 )
                 print(
                     f"  {verdict(two['config'] <= 3)} config: an edit saved on a standby runs on all three "
