@@ -133,6 +133,33 @@ async def test_an_edit_through_a_standby_is_stored_and_run_by_the_active_process
         await process.db.close()
 
 
+async def test_a_poll_with_no_new_version_reads_the_version_number_only(database: str, tmp_path: Path) -> None:
+    """Every process looks twice a second: an unchanged poll is one small indexed SELECT of the
+    newest version's number, and the stored text is read only once there is a new version."""
+    from tests.conftest import FAMILY_YAML
+
+    a = Process(tmp_path / "a", database, family_yaml=FAMILY_YAML)
+    b = Process(tmp_path / "b", database, family_yaml=FAMILY_YAML)
+    await a.config.join()
+    await b.config.join()
+    sent: list[str] = []
+    unwatch = b.db.watch(sent.append)
+    for _ in range(3):
+        await b.config.poll()
+    assert len(sent) == 3, sent  # one statement a poll
+    assert all("family_config.text" not in sql and "sha256" not in sql for sql in sent), sent
+
+    a.edit(NEW_MEMBER)
+    assert await a.config.reload("api"), a.config.error
+    sent.clear()
+    await b.config.poll()  # a new version: its number, then its row
+    unwatch()
+    assert b.config.version == 2 and "nani" in b.members
+    assert [("family_config.text" in sql) for sql in sent] == [False, True], sent
+    for process in (a, b):
+        await process.db.close()
+
+
 async def _rows(url: str, query: str) -> list[tuple[Any, ...]]:
     conn = await asyncpg.connect(url.replace("+asyncpg", ""))
     try:

@@ -1,8 +1,9 @@
 """Any process answers: an HTTP request that reaches a standby goes on to the active process.
 
 The request is sent on to the active one's `cluster.advertise_url` as it came (method, path,
-query, headers, body), and its answer streamed back chunk by chunk, so the web chat's streamed
-reply stays streamed. Two headers go with it: `X-Halo-Forwarded` (a forwarded request is never
+query, headers, body), on a kept connection, and its answer streamed back chunk by chunk, so the
+web chat's streamed reply stays streamed; an answer of known small length (a JSON reply) goes
+back in one write, headers and body together. Two headers go with it: `X-Halo-Forwarded` (a forwarded request is never
 forwarded again: two processes that disagree for a moment answer 503 instead of bouncing it)
 and `X-Halo-Forwarded-Peer`, the client's address, which the active process uses only to take
 trust away (halo/access.py: a remote client is not "this machine" because a standby on it
@@ -13,7 +14,6 @@ a JSON 503 with `Retry-After`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 FORWARDED = "X-Halo-Forwarded"
 RETRY_AFTER_SECONDS = 2
+WHOLE_UP_TO = 256 * 1024  # bytes: an answer of known length up to this is passed on in one write
 WATCH_EVERY = 0.25  # seconds: how often a forwarded request asks whether its target still serves
 # hop-by-hop headers (RFC 9110 §7.6.1) and the ones aiohttp sets from the body it sends
 _NOT_PASSED = frozenset(
@@ -75,18 +76,34 @@ class Forwarder:
         times a second: once that process no longer holds the family (frozen, cut off, replaced),
         the client gets a 503 to send again, not a wait for a process that may never answer (a
         frozen one that wakes finds its writes refused, so nothing of the first try is kept)."""
+        task = asyncio.current_task()
+        assert task is not None
         answering = asyncio.Event()
-        passing = asyncio.ensure_future(self._pass_on(request, address, answering))
-        while not passing.done():
-            await asyncio.wait({passing}, timeout=WATCH_EVERY)
-            if passing.done() or answering.is_set() or still_active():
-                continue
-            passing.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await passing
+        gone = False
+        loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle | None = None
+
+        def look() -> None:  # a timer, not a second task and a wait around it for every request
+            nonlocal gone, timer
+            if answering.is_set():
+                return
+            if still_active():
+                timer = loop.call_later(WATCH_EVERY, look)
+                return
+            gone = True
+            task.cancel()
+
+        timer = loop.call_later(WATCH_EVERY, look)
+        try:
+            return await self._pass_on(request, address, answering)
+        except asyncio.CancelledError:
+            if not gone:
+                raise  # the client went away, or halo is stopping
+            task.uncancel()
             log.warning("%s %s: %s no longer serves the family", request.method, request.path, address)
             return unavailable("the process serving this family changed; send it again", retry_after=1)
-        return passing.result()
+        finally:
+            timer.cancel()
 
     async def _pass_on(self, request: web.Request, address: str, answering: asyncio.Event) -> web.StreamResponse:
         headers = CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() not in _NOT_PASSED)
@@ -100,10 +117,14 @@ class Forwarder:
                 request.method, url, headers=headers, data=body, allow_redirects=False
             ) as upstream:
                 answering.set()
-                response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-                for key, value in upstream.headers.items():
-                    if key.lower() not in _NOT_PASSED:
-                        response.headers.add(key, value)
+                passed = CIMultiDict((k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_PASSED)
+                length = upstream.content_length
+                if length is not None and length <= WHOLE_UP_TO and request.method != "HEAD":
+                    # an answer of known, small length (a JSON reply): on as one write, headers and
+                    # body together, not as headers, a chunk and a last chunk (three sends)
+                    body = await upstream.read()
+                    return web.Response(status=upstream.status, reason=upstream.reason, body=body, headers=passed)
+                response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=passed)
                 await response.prepare(request)
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)

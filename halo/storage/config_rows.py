@@ -54,6 +54,14 @@ class ConfigRows:
             row = (await conn.execute(query.order_by(family_config.c.version.desc()).limit(1))).first()
         return StoredConfig(row.version, row.text, row.sha256) if row is not None else None
 
+    async def newest_version(self) -> int | None:
+        """The newest version's number alone (the key's index, no text): what every process asks
+        twice a second, reading the row itself only once the number changed (`newest`)."""
+        query = select(family_config.c.version).order_by(family_config.c.version.desc()).limit(1)
+        async with self.db.read(metadata) as conn:
+            found = (await conn.execute(query)).scalar()
+        return int(found) if found is not None else None
+
     async def version_of(self, sha256: str) -> int | None:
         """The newest version with this text, or None when it was never stored."""
         query = select(family_config.c.version).where(family_config.c.sha256 == sha256)

@@ -16,10 +16,11 @@ is not (tests/test_config_keys.py walks every field of `Settings` through a relo
 
 On PostgreSQL the family's config is a versioned row (`ConfigRows`), the store of record: a
 valid edit through any process (the watch, SIGHUP, `POST /reload`) is stored as the next
-version before it is applied, and every poll also looks at the newest version: one this
-process does not run yet is written into its halo.yaml (with this process's own `storage`
-and `admin` keys kept, `config.editor.LOCAL_KEYS`), validated and applied. At start a
-halo.yaml edited while halo was stopped is stored as an edit; one that is merely behind
+version before it is applied, and every poll also asks the newest version's number (the row
+itself is read only when that number is new): a version this process does not run yet is
+written into its halo.yaml (with this process's own `storage` and `admin` keys kept,
+`config.editor.LOCAL_KEYS`), validated and applied. At start a halo.yaml edited while halo
+was stopped is stored as an edit; one that is merely behind
 follows the store. `version` is the version this process runs.
 """
 
@@ -44,7 +45,7 @@ from halo.storage.config_rows import ConfigRows, StoredConfig, sha256_of
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
-FOLLOW_SECONDS = 0.5  # PostgreSQL: how often the newest stored version is looked at (one indexed row)
+FOLLOW_SECONDS = 0.5  # PostgreSQL: how often the newest stored version's number is asked (one index entry)
 
 # halo.yaml keys as they are named in the file (`home:` is Settings.home_events); `*` is any name.
 # Applied live: the family through LiveFamily and the policy, `home:` through HomeEvents.apply,
@@ -190,6 +191,9 @@ class ConfigReload:
     async def follow(self) -> None:
         """Run the newest stored version, when it is not the one this process runs."""
         assert self.record is not None
+        number = await self.record.newest_version()  # the number alone: the text only when it is new
+        if number is None or number in (self.version, self._refused_version):
+            return
         newest = await self.record.newest()
         if newest is None or newest.version in (self.version, self._refused_version):
             return
