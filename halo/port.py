@@ -50,7 +50,8 @@ from transcripts.text import clean_text
 if TYPE_CHECKING:
     from aiohttp import web
     from sqlalchemy import MetaData
-    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from halo.db_conn import Conn
 
 __all__ = [
     "Access",
@@ -415,9 +416,9 @@ class Tables(Protocol):
     (halo/storage/migrations). Writes are durable when the block exits and are serialised
     across halo."""
 
-    def write(self, metadata: MetaData) -> AbstractAsyncContextManager[AsyncConnection]: ...
+    def write(self, metadata: MetaData) -> AbstractAsyncContextManager[Conn]: ...
 
-    def read(self, metadata: MetaData) -> AbstractAsyncContextManager[AsyncConnection]: ...
+    def read(self, metadata: MetaData) -> AbstractAsyncContextManager[Conn]: ...
 
 
 class Audit(Protocol):

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from aiohttp import web
 from sqlalchemy import Column, Float, MetaData, String, Table, delete, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 from yarl import URL
 
 from config.family import Family, Member
 from halo.access import bearer_token, token_matches
+from halo.db_conn import Conn
 
 if TYPE_CHECKING:
     from config.settings import Settings
@@ -60,9 +60,9 @@ sessions_table = Table(
 class SessionTables(Protocol):
     """halo.db as `HaloDB` offers it (halo.storage sits above this module)."""
 
-    def write(self, metadata: MetaData) -> AbstractAsyncContextManager[AsyncConnection]: ...
+    def write(self, metadata: MetaData) -> AbstractAsyncContextManager[Conn]: ...
 
-    def read(self, metadata: MetaData) -> AbstractAsyncContextManager[AsyncConnection]: ...
+    def read(self, metadata: MetaData) -> AbstractAsyncContextManager[Conn]: ...
 
 
 def _digest(token: str) -> str:

@@ -32,7 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NOT_CONFIGURED = ["discord", "aiomqtt", "pypdf", "graphiti_core"]
 # With no embedder, recall is full-text and nothing compares vectors: NumPy (~11 MiB) stays out.
 FULL_TEXT = "memory:\n  semantic: {embedder: none}\n"
-NOT_NEEDED = [*NOT_CONFIGURED, "numpy"]
+# halo uses SQLAlchemy Core only: on SQLite its ORM (~6 MiB, loaded by the asyncio extension's
+# package) stays out (halo/storage/sqlite.py).
+NOT_NEEDED = [*NOT_CONFIGURED, "numpy", "sqlalchemy.orm", "sqlalchemy.ext.asyncio"]
 
 # `halo serve`, with `import agents` held until something is written to the FIFO HALO_TEST_GATE,
 # and the names in sys.modules written to HALO_TEST_MODULES when the process exits.

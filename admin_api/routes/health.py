@@ -12,7 +12,6 @@ from typing import Literal
 
 from aiohttp import web
 from pydantic import Field
-from sqlalchemy import text
 
 from admin_api.base import front, status_source
 from admin_api.models import ApiModel, reply
@@ -52,8 +51,7 @@ async def livez(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     halo = front(request)
     try:
-        async with halo.db.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+        await halo.db.ping()
     except Exception as exc:
         problem = f"halo cannot reach its storage ({halo.db.backend}): {type(exc).__name__}"
         return reply(Probe(ok=False, role=_role(request), problem=problem), status=503)

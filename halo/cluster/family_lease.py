@@ -15,12 +15,15 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from halo.cluster.tables import metadata
 from halo.storage import HaloDB
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection  # PostgreSQL only: the package loads the ORM
 
 LOCK_WAIT = "2s"  # a take waits this long for writes in flight, then tries again on the next beat
 

@@ -28,8 +28,8 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from halo.db_conn import Conn
 from halo.port import Observation
 from halo.storage import HaloDB
 
@@ -133,7 +133,7 @@ class HomeStore:
         self.db = db
         self.keep = keep_observations
         self._since_prune = 0
-        self._tx: ContextVar[AsyncConnection | None] = ContextVar(f"home_tx_{id(self)}", default=None)
+        self._tx: ContextVar[Conn | None] = ContextVar(f"home_tx_{id(self)}", default=None)
         self._rules: dict[tuple[str, str], RuleMemory] = {}  # write-through: read on every observation
 
     @asynccontextmanager
@@ -149,7 +149,7 @@ class HomeStore:
                 self._tx.reset(token)
 
     @asynccontextmanager
-    async def _writing(self) -> AsyncIterator[AsyncConnection]:
+    async def _writing(self) -> AsyncIterator[Conn]:
         current = self._tx.get()
         if current is not None:
             yield current
@@ -158,7 +158,7 @@ class HomeStore:
                 yield conn
 
     @asynccontextmanager
-    async def _reading(self) -> AsyncIterator[AsyncConnection]:
+    async def _reading(self) -> AsyncIterator[Conn]:
         current = self._tx.get()
         if current is not None:
             yield current

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from config.family import Family, Member
 from halo.core.options import Option
+from halo.db_conn import Conn
 from halo.outbound import outbox
 from halo.outbound.delivery import Delivery
 from halo.outbound.outbox import Row
@@ -96,7 +96,7 @@ class Asks:
         self.clock = clock
 
     async def record(
-        self, options: list[Option], *, who: str, ttl: timedelta, conn: AsyncConnection | None = None
+        self, options: list[Option], *, who: str, ttl: timedelta, conn: Conn | None = None
     ) -> tuple[Choice, ...]:
         """Write the ask (in the caller's transaction when `conn` is given, opened with this
         module's `metadata`) and return its buttons."""
@@ -142,7 +142,7 @@ class Asks:
 
     async def add_in(
         self,
-        conn: AsyncConnection,
+        conn: Conn,
         scope_id: str,
         text: str,
         choices: tuple[Choice, ...],

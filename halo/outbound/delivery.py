@@ -33,10 +33,9 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from config.family import Family
 from halo.core.scopes import member_scopes
+from halo.db_conn import Conn
 from halo.outbound.outbox import Marks, OutboxStore, Row
 from halo.port import Adapter, Audit, Choice, LiveReplies, Outbound, OutboundKind, Scope, SendFailed
 from halo.storage import HaloDB
@@ -234,7 +233,7 @@ class Delivery:
 
     async def add_in(
         self,
-        conn: AsyncConnection,
+        conn: Conn,
         scope_id: str,
         text: str,
         *,

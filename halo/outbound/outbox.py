@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, func, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from halo.db_conn import Conn
 from halo.port import Choice, Outbound, OutboundKind
 from halo.storage import HaloDB
 
@@ -139,7 +139,7 @@ class Claimed(RowMarks):
 
     row: Row | None
     busy: bool
-    conn: AsyncConnection | None = None
+    conn: Conn | None = None
 
     async def _update(self, message_id: str, **values: object) -> None:
         assert self.conn is not None
@@ -184,7 +184,7 @@ class OutboxStore(RowMarks):
 
     @staticmethod
     async def add_in(
-        conn: AsyncConnection,
+        conn: Conn,
         scope_id: str,
         text: str,
         *,

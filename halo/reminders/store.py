@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from sqlalchemy import Boolean, Column, Float, Index, Integer, MetaData, String, Table, Text, func, insert, or_, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from halo.db_conn import Conn
 from halo.outbound import asks, outbox
 from halo.outbound.asks import Option
 from halo.outbound.outbox import Row
@@ -109,7 +109,7 @@ class Firing:
     counts_as_fired: bool = True  # False for a missed one: only its setter is told
 
 
-QueueIn = Callable[[AsyncConnection, Message], Awaitable[Row]]
+QueueIn = Callable[[Conn, Message], Awaitable[Row]]
 
 
 def _sec(at: datetime) -> float:

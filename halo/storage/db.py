@@ -1,10 +1,11 @@
 """halo.db: the small durable state of the core and the adapters (the outbox, pairing, group
 state, tasks, approvals, home rules, reminders, lists, the adapters' seen ids), through
-SQLAlchemy's asyncio API on one of two backends:
+SQLAlchemy Core on one of two backends, each connection handed out as a `halo.db_conn.Conn`:
 
-- SQLite, the file `$HALO_HOME/halo.db` (the default). Each store declares its own `MetaData`;
-  its tables are created on first use (`create_all`), and a file from before `family_id`
-  gets the column added.
+- SQLite, the file `$HALO_HOME/halo.db` (the default), through Core without the asyncio
+  extension (halo/storage/sqlite.py: that package loads the ORM). Each store declares its own
+  `MetaData`; its tables are created on first use (`create_all`), and a file from before
+  `family_id` gets the column added.
 - PostgreSQL (`storage.url`). The schema is Alembic's (halo/storage/migrations), brought to
   head once before first use under an advisory lock; a table no revision creates is an error
   that names it, never created on the fly.
@@ -36,19 +37,23 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, MetaData, event, inspect, text
+from sqlalchemy import Connection, Engine, MetaData, event, inspect, text
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import greenlet_spawn
 
+from halo.db_conn import Conn
 from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH, FAMILY_OPTION, bind_family, carry_family
 from halo.storage.refusal import refused
+from halo.storage.sqlite import SqliteEngine
 from transcripts.sqlite import durable_sqlite_connection, use_wal
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 CONNECT_TIMEOUT_SECONDS = 10  # PostgreSQL: a server that does not answer stops the start this soon
 POOL_SIZE = 10  # PostgreSQL: connections kept open (SQLAlchemy's default, 5, churned under 8 members at once)
@@ -136,42 +141,52 @@ class HaloDB:
     ) -> None:
         """`idle_seconds` (PostgreSQL): a transaction left idle this long is ended by the server, so
         a paused process's open write (and its lock on the epoch) cannot hold up a take for ever."""
-        if url is None:
-            use_wal(path)
-            url = f"sqlite+aiosqlite:///{path}"
         self.family_id = family_id
         self.fence: Fence | None = None  # set by halo/cluster when several processes may serve the family
-        connect_args: dict[str, Any] = {}
-        pool: dict[str, Any] = {}
-        if url.startswith("postgresql"):
-            # connections kept for the turns in flight at once (each holds one for a statement or
-            # two, the outbox and the cluster their own): past the pool, SQLAlchemy opens one per
-            # use and closes it after, a new session (a backend started, the family and the epoch
-            # said again) for each of those writes
-            pool = {"pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW}
-            connect_args["timeout"] = CONNECT_TIMEOUT_SECONDS
-            # pg_stat_activity names the process each connection belongs to
-            server_settings = {"application_name": f"halo[{os.getpid()}]"}
-            if idle_seconds is not None:
-                ms = str(max(int(idle_seconds * 1000), 1000))
-                server_settings["idle_in_transaction_session_timeout"] = ms
-            connect_args["server_settings"] = server_settings
-        self.engine: AsyncEngine = create_async_engine(
-            url, execution_options={FAMILY_OPTION: family_id}, connect_args=connect_args, **pool
-        )
-        self.backend = self.engine.dialect.name  # "sqlite" | "postgresql"
-        if self.backend == "postgresql":  # a shared database; SQLite's file is one family's, rows stamped on write
-            bind_family(self.engine.sync_engine, family_id)
-            event.listen(self.engine.sync_engine, "checkout", self._say_epoch)
-        if self.backend == "sqlite":
-            event.listen(self.engine.sync_engine, "connect", _sqlite_durable_pragmas)
-        # each statement its own transaction: no BEGIN and COMMIT round trips around one INSERT
-        self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._sqlite: SqliteEngine | None = None
+        self._postgres: AsyncEngine | None = None
+        if url is None:
+            use_wal(path)
+            self._sqlite = SqliteEngine(path, execution_options={FAMILY_OPTION: family_id})
+            event.listen(self._sqlite.sync, "connect", _sqlite_durable_pragmas)
+        else:
+            self._postgres = _postgres_engine(url, family_id, idle_seconds)
+            # a shared database; SQLite's file is one family's, rows stamped on write
+            bind_family(self._postgres.sync_engine, family_id)
+            event.listen(self._postgres.sync_engine, "checkout", self._say_epoch)
+            # each statement its own transaction: no BEGIN and COMMIT round trips around one INSERT
+            self._autocommit = self._postgres.execution_options(isolation_level="AUTOCOMMIT")
+        self.backend = self.sync_engine.dialect.name  # "sqlite" | "postgresql"
         self._created: set[int] = set()
         self._schema: frozenset[str] | None = None  # PostgreSQL: the tables the migrations made
         self._schema_lock = asyncio.Lock()
         self._write_turns = asyncio.Lock()
         self._watchers: list[Callable[[str], None]] = []  # `watch`: told of each statement `send` sends
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """PostgreSQL's engine (SQLAlchemy's asyncio one): for what only it does (the cluster's own
+        session, `send`, the migrations)."""
+        assert self._postgres is not None, "HaloDB.engine: PostgreSQL only"
+        return self._postgres
+
+    @property
+    def sync_engine(self) -> Engine:
+        """SQLAlchemy's sync `Engine` underneath either backend: its URL, dialect and events."""
+        return self._sqlite.sync if self._sqlite is not None else self.engine.sync_engine
+
+    def _begin(self) -> AbstractAsyncContextManager[Conn]:
+        return self._sqlite.begin() if self._sqlite is not None else self.engine.begin()
+
+    def _connect(self, *, autocommit: bool = False) -> AbstractAsyncContextManager[Conn]:
+        if self._sqlite is not None:
+            return self._sqlite.connect(autocommit=autocommit)
+        return (self._autocommit if autocommit else self.engine).connect()
+
+    async def ping(self) -> None:
+        """One round trip (`SELECT 1`): raises when the database cannot be reached."""
+        async with self._connect() as conn:
+            await conn.execute(text("SELECT 1"))
 
     async def prepare(self) -> None:
         """PostgreSQL: migrate to the newest schema now (at start), so a wrong URL or a refused
@@ -205,37 +220,38 @@ class HaloDB:
                         "for it in halo/storage/migrations/versions"
                     )
             else:
-                async with self.engine.begin() as conn:
+                assert self._sqlite is not None
+                async with self._sqlite.begin() as conn:
                     await conn.run_sync(_create_sqlite_tables, metadata, self.family_id)
             self._created.add(id(metadata))
 
     @asynccontextmanager
-    async def write(self, metadata: MetaData, *more: MetaData) -> AsyncIterator[AsyncConnection]:
+    async def write(self, metadata: MetaData, *more: MetaData) -> AsyncIterator[Conn]:
         """One transaction, committed on exit (rolled back on an exception). `more`: other
         stores' tables the same transaction writes (a reminder's fired mark and its outbox row)."""
         for tables in (metadata, *more):
             await self._ensure(tables)
         self._refuse_unless_held()
-        async with self._write_turns, self._fenced(), self.engine.begin() as conn:
+        async with self._write_turns, self._fenced(), self._begin() as conn:
             yield conn
 
     @asynccontextmanager
-    async def atomic(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
+    async def atomic(self, metadata: MetaData) -> AsyncIterator[Conn]:
         """One transaction that does not take turns with this process's other writes: for
         statements whose own locks make them safe (PostgreSQL's row locks, ON CONFLICT), and for
         a transaction held open while other writes go on (a claimed outbox row)."""
         await self._ensure(metadata)
         self._refuse_unless_held()
-        async with self._fenced(), self.engine.begin() as conn:
+        async with self._fenced(), self._begin() as conn:
             yield conn
 
     @asynccontextmanager
-    async def unfenced(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
+    async def unfenced(self, metadata: MetaData) -> AsyncIterator[Conn]:
         """A transaction with no epoch check: only for the family lease and the processes' own
         rows (halo/cluster), which are how the epoch is taken in the first place, and for the
         family's config versions, which any process of the family may add."""
         await self._ensure(metadata)
-        async with self.engine.begin() as conn:
+        async with self._begin() as conn:
             yield conn
 
     def holds_family(self) -> bool:
@@ -284,20 +300,20 @@ class HaloDB:
         record.info[EPOCH_SETTING] = epoch
 
     @asynccontextmanager
-    async def read(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
+    async def read(self, metadata: MetaData) -> AsyncIterator[Conn]:
         await self._ensure(metadata)
-        async with self.engine.connect() as conn:
+        async with self._connect() as conn:
             yield conn
 
     @asynccontextmanager
-    async def autocommit(self, metadata: MetaData) -> AsyncIterator[AsyncConnection]:
+    async def autocommit(self, metadata: MetaData) -> AsyncIterator[Conn]:
         """Each statement commits on its own, and none waits for the other writes' turn: for a
         store whose every write is one statement that reads nothing first (a turn's transcript
         lines in one INSERT: one round trip), and for reads that need no snapshot. Fenced as every
         write (the trigger checks the epoch in the same statement)."""
         await self._ensure(metadata)
         self._refuse_unless_held()
-        async with self._fenced(), self._autocommit.connect() as conn:
+        async with self._fenced(), self._connect(autocommit=True) as conn:
             yield conn
 
     async def send(self, metadata: MetaData, statement: str, *args: Any) -> str:
@@ -338,11 +354,11 @@ class HaloDB:
         def cursor(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
             seen(statement)
 
-        event.listen(self.engine.sync_engine, "before_cursor_execute", cursor)
+        event.listen(self.sync_engine, "before_cursor_execute", cursor)
         self._watchers.append(seen)
 
         def unwatch() -> None:
-            event.remove(self.engine.sync_engine, "before_cursor_execute", cursor)
+            event.remove(self.sync_engine, "before_cursor_execute", cursor)
             self._watchers.remove(seen)
 
         return unwatch
@@ -366,7 +382,26 @@ class HaloDB:
         return exc
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        await (self._sqlite or self.engine).dispose()
+
+
+def _postgres_engine(url: str, family_id: str, idle_seconds: float | None) -> AsyncEngine:
+    from sqlalchemy.ext.asyncio import create_async_engine  # loads the ORM too: PostgreSQL only
+
+    server_settings = {"application_name": f"halo[{os.getpid()}]"}  # pg_stat_activity names the process
+    if idle_seconds is not None:
+        server_settings["idle_in_transaction_session_timeout"] = str(max(int(idle_seconds * 1000), 1000))
+    # connections kept for the turns in flight at once (each holds one for a statement or two,
+    # the outbox and the cluster their own): past the pool, SQLAlchemy opens one per use and
+    # closes it after, a new session (a backend started, the family and the epoch said again)
+    # for each of those writes
+    return create_async_engine(
+        url,
+        execution_options={FAMILY_OPTION: family_id},
+        connect_args={"timeout": CONNECT_TIMEOUT_SECONDS, "server_settings": server_settings},
+        pool_size=POOL_SIZE,
+        max_overflow=POOL_OVERFLOW,
+    )
 
 
 def _create_sqlite_tables(conn: Connection, metadata: MetaData, family_id: str) -> None:

@@ -25,8 +25,8 @@ from dataclasses import asdict
 from typing import Any
 
 from sqlalchemy import BigInteger, Column, Float, Integer, MetaData, String, Table, Text, delete, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from halo.db_conn import Conn
 from halo.storage.db import HaloDB
 from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH
 from memory.state import Job, JobState, JobStateStore
@@ -65,7 +65,7 @@ class JobChanges:
     def __bool__(self) -> bool:
         return bool(self.states or self.scopes)
 
-    async def write(self, conn: AsyncConnection, family_id: str) -> None:
+    async def write(self, conn: Conn, family_id: str) -> None:
         """In the record's transaction: scopes deleted first, then each state written or deleted."""
         mine = memory_jobs.c.family_id == family_id
         for scope_id in sorted(self.scopes):

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from halo.db_conn import Conn
 from halo.storage.db import HaloDB
 from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH
 from halo.storage.job_rows import JobChanges
@@ -121,7 +121,7 @@ class MemoryRows:
         return len(values)
 
 
-async def _upsert(conn: AsyncConnection, values: list[dict[str, object]]) -> None:
+async def _upsert(conn: Conn, values: list[dict[str, object]]) -> None:
     if conn.dialect.name == "postgresql":  # imported by the dialect in use: PostgreSQL's holds ~2.3 MiB
         from sqlalchemy.dialects.postgresql import insert as pg_insert
 
