@@ -5,6 +5,7 @@ answerCallbackQuery and editMessageReplyMarkup out."""
 
 from __future__ import annotations
 
+import copy
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -50,6 +51,7 @@ async def test_a_join_request_comes_with_buttons_and_one_press_approves(
     datas = [b["callback_data"] for row in to_mom["reply_markup"]["inline_keyboard"] for b in row]
     assert all(len(d.encode()) <= 64 and code not in d and "approve" not in d for d in datas)
 
+    wags_saw = copy.deepcopy(to_wags["reply_markup"])  # Wags's phone, before it hears of the edit
     press = tg.press(MOM, to_mom, "Child (young)")
     texts = await tg.wait_sent(MOM, 2)
     assert texts[-1].startswith("Approved: Kiran (child, young_child, id kiran)")
@@ -58,9 +60,10 @@ async def test_a_join_request_comes_with_buttons_and_one_press_approves(
     await handled(halo, press)
     assert tg.answers() == ["Child (young) ✓"]
     assert tg.buttons(to_mom) == []  # removed once decided
+    assert tg.buttons(to_wags) == [], "and from the other parent's copy, which can no longer decide anything"
 
-    # the other parent's copy: a late press changes nothing, and its buttons go too
-    late = tg.press(WAGS, to_wags, "Deny")
+    # a press from the other parent's copy as a client still showed it changes nothing
+    late = tg.press(WAGS, to_wags, "Deny", seen=wags_saw)
     await handled(halo, late)
     assert tg.answers()[-1] == "Already decided."
     assert tg.buttons(to_wags) == []

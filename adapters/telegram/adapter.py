@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import logging
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -76,6 +77,7 @@ ALLOWED_UPDATES = ["message", "callback_query"]
 MAX_RECONNECT_PAUSE = 60.0
 STOP_POLLING_WITHIN = 5.0
 DEFAULT_WEBHOOK_PATH = "/telegram/webhook"
+OFFERS_KEPT = 1000  # asks whose button copies are remembered, newest first (a copy beyond: closed when pressed)
 
 
 class TelegramAdapter:
@@ -123,6 +125,9 @@ class TelegramAdapter:
         self.app = self._application(token)
         self._migrated: dict[int, int] = {}  # groups that became supergroups: old chat id → new
         self._parts_sent: dict[str, int] = {}  # outbox id → pieces already delivered
+        # ask id → the (chat, message) copies of its buttons sent by this process: once it is
+        # decided, every copy loses them, not only the pressed one (the newest asks, in memory)
+        self._offered: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
         self._working: dict[str, ChatProgress] = {}  # envelope id → its chat's chrome, while halo works on it
         self._runner: asyncio.Task[None] | None = None
 
@@ -278,8 +283,10 @@ class TelegramAdapter:
                 if n < done:
                     continue
                 buttons = _keyboard(message.choices) if n == len(pieces) - 1 else None  # under the last piece
-                chat_id = await self._send_piece(chat_id, piece, reply_to if n == 0 else None, buttons)
+                chat_id, sent_id = await self._send_piece(chat_id, piece, reply_to if n == 0 else None, buttons)
                 self._parts_sent[message.id] = n + 1
+                if buttons is not None:
+                    self._remember_offer(message.choices, chat_id, sent_id)
             self._parts_sent.pop(message.id, None)
             if progress is not None:
                 await progress.replied()
@@ -296,12 +303,13 @@ class TelegramAdapter:
 
     async def _send_piece(
         self, chat_id: int, text: str, reply_to: int | None, buttons: InlineKeyboardMarkup | None = None
-    ) -> int:
-        """One sendMessage; returns the chat id it went to (a group may have become a supergroup)."""
+    ) -> tuple[int, int]:
+        """One sendMessage; returns the chat id it went to (a group may have become a supergroup)
+        and the message's id."""
         reply = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
         bot = self.app.bot
         try:
-            await bot.send_message(
+            sent = await bot.send_message(
                 chat_id, to_html(text), parse_mode=ParseMode.HTML, reply_parameters=reply, reply_markup=buttons
             )
         except ChatMigrated as exc:
@@ -310,8 +318,24 @@ class TelegramAdapter:
         except BadRequest as exc:
             if "parse entities" not in exc.message.lower():
                 raise
-            await bot.send_message(chat_id, text, reply_parameters=reply, reply_markup=buttons)
-        return chat_id
+            sent = await bot.send_message(chat_id, text, reply_parameters=reply, reply_markup=buttons)
+        return chat_id, sent.message_id
+
+    def _remember_offer(self, choices: tuple[Choice, ...], chat_id: int, message_id: int) -> None:
+        for ask_id in {choice.id.partition(".")[0] for choice in choices}:
+            self._offered.setdefault(ask_id, []).append((chat_id, message_id))
+            self._offered.move_to_end(ask_id)
+        while len(self._offered) > OFFERS_KEPT:
+            self._offered.popitem(last=False)
+
+    async def _close_offer(self, choice_id: str, chat_id: int, message_id: int) -> None:
+        """A decided ask's buttons go from the pressed message and from every other copy this
+        process sent (each parent's DM had one). A copy sent before a restart keeps them until it
+        is pressed, and then says the ask is decided."""
+        copies = self._offered.pop(choice_id.partition(".")[0], [])
+        for chat, message in [(chat_id, message_id), *((c, m) for c, m in copies if (c, m) != (chat_id, message_id))]:
+            with contextlib.suppress(TelegramError):
+                await self.app.bot.edit_message_reply_markup(chat, message, reply_markup=None)
 
     async def still_in_chat(self, scope_id: str, user_id: str) -> bool | None:
         """Whether a user is still in a group, or None when Telegram cannot say (unreachable)."""
@@ -397,8 +421,7 @@ class TelegramAdapter:
         with contextlib.suppress(TelegramError):  # the toast is chrome; the decision is made already
             await query.answer(pressed.answer[:200])
         if pressed.closed:
-            with contextlib.suppress(TelegramError):
-                await self.app.bot.edit_message_reply_markup(chat.id, message.message_id, reply_markup=None)
+            await self._close_offer(query.data, chat.id, message.message_id)
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         error = context.error

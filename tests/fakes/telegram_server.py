@@ -187,12 +187,13 @@ class FakeTelegram:
         self._chats[chat_id].members.setdefault(from_user["id"], "member")
         return self.push({"message": message})
 
-    def press(self, sender: int | JSON, sent: JSON, label: str) -> JSON:
+    def press(self, sender: int | JSON, sent: JSON, label: str, *, seen: JSON | None = None) -> JSON:
         """Queue a `callback_query`: `sender` pressed the button `label` under `sent` (a message
-        halo sent, from `sent_with_buttons`), with that button's data as Telegram hands it back."""
+        halo sent, from `sent_with_buttons`), with that button's data as Telegram hands it back.
+        `seen`: the keyboard as a client that has not caught up with an edit still shows it."""
         from_user = sender if isinstance(sender, dict) else self.user(sender)
         message = {k: v for k, v in self.bot_messages[sent["message_id"]].items() if k != "had_buttons"}
-        rows = message.get("reply_markup", {}).get("inline_keyboard", [])
+        rows = (seen if seen is not None else message.get("reply_markup", {})).get("inline_keyboard", [])
         [data] = [b["callback_data"] for row in rows for b in row if b["text"] == label]
         query = {
             "id": str(next(self._update_ids) * 1000),
