@@ -19,8 +19,10 @@ from tests.test_discord import adapter_of, discord_yaml
 from tests.waiting import eventually
 
 WORK, OTHER = 3001, 3002
-PRIYA, MOM = 2001, 2002
-FAMILY = FAMILY_YAML.replace("telegram_user_id: 1002,", "telegram_user_id: 1002, discord_user_id: 2002,")
+PRIYA, MOM, WAGS = 2001, 2002, 2003
+FAMILY = FAMILY_YAML.replace("telegram_user_id: 1002,", "telegram_user_id: 1002, discord_user_id: 2002,").replace(
+    "telegram_user_id: 1001,", "telegram_user_id: 1001, discord_user_id: 2003,"
+)
 
 
 @pytest.fixture
@@ -159,6 +161,7 @@ async def test_a_join_request_is_decided_with_a_button_in_a_parents_discord_dm(
     await dc.wait_sent(dc.dm_channel(4444))
     [notice] = [m for m in await _sent(dc, dc.dm_channel(MOM)) if m.get("components")]
     assert dc.buttons(notice) == ["Parent", "Child (young)", "Child (adolescent)", "Colleague", "Deny"]
+    [to_wags] = [m for m in await _sent(dc, dc.dm_channel(WAGS)) if m.get("components")]
 
     refused = await dc.click(dc.person(PRIYA, "Priya"), notice, "Parent")  # a colleague's press
     assert (await dc.wait_answer(refused))["content"] == "Sorry, this decision is not yours to make."
@@ -167,6 +170,8 @@ async def test_a_join_request_is_decided_with_a_button_in_a_parents_discord_dm(
     texts = await dc.wait_sent(dc.dm_channel(MOM), 2)
     assert texts[-1].startswith("Approved: Kiran (colleague")
     assert "discord_user_id: 4444" in (home / "halo.yaml").read_text()
+    await eventually(lambda: dc.buttons(notice) == [], what="the pressed copy's buttons removed")
+    await eventually(lambda: dc.buttons(to_wags) == [], what="and the other parent's copy's")
 
 
 async def _sent(dc: FakeDiscord, channel: int) -> list[dict[str, object]]:

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 
 MAX_RECONNECT_PAUSE = 60.0
 TYPING_EVERY = 8.0  # Discord shows "typing…" for about ten seconds per call
+OFFERS_KEPT = 1000  # asks whose button copies are remembered, newest first (a copy beyond: closed when pressed)
 
 
 def point_at(settings: DiscordSettings) -> None:
@@ -148,6 +150,9 @@ class DiscordAdapter:
         self._typing: dict[int, _Typing] = {}  # channel id → its typing indicator
         self._in_order: dict[int, asyncio.Lock] = {}  # channel id → messages handled in order
         self._parts_sent: dict[str, int] = {}  # outbox id → parts already delivered
+        # ask id → the (channel, message) copies of its buttons sent by this process: once it is
+        # decided, every copy loses them, not only the pressed one (the newest asks, in memory)
+        self._offered: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
         self._turns: set[asyncio.Task[None]] = set()
         self._asked: dict[str, tuple[discord.Interaction, bool]] = {}  # envelope id → its slash command, ephemeral
         self._synced: set[int] = set()  # guilds whose slash commands are registered
@@ -350,8 +355,8 @@ class DiscordAdapter:
         )
         try:
             await interaction.followup.send(pressed.answer[:2000], ephemeral=True)
-            if pressed.closed and interaction.message is not None:
-                await interaction.message.edit(view=None)
+            if pressed.closed:
+                await self._close_offer(custom_id, interaction.message)
         except (discord.HTTPException, aiohttp.ClientError) as exc:  # chrome: the decision is made already
             log.info("answering a Discord button press failed: %s", exc)
 
@@ -404,9 +409,9 @@ class DiscordAdapter:
             extra: dict[str, Any] = {"view": view} if view is not None else {}
             try:
                 if index == 0 and reference is not None:
-                    await channel.send(parts[index], reference=reference, mention_author=False, **extra)
+                    sent = await channel.send(parts[index], reference=reference, mention_author=False, **extra)
                 else:
-                    await channel.send(parts[index], **extra)
+                    sent = await channel.send(parts[index], **extra)
             except (discord.Forbidden, discord.NotFound) as exc:
                 self._parts_sent.pop(message.id, None)
                 raise SendFailed(f"Discord refused the message: {exc.status} {exc.text}", permanent=True) from None
@@ -414,7 +419,31 @@ class DiscordAdapter:
                 detail = f"{exc.status} {exc.text}" if isinstance(exc, discord.HTTPException) else type(exc).__name__
                 raise SendFailed(f"sending to Discord failed: {detail}") from None
             self._parts_sent[message.id] = index + 1
+            if view is not None:
+                self._remember_offer(message.choices, sent.channel.id, sent.id)
         self._parts_sent.pop(message.id, None)
+
+    def _remember_offer(self, choices: tuple[Choice, ...], channel_id: int, message_id: int) -> None:
+        for ask_id in {choice.id.partition(".")[0] for choice in choices}:
+            self._offered.setdefault(ask_id, []).append((channel_id, message_id))
+            self._offered.move_to_end(ask_id)
+        while len(self._offered) > OFFERS_KEPT:
+            self._offered.popitem(last=False)
+
+    async def _close_offer(self, custom_id: str, pressed: discord.Message | None) -> None:
+        """A decided ask's buttons go from the pressed message and from every other copy this
+        process sent (each parent's DM had one). A copy sent before a restart keeps them until it
+        is pressed, and then says the ask is decided."""
+        if pressed is not None:
+            await pressed.edit(view=None)
+        client = self.client
+        for channel_id, message_id in self._offered.pop(custom_id.partition(".")[0], []):
+            if client is None or (pressed is not None and message_id == pressed.id):
+                continue
+            try:
+                await client.get_partial_messageable(channel_id).get_partial_message(message_id).edit(view=None)
+            except (discord.HTTPException, aiohttp.ClientError) as exc:  # chrome: the ask is decided already
+                log.info("removing a decided ask's buttons on Discord failed: %s", exc)
 
     async def _answer(self, interaction: discord.Interaction, message: Outbound, *, ephemeral: bool) -> None:
         """A slash command's reply, as the interaction's follow-up (the deferred "thinking…")."""
