@@ -159,8 +159,12 @@ async def test_scheduler_syncs_active_scopes_and_request_sync(fake_llm, settings
 
     await eventually(synced, what="a scheduled sync of the DM")
     assert semantic.status()["running"]
-    hits = await semantic.search([DM], "orthodontist braces")
-    assert hits and "orthodontist" in hits[0].text
+
+    async def indexed() -> bool:  # a sync during the turn (on PostgreSQL, the scope's take) leaves
+        hits = await semantic.search([DM], "orthodontist braces")  # the unanswered line for the next one
+        return bool(hits) and "orthodontist" in hits[0].text
+
+    await eventually(indexed, what="the exchange indexed by a scheduled sync")
 
     # after a distillation, the memory code asks for a sync of that scope
     (settings.paths.scope_dir(DM) / "MEMORY.md").write_text("# Facts\nThe puppy's vet is on Oak Road.\n")
