@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -40,6 +39,7 @@ from discord.http import Route
 from adapters.discord.commands import command_tree
 from adapters.discord.seen import SeenMessages
 from adapters.discord.split import split_message
+from adapters.offers import OfferedCopies
 from config.settings import DiscordSettings
 from halo.port import (
     Attachment,
@@ -60,7 +60,6 @@ log = logging.getLogger(__name__)
 
 MAX_RECONNECT_PAUSE = 60.0
 TYPING_EVERY = 8.0  # Discord shows "typing…" for about ten seconds per call
-OFFERS_KEPT = 1000  # asks whose button copies are remembered, newest first (a copy beyond: closed when pressed)
 
 
 def point_at(settings: DiscordSettings) -> None:
@@ -150,9 +149,7 @@ class DiscordAdapter:
         self._typing: dict[int, _Typing] = {}  # channel id → its typing indicator
         self._in_order: dict[int, asyncio.Lock] = {}  # channel id → messages handled in order
         self._parts_sent: dict[str, int] = {}  # outbox id → parts already delivered
-        # ask id → the (channel, message) copies of its buttons sent by this process: once it is
-        # decided, every copy loses them, not only the pressed one (the newest asks, in memory)
-        self._offered: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
+        self._offered = OfferedCopies()  # a decided ask's buttons go from every copy
         self._turns: set[asyncio.Task[None]] = set()
         self._asked: dict[str, tuple[discord.Interaction, bool]] = {}  # envelope id → its slash command, ephemeral
         self._synced: set[int] = set()  # guilds whose slash commands are registered
@@ -420,15 +417,8 @@ class DiscordAdapter:
                 raise SendFailed(f"sending to Discord failed: {detail}") from None
             self._parts_sent[message.id] = index + 1
             if view is not None:
-                self._remember_offer(message.choices, sent.channel.id, sent.id)
+                self._offered.sent(message.choices, sent.channel.id, sent.id)
         self._parts_sent.pop(message.id, None)
-
-    def _remember_offer(self, choices: tuple[Choice, ...], channel_id: int, message_id: int) -> None:
-        for ask_id in {choice.id.partition(".")[0] for choice in choices}:
-            self._offered.setdefault(ask_id, []).append((channel_id, message_id))
-            self._offered.move_to_end(ask_id)
-        while len(self._offered) > OFFERS_KEPT:
-            self._offered.popitem(last=False)
 
     async def _close_offer(self, custom_id: str, pressed: discord.Message | None) -> None:
         """A decided ask's buttons go from the pressed message and from every other copy this
@@ -437,7 +427,7 @@ class DiscordAdapter:
         if pressed is not None:
             await pressed.edit(view=None)
         client = self.client
-        for channel_id, message_id in self._offered.pop(custom_id.partition(".")[0], []):
+        for channel_id, message_id in self._offered.decided(custom_id):
             if client is None or (pressed is not None and message_id == pressed.id):
                 continue
             try:

@@ -19,7 +19,6 @@ import hashlib
 import hmac
 import logging
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -42,6 +41,7 @@ from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, Re
 from telegram.ext import Application, ContextTypes, TypeHandler
 from telegram.warnings import PTBDeprecationWarning
 
+from adapters.offers import OfferedCopies
 from adapters.telegram.connection import (
     Health,
     PerChatOrder,
@@ -77,7 +77,6 @@ ALLOWED_UPDATES = ["message", "callback_query"]
 MAX_RECONNECT_PAUSE = 60.0
 STOP_POLLING_WITHIN = 5.0
 DEFAULT_WEBHOOK_PATH = "/telegram/webhook"
-OFFERS_KEPT = 1000  # asks whose button copies are remembered, newest first (a copy beyond: closed when pressed)
 
 
 class TelegramAdapter:
@@ -125,9 +124,7 @@ class TelegramAdapter:
         self.app = self._application(token)
         self._migrated: dict[int, int] = {}  # groups that became supergroups: old chat id → new
         self._parts_sent: dict[str, int] = {}  # outbox id → pieces already delivered
-        # ask id → the (chat, message) copies of its buttons sent by this process: once it is
-        # decided, every copy loses them, not only the pressed one (the newest asks, in memory)
-        self._offered: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
+        self._offered = OfferedCopies()  # a decided ask's buttons go from every copy
         self._working: dict[str, ChatProgress] = {}  # envelope id → its chat's chrome, while halo works on it
         self._runner: asyncio.Task[None] | None = None
 
@@ -286,7 +283,7 @@ class TelegramAdapter:
                 chat_id, sent_id = await self._send_piece(chat_id, piece, reply_to if n == 0 else None, buttons)
                 self._parts_sent[message.id] = n + 1
                 if buttons is not None:
-                    self._remember_offer(message.choices, chat_id, sent_id)
+                    self._offered.sent(message.choices, chat_id, sent_id)
             self._parts_sent.pop(message.id, None)
             if progress is not None:
                 await progress.replied()
@@ -321,18 +318,11 @@ class TelegramAdapter:
             sent = await bot.send_message(chat_id, text, reply_parameters=reply, reply_markup=buttons)
         return chat_id, sent.message_id
 
-    def _remember_offer(self, choices: tuple[Choice, ...], chat_id: int, message_id: int) -> None:
-        for ask_id in {choice.id.partition(".")[0] for choice in choices}:
-            self._offered.setdefault(ask_id, []).append((chat_id, message_id))
-            self._offered.move_to_end(ask_id)
-        while len(self._offered) > OFFERS_KEPT:
-            self._offered.popitem(last=False)
-
     async def _close_offer(self, choice_id: str, chat_id: int, message_id: int) -> None:
         """A decided ask's buttons go from the pressed message and from every other copy this
         process sent (each parent's DM had one). A copy sent before a restart keeps them until it
         is pressed, and then says the ask is decided."""
-        copies = self._offered.pop(choice_id.partition(".")[0], [])
+        copies = self._offered.decided(choice_id)
         for chat, message in [(chat_id, message_id), *((c, m) for c, m in copies if (c, m) != (chat_id, message_id))]:
             with contextlib.suppress(TelegramError):
                 await self.app.bot.edit_message_reply_markup(chat, message, reply_markup=None)
