@@ -217,6 +217,10 @@ async def test_a_fired_reminder_is_marked_done_and_mom_cannot_press_aaravs(
     clock = clocked(halo)
     tg.message(MOM, MOM, "/remind aarav in 20m pack your football kit")
     await tg.wait_sent(MOM)
+    assert halo.reminders is not None
+    [reminder] = await halo.reminders.store.list()
+    tg.message(AARAV, AARAV, f"/reminders done {reminder.id}")  # typed before it went off
+    assert (await tg.wait_sent(AARAV))[-1] == "That reminder has not gone off yet: pack your football kit."
     clock.now += timedelta(minutes=20)
     assert halo.reminder_clock is not None and await halo.reminder_clock.fire_due() == 1
     [fired] = await tg.wait_for(lambda: tg.sent_with_buttons(AARAV), what="the reminder with buttons")
@@ -226,13 +230,11 @@ async def test_a_fired_reminder_is_marked_done_and_mom_cannot_press_aaravs(
     mom_before = len(tg.texts(MOM))
     await handled(halo, tg.press(AARAV, fired, "Done"))
     assert tg.answers()[-1] == "Done ✓" and tg.buttons(fired) == []
-    assert (await tg.wait_sent(AARAV, 2))[-1] == "Done: pack your football kit. I told Mom."
+    assert (await tg.wait_sent(AARAV, 3))[-1] == "Done: pack your football kit. I told Mom."
     told = (await tg.wait_sent(MOM, mom_before + 1))[-1]
     assert told == "Aarav marked your reminder done: pack your football kit", "whoever set it hears it was done"
     assert await halo.reminder_clock.fire_due() == 0
 
-    assert halo.reminders is not None
-    [reminder] = await halo.reminders.store.list()
     tg.message(TARA, TARA, f"/reminders done {reminder.id}")  # typed by someone it was not for
     assert (await tg.wait_sent(TARA))[-1] == "You have no reminder with that number."
     assert len(tg.texts(MOM)) == mom_before + 1, "and nobody is told anything"

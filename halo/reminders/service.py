@@ -203,6 +203,8 @@ class Reminders:
         member, reminder = turn.member, await self.store.get(reminder_id)
         if member is None or reminder is None or not _is_for(reminder, member):
             return "You have no reminder with that number."
+        if reminder.fired == 0:  # nobody was reminded yet: nothing to tell whoever set it
+            return f"That reminder has not gone off yet: {reminder.text}."
         setter = turn.family.member(reminder.set_by)
         if setter is None or setter.id == member.id or self.tell is None:
             return f"Done: {reminder.text}."
