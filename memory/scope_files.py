@@ -196,3 +196,22 @@ class ScopeFiles:
             before, after = update_text(path, lambda text: daily.forget(text, query, only_of)[0], record=self.record)
             removed += before.count("\n") - after.count("\n")
         return removed
+
+
+def scope_ids_on_disk(scopes_root: Path) -> set[str]:
+    """The scopes that have a memory folder here; each folder's `scope.json` names its scope
+    (docs/ARCHITECTURE.md, "HALO_HOME")."""
+    found: set[str] = set()
+    if not scopes_root.is_dir():
+        return found
+    for folder in scopes_root.iterdir():
+        try:
+            data = json.loads((folder / "scope.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        scope_id = data.get("scope_id") or data.get("id")
+        if isinstance(scope_id, str):
+            found.add(scope_id)
+    return found

@@ -368,7 +368,7 @@ class MemoryService:
         backlog = []
         for scope_id in self.transcripts.scope_ids():
             state = states.get(scope_id)
-            size = self.transcripts.path(scope_id).stat().st_size
+            size = self.transcripts.size(scope_id)
             if state is None or state.pending or state.offset < size:
                 backlog.append(scope_id)
         return backlog

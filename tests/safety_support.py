@@ -10,7 +10,6 @@ from typing import Any
 from config.loader import load_settings
 from config.settings import Settings
 from tests.conftest import FAMILY_YAML, write_home
-from transcripts import TranscriptStore
 
 # the shared family, with a web token for the young child so she can use the web chat
 SAFETY_FAMILY = FAMILY_YAML.replace("telegram_user_id: 1004}", "telegram_user_id: 1004, web_token: tara-token}")
@@ -58,7 +57,7 @@ class SafetyScript:
 
 
 def transcript(halo: Any, scope_id: str) -> list[tuple[str, str]]:
-    store = TranscriptStore(halo.settings.paths.transcripts)
+    store = halo.transcripts
     return [(line.role, line.text) for _, line in store.read_from(scope_id)]
 
 

@@ -16,6 +16,7 @@ from halo.pipeline.model_run import MUDDLED
 from tests.fakes.llm_server import FakeOpenAI, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram
+from tests.transcript_support import transcript_text
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
@@ -38,8 +39,8 @@ async def aarav_asks_to_message_mom(tg: FakeTelegram, fake_llm: FakeOpenAI) -> N
 
 async def asked_in(halo: Halo, chat: int) -> None:
     """The question is in the parent's chat: what a bare yes there answers."""
-    path = halo.settings.paths.transcript(f"telegram:{chat}")
-    await eventually(lambda: path.exists() and "(Request " in path.read_text(), what=f"the question in {chat}")
+    scope_id = f"telegram:{chat}"
+    await eventually(lambda: "(Request " in transcript_text(halo, scope_id), what=f"the question in {chat}")
 
 
 def tool_output(fake_llm: FakeOpenAI) -> str:
@@ -181,8 +182,9 @@ async def test_a_childs_words_cannot_steer_a_parents_yes_to_another_request(
     tg.message(AARAV, AARAV, "ask mom about pizza")
     question = (await tg.wait_sent(MOM, 3))[2]
     assert f"Aarav asks me to send Mom this message: “{bait}”\nReply yes or no. (Request 2;" in question
-    path = halo.settings.paths.transcript(f"telegram:{MOM}")
-    await eventually(lambda: "pizza" in path.read_text(), what="request 2's question in Mom's chat")
+    await eventually(
+        lambda: "pizza" in transcript_text(halo, f"telegram:{MOM}"), what="request 2's question in Mom's chat"
+    )
 
     tg.message(MOM, MOM, "yes")  # to the question she just read: request 2
 

@@ -36,7 +36,6 @@ from tests.telegram_support import COMMENTED_FAMILY, adapter_of, telegram_yaml
 from tests.test_discord import adapter_of as discord_adapter_of
 from tests.test_discord import discord_yaml
 from tests.waiting import eventually
-from transcripts import TranscriptStore
 
 pytestmark = pytest.mark.slow  # halo served from a thread, thousands of generated requests
 
@@ -107,7 +106,8 @@ async def _post(url: str, data: bytes, content_type: str | None) -> tuple[int, s
 
 
 def _mom_said(served: ThreadedHalo) -> list[str]:
-    store = TranscriptStore(served.settings.paths.transcripts)
+    assert served.halo is not None
+    store = served.halo.transcripts
     return [line.text for _, line in store.read_from("web:mom") if line.role == "user"]
 
 
@@ -306,7 +306,7 @@ def test_a_well_formed_dm_with_odd_text_is_answered_once(telegram: TelegramRig, 
     telegram.push(_dm(telegram.tg, WAGS, "/whoami"))  # a later update, handled after this one
     telegram.wait_sent(WAGS, telegram.sent_to(WAGS) + 1)
     assert telegram.sent_to(MOM) == before + 1
-    said = TranscriptStore(telegram.halo.settings.paths.transcripts).read_from(f"telegram:{MOM}")
+    said = telegram.halo.transcripts.read_from(f"telegram:{MOM}")
     assert user_line(text)[:4000] in [line.text for _, line in said if line.role == "user"]
 
 

@@ -21,7 +21,6 @@ from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.discord_server import TOKEN, FakeDiscord
 from tests.fakes.llm_server import FakeOpenAI
 from tests.waiting import eventually
-from transcripts import TranscriptStore
 
 WORK = 3001
 OTHER = 3002
@@ -368,8 +367,5 @@ async def test_in_a_work_channel_halo_answers_a_reply_to_itself_and_keeps_quiet_
 
     assert answer == "Nothing is blocked."
     assert len(dc.texts(WORK)) == 3, "the unaddressed question got no answer"
-    lines = [
-        (line.role, line.text)
-        for _, line in TranscriptStore(halo.settings.paths.transcripts).read_from(f"discord:{WORK}")
-    ]
+    lines = [(line.role, line.text) for _, line in halo.transcripts.read_from(f"discord:{WORK}")]
     assert ("user", "how are you doing? (said to a colleague, not to halo)") in lines, "kept as the channel's context"

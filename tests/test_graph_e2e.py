@@ -55,7 +55,7 @@ def say(running, scope_id: str, member_id: str, text: str, ts: datetime) -> Enve
 async def ingested(running, scope_id: str) -> None:
     """Wait until the scope's graph watermark reaches the end of its transcript."""
     graph = running.halo.graph
-    size = running.halo.transcripts.path(scope_id).stat().st_size
+    size = running.halo.transcripts.size(scope_id)
 
     def done() -> bool:
         scope = graph.status()["scopes"].get(scope_id)

@@ -17,6 +17,7 @@ from tests.conftest import default_level_triage, llm_yaml
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.llm_server import FakeOpenAI
 from tests.safety_support import SafetyScript, Verdict, alerts, family_settings, safety_events, transcript
+from tests.transcript_support import raw_lines
 
 LONG_SPACE = " ".join(f"Fact {n}: space is very big and full of stars, planets and moons." for n in range(1, 40))
 LONG_PLANTS = " ".join(
@@ -272,7 +273,7 @@ async def test_a_risk_only_the_classifier_sees_reaches_the_tools_of_the_same_run
     assert status == 200 and body["reply"] == "I won't keep that one, but tell a parent about the club."
     assert "not kept in memory" in asked[-1], "the tool was refused under the classifier's verdict"
     assert "secret club" not in running.halo.memory.read("web:aarav")
-    closing = json.loads(running.halo.paths.transcript("web:aarav").read_text().splitlines()[-1])
+    closing = raw_lines(running.halo, "web:aarav")[-1]
     assert (closing["risk"], closing["risk_source"]) == ("medium", "classifier")
     (event,) = [e for e in safety_events(running.halo) if e["direction"] == "input"]
     assert (event["level"], event["source"]) == ("medium", "classifier")

@@ -34,7 +34,6 @@ from tests.home_support import (
     unique_prefix,
 )
 from tests.waiting import eventually
-from transcripts import TranscriptStore
 
 pytestmark = pytest.mark.usefixtures("on_both_stores")  # halo.db on SQLite, then on PostgreSQL
 
@@ -105,7 +104,7 @@ async def house(home: Path) -> AsyncIterator[Houses]:
 
 
 def transcript(halo: Halo, scope_id: str) -> list[tuple[str, str]]:
-    store = TranscriptStore(halo.settings.paths.transcripts)
+    store = halo.transcripts
     return [(line.role, line.text) for _, line in store.read_from(scope_id)]
 
 

@@ -7,7 +7,6 @@ real Telegram adapter (against the Bot API stand-in), gateway and Agents SDK."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -26,6 +25,7 @@ from tests.document_support import SCHOOL_LETTER, alive, children_of, hostile_pd
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram, telegram_yaml
+from tests.transcript_support import raw_lines
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.slow  # document readers are processes; one test runs halo serve
@@ -55,8 +55,7 @@ def readers(halo: Halo) -> list[int]:
 
 
 def user_lines(halo: Halo, scope_id: str) -> list[dict]:
-    path = halo.settings.paths.transcript(scope_id)
-    return [r for r in map(json.loads, path.read_text().splitlines()) if r["role"] == "user"]
+    return [r for r in raw_lines(halo, scope_id) if r["role"] == "user"]
 
 
 def parsing_here() -> list[str]:

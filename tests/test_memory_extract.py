@@ -98,7 +98,7 @@ async def test_entries_are_extracted_rendered_and_their_metadata_kept(tmp_path: 
     ]
     assert all(e.source[0] == 0 and e.source[1] > 0 for e in meta)
     state = kit.state.get(SCOPE, "extract")
-    assert state.offset == kit.transcripts.path(SCOPE).stat().st_size and state.pending == []
+    assert state.offset == kit.transcripts.size(SCOPE) and state.pending == []
 
     # said again in other words: a duplicate by token overlap, not a new line
     await kit.exchange(SCOPE, "Honestly I prefer tea over coffee in the evening", "Sure.")
@@ -149,7 +149,7 @@ async def test_a_failing_chunk_is_retried_warmer_kept_and_not_marked_done(tmp_pa
     second_prompt = fake.prompt_text(fake.chat_requests[1])
     assert "shoes off at home (context)" in second_prompt  # the overlap turn, marked as context
     state = kit.state.get(SCOPE, "extract")
-    size = kit.transcripts.path(SCOPE).stat().st_size
+    size = kit.transcripts.size(SCOPE)
     [[start, end]] = state.pending
     assert 0 < start < end == size and state.offset == size
     assert state.failures == 1 and "1 chunk(s) failed" in (state.last_error or "")

@@ -28,6 +28,7 @@ from tests.conftest import OWNER_AUTH, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
 from tests.storage_support import fresh_database
+from tests.transcript_support import transcript_text
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.slow  # halo serve processes on PostgreSQL
@@ -470,7 +471,7 @@ async def test_distillations_progress_is_stored_with_its_memory_and_the_next_hol
 
     async with a.http.post(a.url(f"/sessions/{DM}/distill"), headers=OWNER_AUTH) as r:
         assert r.status == 200
-    end = a.halo.transcripts.path(DM).stat().st_size
+    end = a.halo.transcripts.size(DM)
     assert await job_rows(url, DM) == {"distill": end}, "the watermark is the transcript's end, in PostgreSQL"
     assert "bins go out on Tuesday" in (await rows(url, under(DM)))[f"memory/scopes/{scope_hash(DM)}/MEMORY.md"]
     assert local_jobs(a.halo.paths.halo_db) == [], "nor is it kept in this home's halo.db"
@@ -482,7 +483,7 @@ async def test_distillations_progress_is_stored_with_its_memory_and_the_next_hol
     await b.halo.take_scope(DM)
     resumed = b.halo.memory.state.get(DM, "distill")
     assert resumed.offset == end, "the next holder resumes where the last one stopped"
-    assert b.halo.transcripts.path(DM).stat().st_size == end, "its transcript copy is the same bytes"
+    assert b.halo.transcripts.size(DM) == end, "it holds the same bytes: the watermark means the same line"
 
     async with b.http.post(b.url(f"/sessions/{DM}/purge"), params={"confirm": DM}, headers=OWNER_AUTH) as r:
         assert r.status == 200
@@ -505,7 +506,7 @@ async def test_a_scope_purged_through_another_process_leaves_no_copy_in_this_hom
     assert b_first.halo.cluster is not None
     await b_first.halo.cluster.stop()
     b_home = b_first.halo.paths.home
-    assert "4721" in b_first.halo.paths.transcript(DM).read_text()
+    assert "4721" in transcript_text(b_first.halo, DM)
 
     a = await serve_halo(home_settings("home-a", url))
     await a.halo.start_background()
@@ -520,7 +521,7 @@ async def test_a_scope_purged_through_another_process_leaves_no_copy_in_this_hom
     await b_again.halo.start_adapters()  # the family lease: B serves, and takes every scope
 
     def b_has_no_copy() -> bool:
-        return not b_again.halo.paths.transcript(DM).exists() and "4721" not in b_again.halo.memory.read(DM)
+        return "4721" not in transcript_text(b_again.halo, DM) and "4721" not in b_again.halo.memory.read(DM)
 
     await eventually(b_has_no_copy, what="B's copy of the purged chat, transcript and memory, gone")
     assert not any("4721" in p.read_text(errors="replace") for p in b_home.rglob("*.jsonl*")), "nothing set aside"
@@ -534,7 +535,7 @@ async def test_a_homes_own_transcript_from_before_storage_url_is_recorded_and_th
     shared_postgres: str, fake_llm: FakeOpenAI, home_settings: Callable[..., Settings], serve_halo: Any
 ) -> None:
     """storage.url set on a home with a conversation, never migrated: its lines go to PostgreSQL as
-    they are (as its memory does), nothing is set aside, and the model is still told them."""
+    they are (as its memory does), its file goes, and the model is still told them."""
     embedded = await serve_halo(home_settings("home-a", None))
     await embedded.chat("the bike lock is 1234", token=MOM)
     await embedded.halo.gateway.drain()
@@ -555,4 +556,4 @@ async def test_a_homes_own_transcript_from_before_storage_url_is_recorded_and_th
     said = [n for n, text in enumerate(recorded) if "the bike lock is 1234" in text]
     asked = [n for n, text in enumerate(recorded) if "what is the bike lock?" in text]
     assert said and asked and said[0] < asked[0], "the home's lines, then the next turn's, in PostgreSQL"
-    assert not list(transcripts.glob("*.jsonl.aside-*")), "nothing set aside"
+    assert not list(transcripts.glob("*.jsonl*")), "recorded: no transcript file stays, nor one set aside"

@@ -12,26 +12,22 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from config.loader import load_settings
 from halo.inventory import Halo
 from halo.pipeline.missed import SORRY, CatchUp
-from halo.runtime.app import halo_db
-from halo.storage.transcript_rows import TranscriptRows
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import telegram_yaml
 from tests.test_delivery import start
 from tests.test_session_durability import Serve
+from tests.transcript_support import recorded_tail, transcript_store
 from tests.waiting import eventually
-from transcripts import TranscriptStore
 from transcripts.lines import Message, Received
 
 pytestmark = [  # halo.db on SQLite, then on PostgreSQL; halo serve as a process
@@ -83,21 +79,6 @@ async def leave_unanswered(
             )
         )
     return line_id
-
-
-@asynccontextmanager
-async def transcript_store(home: Path) -> AsyncIterator[TranscriptStore]:
-    """The transcripts as halo keeps them for `home`: on PostgreSQL (`storage.url`) each line is
-    committed there first, as a crash mid-turn would have left it, and the file mirrors it."""
-    settings = load_settings(home)
-    db = halo_db(settings) if settings.storage.url is not None else None
-    store = TranscriptStore(settings.paths.transcripts, records=TranscriptRows(db) if db is not None else None)
-    try:
-        yield store
-    finally:
-        store.close()
-        if db is not None:
-            await db.close()
 
 
 def audit_kinds(home: Path, kind: str) -> list[dict[str, object]]:
@@ -198,7 +179,7 @@ async def test_kill_9_mid_turn_then_the_restart_answers_the_telegram_message_exa
         assert len(llm.model_requests) == 2  # the killed turn's, and the one answer
         # answered by the catch-up, or by Telegram sending the unconfirmed update again: once either way
         assert catch_ups()[2]["answered"] == 0
-        lines = TranscriptStore(home / "transcripts").tail(f"telegram:{MOM}", 20)
+        lines = await recorded_tail(home, f"telegram:{MOM}")
         assert [line.text for line in lines if line.role == "user"] == ["What's for dinner?"]
         assert [line.text for line in lines if line.role == "assistant"] == ["Dinner is pasta."]
 
@@ -224,5 +205,5 @@ async def test_a_message_telegram_sends_again_after_the_crash_is_answered_once_a
     await halo.gateway.drain()
     assert tg.texts(MOM) == ["Yes, Thursday at 9."]
     assert len(fake_llm.model_requests) == 1
-    lines = TranscriptStore(load_settings(home).paths.transcripts).tail(f"telegram:{MOM}", 20)
+    lines = await recorded_tail(home, f"telegram:{MOM}")
     assert [line.text for line in lines if line.role == "user"] == ["Is the car booked for its service?"]

@@ -20,6 +20,7 @@ from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram
+from tests.transcript_support import raw_lines
 from tests.waiting import eventually
 
 MOM, TARA = 1002, 1004
@@ -32,8 +33,7 @@ def start(start_telegram: StartTelegram) -> Callable[..., Awaitable[Halo]]:
 
 
 def lines(halo: Halo, scope_id: str) -> list[dict]:
-    path = halo.settings.paths.transcripts / f"{halo.settings.paths.scope_dir(scope_id).name}.jsonl"
-    return [json.loads(raw) for raw in path.read_text().splitlines()]
+    return raw_lines(halo, scope_id)
 
 
 def data_url(image: bytes, mime: str = "image/jpeg") -> str:

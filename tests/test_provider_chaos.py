@@ -17,7 +17,6 @@ import pytest
 from halo.pipeline.model_run import PROVIDER_DOWN
 from tests.conftest import free_port
 from tests.fakes.llm_server import GARBAGE, HANG_SECONDS, FakeOpenAI, Reply
-from transcripts import TranscriptStore
 
 DEADLINE = 1.0  # a hang's wait; a plain turn here takes milliseconds, on a busy machine a few hundred
 PATIENCE = aiohttp.ClientTimeout(total=30)  # far past DEADLINE, far short of the client's 120 s
@@ -56,7 +55,7 @@ async def ask(running, text: str, token: str, *, stream: bool = False) -> str | 
 
 
 def kept(running, scope_id: str) -> list[tuple[str, str]]:
-    store = TranscriptStore(running.halo.settings.paths.transcripts)
+    store = running.halo.transcripts
     return [(line.role, line.text) for _, line in store.read_from(scope_id)]
 
 

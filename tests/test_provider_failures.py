@@ -7,11 +7,10 @@ import pytest
 from halo.pipeline.model_run import PROVIDER_DOWN
 from tests.conftest import OWNER_AUTH, free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
-from transcripts import TranscriptStore
 
 
 def roles(halo, scope_id: str) -> list[str]:
-    store = TranscriptStore(halo.settings.paths.transcripts)
+    store = halo.transcripts
     return [line.role for _, line in store.read_from(scope_id)]
 
 

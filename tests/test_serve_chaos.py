@@ -31,6 +31,7 @@ from tests.fakes.telegram_server import FakeTelegram
 from tests.http_attack_support import HeaderTrickle, gzip_bomb, raw_exchange, request_head
 from tests.telegram_support import telegram_yaml
 from tests.test_session_durability import Serve
+from tests.transcript_support import recorded_tail
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.slow  # halo serve as a process, under attack
@@ -280,7 +281,6 @@ async def test_a_turn_stuck_on_the_model_does_not_hold_up_a_stop_and_is_caught_u
         assert await tg.wait_sent(WAGS, within=120) == ["Sorry for the wait: yes, dinner is at seven."]
         assert len(fake_llm.model_requests) == 2
         await stop(serve)
-    transcript = next((home / "transcripts").glob("*.jsonl")).read_text().splitlines()
-    lines = [(line["role"], line["text"]) for line in map(json.loads, transcript)]
+    lines = [(line.role, line.text) for line in await recorded_tail(home, f"telegram:{WAGS}")]
     assert lines == [("user", "is dinner at seven?"), ("assistant", "Sorry for the wait: yes, dinner is at seven.")]
     assert tg.texts(WAGS) == ["Sorry for the wait: yes, dinner is at seven."]

@@ -24,8 +24,8 @@ import pytest
 from tests import processes
 from tests.conftest import free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI, Reply
+from tests.transcript_support import transcript_store
 from tests.waiting import eventually
-from transcripts import TranscriptStore
 
 pytestmark = pytest.mark.slow  # halo serve as a process, killed and started again
 
@@ -148,11 +148,13 @@ async def test_kill_9_under_load_loses_nothing(tmp_path: Path, slow_llm: FakeOpe
 
     total = sum(len(texts) for texts in acknowledged.values())
     assert total >= KILLS * ACKS_BEFORE_KILL
-    store = TranscriptStore(home / "transcripts")
+    written: dict[int, list[bytes]] = {}
+    async with transcript_store(home) as store:  # the store of record: the files, or PostgreSQL's rows
+        for i in range(SCOPES):
+            await store.ready(f"web:m{i}")
+            written[i] = [raw for _, raw in reversed(list(store.raw_reversed(f"web:m{i}")))]
     for i in range(SCOPES):
-        raw = store.path(f"web:m{i}").read_bytes()
-        assert raw.endswith(b"\n")
-        lines = [json.loads(line) for line in raw.splitlines()]  # every line whole: none corrupt
+        lines = [json.loads(raw) for raw in written[i]]  # every line whole: none corrupt
         said = {line["text"] for line in lines if line["role"] == "user"}
         assert not [t for t in acknowledged[i] if t not in said], f"web:m{i} lost acknowledged messages"
 

@@ -21,7 +21,6 @@ from tests.fakes.llm_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
 from tests.telegram_support import StartTelegram, adapter_of, telegram_yaml, tiny_backoff
 from tests.waiting import eventually
-from transcripts import TranscriptStore
 
 GROUP = -1001234
 CODE = re.compile(rf"\b[{CODE_ALPHABET}]{{{CODE_LENGTH}}}\b")
@@ -39,7 +38,7 @@ async def handled(halo: Halo, update: dict[str, Any]) -> None:
 
 
 def transcript(halo: Halo, scope_id: str) -> list[tuple[str, str]]:
-    store = TranscriptStore(halo.settings.paths.transcripts)
+    store = halo.transcripts
     return [(line.role, line.text) for _, line in store.read_from(scope_id)]
 
 

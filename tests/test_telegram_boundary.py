@@ -10,7 +10,6 @@ from halo.inventory import Halo
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram
-from transcripts import TranscriptStore
 
 GROUP = -1001234
 
@@ -21,7 +20,7 @@ def start(start_telegram: StartTelegram) -> StartTelegram:
 
 
 def transcript_texts(halo: Halo, scope_id: str) -> list[str]:
-    store = TranscriptStore(halo.settings.paths.transcripts)
+    store = halo.transcripts
     return [line.text for _, line in store.read_from(scope_id)]
 
 

@@ -1,6 +1,7 @@
-"""Transcripts and the audit log with PostgreSQL as the store of record: each line committed there
-first, in one statement, and mirrored to HALO_HOME's JSONL file; a home that is new or fell
-behind is brought up to date from PostgreSQL. Real PostgreSQL databases, real files."""
+"""Transcripts and the audit log with PostgreSQL as the store of record: each line committed there,
+in one statement, and held in memory by the process; no transcript file is written. A process
+that takes a scope reads what it lacks from PostgreSQL; a home's files from before are recorded
+or removed. Real PostgreSQL databases, real files."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from tests.waiting import eventually
 from transcripts import AuditLog, TranscriptLine, TranscriptStore
 from transcripts.audit import AuditEvent
 from transcripts.lines import Message
+from transcripts.recorded import RecordedTranscripts
 from transcripts.records import RecordedLine, SeqTaken
 from transcripts.session import TranscriptSessions
 
@@ -67,15 +69,23 @@ async def db(postgres: str, tmp_path: Path) -> AsyncIterator[HaloDB]:
     await db.close()
 
 
-def store_at(home: Path, db: HaloDB) -> TranscriptStore:
-    return TranscriptStore(home / "transcripts", records=TranscriptRows(db))
+def store_at(home: Path, db: HaloDB, *, from_record_only: bool = False) -> RecordedTranscripts:
+    return RecordedTranscripts(TranscriptRows(db), home / "transcripts", from_record_only=from_record_only)
+
+
+def held_bytes(store: TranscriptStore, scope_id: str = SCOPE) -> bytes:
+    return b"".join(raw + b"\n" for _, raw in reversed(list(store.raw_reversed(scope_id))))
+
+
+def home_transcripts(home: Path) -> list[Path]:
+    return sorted((home / "transcripts").glob("*.jsonl*"))
 
 
 # --- the store on PostgreSQL ------------------------------------------------------------------
 
 
 @pytest.mark.postgres
-async def test_a_turns_lines_are_one_insert_and_land_in_both_the_rows_and_the_file(
+async def test_a_turns_lines_are_one_insert_held_as_the_rows_hold_them_and_no_file_is_written(
     db: HaloDB, postgres: str, tmp_path: Path
 ) -> None:
     store = store_at(tmp_path / "home", db)
@@ -92,8 +102,11 @@ async def test_a_turns_lines_are_one_insert_and_land_in_both_the_rows_and_the_fi
     )
     assert [(r["family_id"], r["seq"]) for r in got] == [("sharma", n) for n in range(4)]
     assert [json.loads(r["line"])["text"] for r in got] == ["first", "When is soccer practice?", "At 5pm.", "Thanks"]
-    on_disk = store.path(SCOPE).read_text(encoding="utf-8").splitlines()
-    assert on_disk == [r["line"] for r in got]  # the mirror holds the record's very bytes
+    assert held_bytes(store).decode("utf-8").splitlines() == [r["line"] for r in got]  # the record's very bytes
+    lengths = [len(r["line"].encode("utf-8")) + 1 for r in got]  # offsets: where each line would start in a file
+    assert [offset for offset, _ in store.read_from(SCOPE)] == [sum(lengths[:n]) for n in range(4)]
+    assert store.size(SCOPE) == len(held_bytes(store)) and store.count(SCOPE) == 4
+    assert not (tmp_path / "home").exists() or home_transcripts(tmp_path / "home") == []
 
 
 @pytest.mark.postgres
@@ -136,27 +149,25 @@ async def test_a_line_postgresql_refuses_raises_and_never_reaches_the_file(
 
 
 @pytest.mark.postgres
-async def test_take_restores_a_deleted_or_short_mirror_and_tells_the_session(db: HaloDB, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    writer = store_at(home, db)
+async def test_a_new_process_holds_the_record_once_it_takes_the_scope_and_tells_the_session(
+    db: HaloDB, tmp_path: Path
+) -> None:
+    writer = store_at(tmp_path / "a", db)
     await writer.append_many([line(f"message {n}") for n in range(5)])
-    writer.close()
-    path = writer.path(SCOPE)
-    whole = path.read_bytes()
-    path.write_bytes(b"".join(whole.splitlines(keepends=True)[:2]))  # a mirror that fell behind
 
-    reader = store_at(home, db)  # a new process on the same home
+    reader = store_at(tmp_path / "b", db)  # a new process, on a home of its own
     sessions = TranscriptSessions(reader, 10_000)
-    assert len(await sessions.all_items(SCOPE)) == 2
-    await reader.take(SCOPE)
-    assert path.read_bytes() == whole
+    assert not reader.exists(SCOPE) and await sessions.all_items(SCOPE) == []  # nothing held before a take
+    await reader.ready(SCOPE)
     assert [item["content"] for item in await sessions.all_items(SCOPE)] == [f"message {n}" for n in range(5)]
+    assert held_bytes(reader) == held_bytes(writer)  # the same bytes: an offset means the same line to both
 
-    path.unlink()  # a mirror that is gone
-    await reader.take(SCOPE)
-    assert path.read_bytes() == whole
-    await reader.append(line("message 5"))
-    assert file_texts(reader) == [f"message {n}" for n in range(6)]
+    await writer.append_many([line("message 5"), line("message 6")])  # the other process went on
+    await reader.take(SCOPE)  # taking the family over: only what it lacks is read
+    assert [item["content"] for item in await sessions.all_items(SCOPE)] == [f"message {n}" for n in range(7)]
+    await reader.append(line("message 7"))
+    assert file_texts(reader) == [f"message {n}" for n in range(8)]
+    assert home_transcripts(tmp_path / "b") == []
 
 
 @pytest.mark.postgres
@@ -228,28 +239,56 @@ async def test_a_homes_own_lines_from_before_the_record_are_recorded_as_they_are
 
     got = await rows(postgres, "SELECT seq, line FROM transcript_lines WHERE scope_id = $1 ORDER BY seq", SCOPE)
     assert [r["seq"] for r in got] == [0, 1, 2]
-    assert "\n".join(r["line"] for r in got) + "\n" == moved.path(SCOPE).read_text(encoding="utf-8")
-    assert moved.path(SCOPE).read_bytes().startswith(before), "the home's file is kept as it was"
-    assert not list((home / "transcripts").glob("*.aside-*"))
+    assert "\n".join(r["line"] for r in got) + "\n" == held_bytes(moved).decode("utf-8")
+    assert "\n".join(r["line"] for r in got[:2]) + "\n" == before.decode("utf-8"), "recorded byte for byte"
+    assert home_transcripts(home) == [], "recorded, the file goes: PostgreSQL is the only store"
     other = store_at(tmp_path / "other", db)  # and another home is told the history
     await other.take(SCOPE)
     assert file_texts(other) == ["the bike lock is 1234", "noted", "and the shed?"]
 
 
 @pytest.mark.postgres
-async def test_a_homes_own_lines_beside_another_history_of_the_scope_are_set_aside(db: HaloDB, tmp_path: Path) -> None:
+async def test_a_homes_own_lines_beside_another_history_of_the_scope_are_left_as_they_are_and_not_read(
+    db: HaloDB, tmp_path: Path
+) -> None:
     await store_at(tmp_path / "a", db).append(line("theirs"))
     home = tmp_path / "b"
     embedded = TranscriptStore(home / "transcripts")
     await embedded.append_many([line("mine"), line("mine too")])
     embedded.close()
+    before = {p.name: p.read_bytes() for p in home_transcripts(home)}
 
     moved = store_at(home, db)
     await moved.take(SCOPE)
     assert file_texts(moved) == ["theirs"], "the record wins"
-    [aside] = (home / "transcripts").glob("*.aside-*")
-    assert b"mine too" in aside.read_bytes(), "set aside, never deleted"
+    assert {p.name: p.read_bytes() for p in home_transcripts(home)} == before, "the file is left as it was"
     assert moved.scope_ids() == [SCOPE]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("served", [False, True], ids=["copy-by-its-lines", "home-served-this-database"])
+async def test_a_copy_an_older_halo_kept_in_the_home_is_removed_at_the_first_take(
+    db: HaloDB, tmp_path: Path, served: bool
+) -> None:
+    """An older halo kept a copy of the record in each home. Found to be a copy (its last line is
+    the record's), or in a home that has served this database (then a file that is not a copy is
+    what a purge elsewhere left), it goes, and the record is what is read."""
+    await store_at(tmp_path / "a", db).append_many([line("the locker code is 4721"), line("noted")])
+    home = tmp_path / "b"
+    old_copy = TranscriptStore(home / "transcripts")
+    await old_copy.append_many(
+        [line("the locker code is 4721"), line("noted")] if not served else [line("a purged secret")]
+    )
+    old_copy.close()
+    if not served:  # the copy's lines as the record has them, byte for byte
+        recorded = await TranscriptRows(db).read_from(SCOPE)
+        old_copy.path(SCOPE).write_text("".join(r.json + "\n" for r in recorded), encoding="utf-8")
+
+    moved = store_at(home, db, from_record_only=served)
+    assert moved.home_scope_ids() == [SCOPE]
+    await moved.take(SCOPE)
+    assert file_texts(moved) == ["the locker code is 4721", "noted"]
+    assert home_transcripts(home) == []
 
 
 @pytest.mark.postgres
@@ -514,6 +553,6 @@ async def test_after_a_kill_9_a_process_with_an_empty_home_answers_with_every_ac
     )
     members_said = [m["content"] for m in asked if m["role"] == "user" and not m["content"].startswith("(halo's")]
     assert members_said == [*said, "what did I tell you?"]
-    mirror = TranscriptStore(homes[1] / "transcripts")
     recorded = await rows(postgres, "SELECT line FROM transcript_lines WHERE scope_id = 'web:m0' ORDER BY seq")
-    assert [r["line"] for r in recorded] == mirror.path("web:m0").read_text(encoding="utf-8").splitlines()
+    assert any("message 2 to remember" in r["line"] for r in recorded)
+    assert home_transcripts(homes[0]) == home_transcripts(homes[1]) == [], "PostgreSQL holds them; no home does"

@@ -70,6 +70,7 @@ def shapes(path: Path) -> list[list[str]]:
     return [list(json.loads(raw)) for raw in raw_lines(path)]
 
 
+@pytest.mark.own_store  # the embedded store's files; PostgreSQL's rows are read back below
 async def test_the_code_of_now_writes_the_same_lines(tmp_path: Path) -> None:
     """The same conversation through halo now writes, line for line, the keys the fixture holds,
     in the same order: the format did not change."""
@@ -90,10 +91,11 @@ async def postgres() -> AsyncIterator[str]:
 
 @pytest.mark.postgres
 async def test_the_lines_read_as_they_did_through_postgresql(postgres: str, tmp_path: Path) -> None:
-    """The lines as PostgreSQL's rows (the store of record) brought into an empty HALO_HOME: the
-    mirror is the same bytes, and reads as the files did."""
+    """The lines as PostgreSQL's rows (the store of record) taken by a process on an empty
+    HALO_HOME: it holds the files' very bytes, reads them as the files did, and writes no file."""
     from halo.storage import HaloDB
     from halo.storage.transcript_rows import TranscriptRows
+    from transcripts.recorded import RecordedTranscripts
     from transcripts.records import RecordedLine
 
     db = HaloDB(tmp_path / "unused.db", postgres, family_id="sharma")
@@ -106,18 +108,18 @@ async def test_the_lines_read_as_they_did_through_postgresql(postgres: str, tmp_
                 RecordedLine(seq, TranscriptLine.from_json(raw).ts, raw.decode("utf-8")) for seq, raw in enumerate(raws)
             ]
             await rows.append(scope_id, recorded)
-        mirror = tmp_path / "home" / "transcripts"
-        store = TranscriptStore(mirror, records=rows)
+        home = tmp_path / "home" / "transcripts"
+        store = RecordedTranscripts(rows, home)
         for scope_id in EXPECTED:
             await store.ready(scope_id)
-        store.close()
+        for path in FILES:
+            scope_id = json.loads(raw_lines(path)[0])["scope_id"]
+            held = b"".join(raw + b"\n" for _, raw in reversed(list(store.raw_reversed(scope_id))))
+            assert held == path.read_bytes()
+        assert await read_back(store) == EXPECTED
     finally:
         await db.close()
-
-    assert sorted(p.name for p in mirror.glob("*.jsonl")) == [p.name for p in FILES]
-    for path in FILES:
-        assert (mirror / path.name).read_bytes() == path.read_bytes()
-    assert await read_back(mirror) == EXPECTED
+    assert not home.exists() or not list(home.iterdir())
 
 
 async def test_a_crash_after_an_old_message_is_found_open(tmp_path: Path) -> None:

@@ -10,12 +10,11 @@ from typing import Any
 from halo.pipeline.turn_agents import NOTE_HEADER
 from tests.conftest import OWNER_TOKEN, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
-from transcripts import TranscriptStore
 from transcripts.lines import ModelItem
 
 
 def lines(halo: Any, scope_id: str) -> list[Any]:
-    return [line for _, line in TranscriptStore(halo.settings.paths.transcripts).read_from(scope_id)]
+    return [line for _, line in halo.transcripts.read_from(scope_id)]
 
 
 def sent(fake: FakeOpenAI) -> list[dict[str, Any]]:

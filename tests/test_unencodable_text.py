@@ -45,7 +45,7 @@ async def test_a_lone_surrogate_from_the_web_chat_breaks_nothing(fake_llm: FakeO
     code, body = await running.chat("and now?", token="aarav-token")
     assert (code, body["reply"]) == (200, "Still here.")
     assert set((await admin_statuses(running)).values()) == {200}
-    store = TranscriptStore(running.halo.settings.paths.transcripts)
+    store = running.halo.transcripts
     texts = [line.text for _, line in store.read_from("web:aarav")]
     assert texts[0] == "hi \ufffd there" and "and now?" in texts
 

@@ -1,10 +1,8 @@
-"""The store of record behind the transcript files, when there is one (PostgreSQL: halo/storage).
+"""The store of record behind the transcripts, when it is not the files (PostgreSQL: halo/storage).
 
-With a `LineRecord`, a transcript line is committed there first and written to the scope's
-JSONL file after: the file becomes this process's mirror of the record, which every reader
-(sessions, the index, distillation) keeps reading as before. Each line has a `seq`, its
-0-based line number within its scope, so a mirror that fell behind is brought up to date by
-appending the records from its own line count on (`TranscriptStore.take`).
+`RecordedTranscripts` (transcripts/recorded.py) commits each line here and holds it in memory;
+there is no file. Each line has a `seq`, its 0-based line number within its scope, so a process
+that holds some of a scope reads only the records from its own count on.
 
 The protocol lives here, below halo, so the store needs nothing of halo's storage.
 """

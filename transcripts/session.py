@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -39,9 +38,8 @@ from typing import Any, cast
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 
-from transcripts._lines import complete_lines_reversed_at
 from transcripts.lines import Closing, Message, ModelItem, Notice, Pop, Reply, SessionStart, TranscriptLine
-from transcripts.store import TranscriptReader, TranscriptStore, _parse
+from transcripts.store import TranscriptStore, _parse
 from transcripts.tokens import estimate_tokens, fit_count
 
 log = logging.getLogger(__name__)
@@ -207,11 +205,7 @@ class TranscriptSessions:
     # -- reading ---------------------------------------------------------------------
 
     async def _history(self, scope_id: str) -> _History:
-        path = self.transcripts.path(scope_id)
-        try:
-            size = os.stat(path).st_size
-        except FileNotFoundError:
-            size = 0
+        size = self.transcripts.size(scope_id)
         history = self._cache.get(scope_id)
         if history is not None and history.end == size:
             self._cache.move_to_end(scope_id)
@@ -229,15 +223,13 @@ class TranscriptSessions:
     def _load(self, scope_id: str) -> _History:
         """Read back from the end to the latest session start, or until well past the budget
         (an old transcript without markers: compaction writes one after the next turn)."""
-        path = self.transcripts.path(scope_id)
-        try:
-            size = os.stat(path).st_size
-        except FileNotFoundError:
+        path, size = self.transcripts.path(scope_id), self.transcripts.size(scope_id)
+        if not size:
             return _History([], 0)
         newest: list[tuple[int, TranscriptLine]] = []
         start: tuple[int, SessionStart] | None = None
         tokens, cap = 0, 2 * self.budget
-        for offset, raw in complete_lines_reversed_at(path):
+        for offset, raw in self.transcripts.raw_reversed(scope_id):
             if offset >= size:
                 continue  # appended since the size was taken: the next read sees it
             line = _parse(path, raw, offset)
@@ -257,7 +249,7 @@ class TranscriptSessions:
             _apply(history, start_offset, start_line)
             keep_from = start_line.keep_from
             if keep_from is not None and keep_from < start_offset:
-                reader = TranscriptReader(path, keep_from)
+                reader = self.transcripts.read_from(scope_id, keep_from)
                 for offset, line in reader:
                     if offset >= start_offset:
                         break

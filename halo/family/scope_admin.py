@@ -9,7 +9,6 @@ and is audited. Neither trusts a scope id it cannot parse.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import shutil
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 from config.family import Family
 from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError, member_scopes, resolve_scope
+from memory.scope_files import scope_ids_on_disk
 
 if TYPE_CHECKING:
     from config.paths import HaloPaths
@@ -69,24 +69,6 @@ def parse_scope_id(family: Family, scope_id: str) -> Scope:
     return resolve_scope(family, scope_id)
 
 
-def _memory_scope_ids(scopes_root: Path) -> set[str]:
-    """Scopes that have only a memory folder left; `scope.json` names them (docs/ARCHITECTURE.md, "HALO_HOME")."""
-    found: set[str] = set()
-    if not scopes_root.is_dir():
-        return found
-    for folder in scopes_root.iterdir():
-        try:
-            data = json.loads((folder / "scope.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict):
-            continue
-        scope_id = data.get("scope_id") or data.get("id")
-        if isinstance(scope_id, str):
-            found.add(scope_id)
-    return found
-
-
 class ScopeAdmin:
     """Look at, clear and purge whole scopes, over exactly the stores a scope lives in."""
 
@@ -120,7 +102,7 @@ class ScopeAdmin:
     async def known_scope_ids(self) -> set[str]:
         """Every scope halo has something about, or that halo.yaml names."""
         configured = {scope.id for scope in member_scopes(self.family())}
-        on_disk = await asyncio.to_thread(_memory_scope_ids, self.paths.scopes)
+        on_disk = await asyncio.to_thread(scope_ids_on_disk, self.paths.scopes)
         return set(await self.active_scope_ids()) | configured | on_disk
 
     async def scope_summaries(self) -> list[ScopeSummary]:

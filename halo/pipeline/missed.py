@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from config.family import Family, Member
 from halo.core.envelope import Envelope, Speaker
@@ -37,8 +35,8 @@ from halo.outbound.delivery import Delivery
 from halo.pipeline.gateway import Gateway
 from halo.pipeline.inbound import GatewayInbound
 from halo.pipeline.resends import OPEN_MESSAGE_TAIL, open_message
-from transcripts import AuditLog, TranscriptReader, TranscriptStore
-from transcripts.lines import Message, Reply, TranscriptLine
+from transcripts import AuditLog, TranscriptStore
+from transcripts.lines import Message, Reply
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +111,8 @@ class MissedMessages:
         """The open messages, at most one a scope (a scope handles one message at a time)."""
         oldest = now - self._apologise_within
         found = []
-        for path in sorted(self._transcripts.root.glob("*.jsonl")):
-            if _modified(path) < oldest.timestamp():
-                continue
-            tail = _tail(self._transcripts, path)
+        for scope_id in self._transcripts.scope_ids(written_since=oldest.timestamp()):
+            tail = self._transcripts.tail(scope_id, OPEN_MESSAGE_TAIL)
             if not tail or tail[0].scope_id.split(":", 1)[0] not in CHAT_APPS:
                 continue
             line = open_message(tail)
@@ -189,19 +185,3 @@ def _platform_user_id(member: Member | None, platform: str) -> str | None:
         return None
     user_id = member.telegram_user_id if platform == "telegram" else member.discord_user_id
     return str(user_id) if user_id is not None else None
-
-
-def _modified(path: Path) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except FileNotFoundError:
-        return 0.0
-
-
-def _tail(transcripts: TranscriptStore, path: Path) -> list[TranscriptLine]:
-    reader = TranscriptReader(path)  # the file is named by a hash: its first line names the scope
-    first = next(reader, None)
-    reader.close()
-    if first is None:
-        return []
-    return transcripts.tail(first[1].scope_id, OPEN_MESSAGE_TAIL)

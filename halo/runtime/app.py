@@ -111,10 +111,12 @@ from halo.workspace.config_reload import ConfigReload
 from halo.workspace.private_files import make_private
 from memory import daily
 from memory.documents import ScopeDocuments
+from memory.scope_files import scope_ids_on_disk
 from memory.semantic import SemanticMemory
 from memory.semantic.embedders import Embedder, load_embedder
 from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
+from transcripts.recorded import RecordedTranscripts
 from transcripts.session import TranscriptSessions
 
 if TYPE_CHECKING:  # the stages' fields only
@@ -445,11 +447,15 @@ def build_stores(settings: Settings) -> Stores:
     write_default_soul(paths.soul)
     write_default_user_files(paths, settings.members)
     db = halo_db(settings)
-    on_postgresql = db.backend == "postgresql"  # the store of record; HALO_HOME's files mirror it
-    transcripts = TranscriptStore(
-        paths.transcripts,
-        records=TranscriptRows(db) if on_postgresql else None,
-        from_record_only=on_postgresql and has_served(paths.home, db),  # before this start joins
+    on_postgresql = db.backend == "postgresql"  # the store of record
+    transcripts = (
+        RecordedTranscripts(
+            TranscriptRows(db),
+            paths.transcripts,  # what the home kept before storage.url: dealt with at each scope's first take
+            from_record_only=has_served(paths.home, db),  # before this start joins
+        )
+        if on_postgresql
+        else TranscriptStore(paths.transcripts)
     )
     return Stores(
         paths=paths,
@@ -488,7 +494,7 @@ def build_memory_parts(settings: Settings, stores: Stores, fam: FamilyParts, mod
     recall and the documents members sent."""
     levels = build_levels(settings, stores.db, model)
     extraction_model = levels.metered(levels.cheap, "extraction") if settings.memory.extractor == "llm" else None
-    semantic = build_semantic(settings)  # before memory: it closes after memory's last sync request
+    semantic = build_semantic(settings, stores.transcripts)  # before memory: it closes after memory's last sync request
     memory = build_memory(settings, fam.policy, stores.transcripts, extraction_model, stores.record)
     mirror, takers = scope_takers(stores.record, memory, semantic, stores.transcripts)  # before a scope's first use
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
@@ -771,11 +777,14 @@ async def _keep_session_in_budget(
 
 
 async def _scopes_to_take(stores: Stores) -> list[str]:
-    """Every scope PostgreSQL has lines of, and every scope this home has a copy of: one purged
-    through another process is taken too, so its copy here goes."""
+    """Every scope PostgreSQL has lines of, and every scope this home has a transcript file of
+    (its lines recorded, or the file removed: `RecordedTranscripts._home_file`) or a memory
+    folder of (one purged through another process goes)."""
     recorded = await TranscriptRows(stores.db).scope_ids()
-    here = await asyncio.to_thread(stores.transcripts.local_scope_ids)
-    return sorted({*recorded, *here})
+    transcripts = stores.transcripts
+    files = await asyncio.to_thread(transcripts.home_scope_ids) if isinstance(transcripts, RecordedTranscripts) else []
+    folders = await asyncio.to_thread(scope_ids_on_disk, stores.paths.scopes)
+    return sorted({*recorded, *files, *folders})
 
 
 async def _index_later(semantic: SemanticMemory, turn: Turn, reply: Reply) -> None:
@@ -820,7 +829,7 @@ def build_safety(
     )
 
 
-def build_semantic(settings: Settings) -> SemanticMemory:
+def build_semantic(settings: Settings, transcripts: TranscriptStore) -> SemanticMemory:
     """The semantic index service, with the configured embedder (loaded lazily, off the loop).
     Built even when disabled, so /status can say so."""
     semantic = settings.memory.semantic
@@ -834,6 +843,6 @@ def build_semantic(settings: Settings) -> SemanticMemory:
             llm_api_key=llm.resolved_api_key() if openai_like else None,
         )
 
-    service = SemanticMemory(settings.paths, semantic, embedder_loader=loader)
+    service = SemanticMemory(settings.paths, semantic, embedder_loader=loader, transcripts=transcripts)
     service.say_problems()
     return service

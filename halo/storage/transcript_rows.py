@@ -1,9 +1,9 @@
 """Transcript lines in PostgreSQL, the store of record when `storage.url` is set.
 
 One row a line: (family_id, scope_id, seq) with `seq` the line's 0-based number within its
-scope, its time, and the line's JSON exactly as the scope's JSONL file holds it. The store
-(transcripts/store.py) commits a turn's lines here first, in one INSERT, and mirrors them to
-the local file after; `TranscriptStore.take` brings a file that fell behind up to date.
+scope, its time, and the line's JSON exactly as a JSONL file would hold it. The store
+(transcripts/recorded.py) commits a turn's lines here, in one INSERT, and holds them in memory;
+`RecordedTranscripts.take` reads what a process lacks.
 
 For `halo storage migrate`: `TranscriptRows.read_from(scope_id)` gives a scope's lines in seq
 order, `append(scope_id, lines)` inserts any number of them in one statement, `scope_ids()`

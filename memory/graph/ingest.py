@@ -182,7 +182,7 @@ class GraphIngestion:
         waiting = []
         for scope_id in self.transcripts.scope_ids():
             state = states.get(scope_id)
-            if state is None or state.offset < self.transcripts.path(scope_id).stat().st_size:
+            if state is None or state.offset < self.transcripts.size(scope_id):
                 waiting.append(scope_id)
         return waiting
 
@@ -240,7 +240,7 @@ class GraphIngestion:
         return result
 
     def _transcript_end(self, scope_id: str, offset: int) -> int:
-        if not self.transcripts.path(scope_id).exists():
+        if not self.transcripts.exists(scope_id):
             return offset
         reader = self.transcripts.read_from(scope_id, offset)
         for _ in reader:
@@ -250,7 +250,7 @@ class GraphIngestion:
     def _episodes(self, scope_id: str, offset: int) -> list[Episode]:
         sent = self._sent(scope_id)
         facts = fact_items(self.files.memory_text(scope_id), sent)
-        if self.transcripts.path(scope_id).exists():
+        if self.transcripts.exists(scope_id):
             reader = self.transcripts.read_from(scope_id, offset)
             lines = list(reader)
             end = reader.next_offset

@@ -28,7 +28,7 @@ from memory.semantic.schedule import Health, ScopeHealth, SyncSchedule
 from memory.semantic.search import Hit, SearchParams, search
 from memory.semantic.sqlite import SqliteSupport, probe
 from memory.semantic.sync import SyncReport, embed_pending, markdown_files, sync_markdown, sync_transcript
-from transcripts import TranscriptReader
+from transcripts import TranscriptStore
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,9 +44,16 @@ class SemanticMemory:
     """Indexes every scope's memory and transcript; searches the scopes it is given."""
 
     def __init__(
-        self, paths: HaloPaths, settings: SemanticSettings, *, embedder_loader: EmbedderLoader | None = None
+        self,
+        paths: HaloPaths,
+        settings: SemanticSettings,
+        *,
+        embedder_loader: EmbedderLoader | None = None,
+        transcripts: TranscriptStore | None = None,
     ) -> None:
         self.paths = paths
+        # what is indexed of each conversation (on PostgreSQL, the lines this process holds)
+        self.transcripts = transcripts or TranscriptStore(paths.transcripts)
         self.settings = settings
         self.support: SqliteSupport = probe()
         self._embedder = LazyEmbedder(
@@ -145,19 +152,8 @@ class SemanticMemory:
         return found
 
     def transcript_scopes(self) -> list[str]:
-        """Scopes with a transcript (its first line names the scope; read once per file)."""
-        found: set[str] = set()
-        if self.paths.transcripts.is_dir():
-            for path in self.paths.transcripts.glob("*.jsonl"):
-                if path.stem not in self._ids_by_hash:
-                    reader = TranscriptReader(path)
-                    first = next(reader, None)
-                    reader.close()
-                    if first is None:
-                        continue
-                    self._ids_by_hash[path.stem] = first[1].scope_id
-                found.add(self._ids_by_hash[path.stem])
-        return sorted(found)
+        """Scopes with a transcript."""
+        return self.transcripts.scope_ids()
 
     def changed_on_disk(self, scope_id: str) -> bool:
         """Did its transcript grow or a markdown file change since the last sync? Only stats files:
@@ -165,9 +161,7 @@ class SemanticMemory:
         index = self._index(scope_id, create=False)
         if index is None:
             return self._has_material(scope_id)
-        transcript = self.paths.transcript(scope_id)
-        size = transcript.stat().st_size if transcript.exists() else 0
-        if size != int(index.meta("transcript_offset") or 0):
+        if self.transcripts.size(scope_id) != int(index.meta("transcript_offset") or 0):
             return True
         known = index.files()
         current = markdown_files(self.paths.scope_dir(scope_id))
@@ -180,7 +174,7 @@ class SemanticMemory:
         return False
 
     def _has_material(self, scope_id: str) -> bool:
-        return self.paths.transcript(scope_id).exists() or bool(markdown_files(self.paths.scope_dir(scope_id)))
+        return self.transcripts.exists(scope_id) or bool(markdown_files(self.paths.scope_dir(scope_id)))
 
     def _scopes_on_disk(self) -> set[str]:
         return set(self.known_scopes()) | set(self.transcript_scopes())
@@ -227,7 +221,7 @@ class SemanticMemory:
         if report.rebuilt:
             log.info("semantic index %s: rebuilding from its files and transcript", scope_id)
         await asyncio.to_thread(sync_markdown, index, self.paths.scope_dir(scope_id), report)
-        await asyncio.to_thread(sync_transcript, index, self.paths.transcript(scope_id), report)
+        await asyncio.to_thread(sync_transcript, index, self.transcripts, report)
         embedder = await self.embedder()
         if embedder is not None and index.support.vectors:
             await embed_pending(index, embedder, report, batch=max(self.settings.batch_size, 64))
@@ -344,8 +338,7 @@ class SemanticMemory:
             if index is not None:
                 try:
                     stats = index.stats()
-                    transcript = self.paths.transcript(scope_id)
-                    size = transcript.stat().st_size if transcript.exists() else 0
+                    size = self.transcripts.size(scope_id)
                     stats["transcript_lag_bytes"] = max(0, size - int(index.meta("transcript_offset") or 0))
                     entry.update(stats)
                 except Exception as exc:  # a status page never fails because one index is odd

@@ -29,7 +29,7 @@ from memory.semantic.chunking import (
 )
 from memory.semantic.embedders import Embedder
 from memory.semantic.index import FileState, ScopeIndex
-from transcripts import TranscriptReader
+from transcripts import TranscriptStore
 from transcripts.lines import Message
 
 log = logging.getLogger(__name__)
@@ -85,10 +85,12 @@ def sync_markdown(index: ScopeIndex, scope_dir: Path, report: SyncReport) -> Non
         report.files_changed.append(source)
 
 
-def sync_transcript(index: ScopeIndex, transcript: Path, report: SyncReport, now: float | None = None) -> None:
+def sync_transcript(
+    index: ScopeIndex, transcripts: TranscriptStore, report: SyncReport, now: float | None = None
+) -> None:
     offset = int(index.meta("transcript_offset") or 0)
     line_no = int(index.meta("transcript_lines") or 0)
-    size = transcript.stat().st_size if transcript.exists() else 0
+    size = transcripts.size(index.scope_id)
     if size < offset:  # purged and started again: the old chunks describe a transcript that is gone
         log.warning("semantic index %s: transcript shrank below the watermark; re-indexing it", index.scope_id)
         index.drop_source(TRANSCRIPT_SOURCE)
@@ -96,17 +98,12 @@ def sync_transcript(index: ScopeIndex, transcript: Path, report: SyncReport, now
         index.add_chunks([], {"transcript_offset": 0, "transcript_lines": 0})
     if size == offset:
         return
-    reader = TranscriptReader(transcript, offset)
+    reader = transcripts.read_from(index.scope_id, offset)
     numbered: list[tuple[int, NumberedLine]] = []  # (byte offset, line)
-    with transcript.open("rb") as raw:  # line numbers: count newlines, corrupt lines included
-        raw.seek(offset)
-        position = offset
-        for line_offset, line in reader:
-            line_no += raw.read(line_offset - position).count(b"\n")
-            position = line_offset
-            numbered.append((line_offset, NumberedLine(line_no + 1, line)))
-        end = reader.next_offset
-        end_lines = line_no + raw.read(max(0, end - position)).count(b"\n")
+    for line_offset, line in reader:  # line numbers count every line, corrupt ones included
+        numbered.append((line_offset, NumberedLine(line_no + reader.lines_passed, line)))
+    end = reader.next_offset
+    end_lines = line_no + reader.lines_passed
     if not numbered:
         index.add_chunks([], {"transcript_offset": end, "transcript_lines": end_lines})
         return

@@ -57,7 +57,7 @@ async def test_clearing_a_scope_with_no_transcript_is_a_404_and_makes_none(admin
     silent = "telegram:-1001234"  # configured, nothing said there yet
     reply = await harness.local.call("POST", f"/sessions/{silent}/clear")
     assert reply.status == 404 and "nothing to clear" in reply.body["error"], reply.text
-    assert not harness.services.transcripts.path(silent).exists()
+    assert not harness.services.transcripts.exists(silent)
     assert harness.services.audit.tail(1, kind="admin_clear") == []
     assert (await harness.local.call("POST", f"/sessions/{silent}/distill")).status == 200  # still a known scope
 
@@ -76,7 +76,7 @@ async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
 
     assert reply.status == 200
     assert reply.body == {"scopeId": SEEDED, "purged": {"sessionItems": 2, "transcript": True, "memory": True}}
-    assert not folder.exists() and not services.transcripts.path(SEEDED).exists()
+    assert not folder.exists() and not services.transcripts.exists(SEEDED)
     assert await services.sessions.all_items(SEEDED) == []
     assert SEEDED not in (await harness.local.call("GET", "/sessions")).body
     assert SEEDED not in services.memory.status()["scopes"]  # memory's own state went too
@@ -175,7 +175,7 @@ async def test_distill_turns_the_transcript_into_memory(admin):
     services = harness.services
     await say(services, "web:wags", "Remember that the boiler service is in March.", speaker="wags")
     await say(services, "web:wags", "My shoe size is 44.", speaker="wags")
-    size = services.transcripts.path("web:wags").stat().st_size
+    size = services.transcripts.size("web:wags")
 
     reply = await harness.local.call("POST", "/sessions/web:wags/distill")
 
@@ -284,7 +284,7 @@ async def test_status_shows_the_plugged_in_parts(admin):
     assert not any("semantic" in p for p in status["problems"])
     distilled = status["distillation"]["scopes"][SEEDED]["distill"]
     assert distilled["runs"] == 1 and distilled["items"] == 2 and distilled["failures"] == 0
-    assert distilled["watermark"] == harness.services.transcripts.path(SEEDED).stat().st_size
+    assert distilled["watermark"] == harness.services.transcripts.size(SEEDED)
     assert datetime.fromisoformat(distilled["last_success"]) > datetime.now(UTC) - timedelta(minutes=1)
     assert status["pairing"] == {"pending": 2}
     assert status["queues"]["pending_pairing_requests"] == 2
