@@ -116,13 +116,16 @@ class RecordedTranscripts(TranscriptStore):
                 )
             encoded = [record.json.encode("utf-8") + b"\n" for record in missing]
             end_before, at = held.extend(encoded, missing[-1].ts.timestamp())
-            told: list[tuple[int, TranscriptLine]] = []
-            for raw in encoded:
-                if (line := _parse(self.path(scope_id), raw, at)) is not None:
-                    told.append((at, line))
-                at += len(raw)
-            for observer in self.observers:
-                observer.appended(scope_id, told, end_before, held.end)
+            if not end_before:  # a whole transcript: what the observers derive, they read when next asked
+                self._purged(scope_id)
+            else:  # the lines another process added: the observers hear of them as of an append
+                told: list[tuple[int, TranscriptLine]] = []
+                for raw in encoded:
+                    if (line := _parse(self.path(scope_id), raw, at)) is not None:
+                        told.append((at, line))
+                    at += len(raw)
+                for observer in self.observers:
+                    observer.appended(scope_id, told, end_before, held.end)
         self._current.add(scope_id)
         return held
 
