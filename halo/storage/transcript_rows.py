@@ -47,6 +47,12 @@ APPEND = (
     "FROM unnest($3::bigint[], $4::timestamptz[], $5::text[]) AS given(seq, ts, line)"
 )
 
+# A scope's lines from a number on: every line of the family when a process takes it, so sent
+# through `HaloDB.fetch`, asyncpg's rows without SQLAlchemy's around them
+READ_FROM = (
+    "SELECT seq, ts, line FROM transcript_lines WHERE family_id = $1 AND scope_id = $2 AND seq >= $3 ORDER BY seq"
+)
+
 
 class TranscriptRows:
     """`transcripts.records.LineRecord` on `HaloDB`'s PostgreSQL: the family's lines only."""
@@ -79,13 +85,8 @@ class TranscriptRows:
             raise SeqTaken(f"{scope_id}: a line numbered {lines[0].seq}..{lines[-1].seq} is already recorded") from exc
 
     async def read_from(self, scope_id: str, seq: int = 0) -> list[RecordedLine]:
-        query = (
-            select(transcript_lines.c.seq, transcript_lines.c.ts, transcript_lines.c.line)
-            .where(self._family, transcript_lines.c.scope_id == scope_id, transcript_lines.c.seq >= seq)
-            .order_by(transcript_lines.c.seq)
-        )
-        async with self.db.read(metadata) as conn:
-            return [RecordedLine(row.seq, row.ts, row.line) for row in await conn.execute(query)]
+        rows = await self.db.fetch(metadata, READ_FROM, self.db.family_id, scope_id, seq)
+        return [RecordedLine(*row) for row in rows]
 
     async def purge(self, scope_id: str) -> int:
         query = delete(transcript_lines).where(self._family, transcript_lines.c.scope_id == scope_id)
