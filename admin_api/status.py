@@ -209,7 +209,7 @@ async def status_snapshot(halo: StatusSource) -> dict[str, Any]:
         ),
         "adapters": mask_secrets(_adapters(halo)),
         "semantic": mask_secrets(services.semantic.status()),
-        "distillation": mask_secrets(services.memory.status()),
+        "distillation": mask_secrets(await services.memory.status()),
         "graph_memory": mask_secrets(services.graph.status()) if services.graph else {"enabled": False},
         "pairing": {"pending": pending},
         "queues": {

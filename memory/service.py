@@ -378,11 +378,15 @@ class MemoryService:
     def _lock(self, scope_id: str, job: str) -> asyncio.Lock:
         return self._locks.setdefault((scope_id, job), asyncio.Lock())
 
-    def status(self) -> dict[str, Any]:
+    async def status(self) -> dict[str, Any]:
         """For `/status` under "distillation". Times are ISO 8601 UTC; `watermark` is a transcript
-        byte offset; `pending_items` is known once the scope has had a turn since start-up."""
+        byte offset; `pending_items` is known once the scope has had a turn since start-up.
+
+        The jobs are read in a thread: on SQLite a read on the loop that waits for halo.db's write
+        lock would wait for a transaction that needs the loop to commit (a 30 s stall, then
+        "database is locked")."""
         scopes: dict[str, dict[str, Any]] = {}
-        for state in self.state.all():
+        for state in await asyncio.to_thread(self.state.all):
             if state.job == "graph":
                 continue  # graph memory reports its own (GraphMemory.status)
             entry = scopes.setdefault(state.scope_id, {})

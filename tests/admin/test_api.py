@@ -69,7 +69,7 @@ async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     services = harness.services
     folder = services.paths.scope_dir(SEEDED)
     await services.memory.distill(SEEDED)  # a distillation watermark in halo.db
-    assert services.memory.status()["scopes"][SEEDED]["distill"]["watermark"] > 0
+    assert (await services.memory.status())["scopes"][SEEDED]["distill"]["watermark"] > 0
     assert services.semantic.index_path(SEEDED).is_file()
 
     reply = await harness.local.call("POST", f"/sessions/{SEEDED}/purge?confirm={SEEDED}")
@@ -79,7 +79,7 @@ async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     assert not folder.exists() and not services.transcripts.exists(SEEDED)
     assert await services.sessions.all_items(SEEDED) == []
     assert SEEDED not in (await harness.local.call("GET", "/sessions")).body
-    assert SEEDED not in services.memory.status()["scopes"]  # memory's own state went too
+    assert SEEDED not in (await services.memory.status())["scopes"]  # memory's own state went too
     assert SEEDED not in [s["scope_id"] for s in services.semantic.status()["scopes"]]  # the index is closed …
     assert await services.semantic.sync_scope(SEEDED) is None and not folder.exists()  # … and stays gone
     event = services.audit.tail(1, kind="admin_purge")[0]
@@ -167,7 +167,7 @@ async def test_distill_is_409_when_disabled(admin):
     assert reply.status == 409
     assert "memory.distillation_enabled" in reply.body["error"]
     assert harness.services.memory.read("web:wags") == ""
-    assert harness.services.memory.status()["scopes"] == {}
+    assert (await harness.services.memory.status())["scopes"] == {}
 
 
 async def test_distill_turns_the_transcript_into_memory(admin):

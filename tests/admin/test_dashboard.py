@@ -153,7 +153,7 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     await mom.get_by_role("button", name="Distill now").click()
     await expect(page.locator("#toast")).to_contain_text(f"Distilled {SEEDED}: 2 new lines, 0 facts and 2 notes added.")
     await expect(page.locator("#distillation-health")).to_contain_text("1 chat tracked")
-    assert services.memory.status()["scopes"][SEEDED]["distill"]["runs"] == 1
+    assert (await services.memory.status())["scopes"][SEEDED]["distill"]["runs"] == 1
 
     # What halo remembers is shown as text: markup in a memory file never runs.
     await mom.get_by_role("button", name="Memory").click()
