@@ -135,7 +135,7 @@ async def test_failures_back_off_per_scope_and_show_in_status(tmp_path: Path, mo
     await service.after_turn("web:wags", "hi")
     assert attempts[-1] == "web:wags"
 
-    status = service.status()
+    status = await service.status()
     assert status["enabled"] is True and status["failing"] == [SCOPE, "web:wags"]
     scope_status = status["scopes"][SCOPE]["distill"]
     assert scope_status["failures"] == 2 and scope_status["next_retry"].startswith("2026-")
@@ -157,7 +157,7 @@ async def test_disabled_distillation_says_so(tmp_path: Path) -> None:
     await kit.exchange(SCOPE, "remember my shoe size is 38")
     await service.after_turn(SCOPE, "remember my shoe size is 38")
     assert kit.memory(SCOPE) == ""
-    assert service.status()["enabled"] is False
+    assert (await service.status())["enabled"] is False
     await service.close()
 
 
