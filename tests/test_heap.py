@@ -80,7 +80,7 @@ class Top(BaseModel):
 
 
 def test_leaves_first_puts_every_model_after_the_models_it_holds() -> None:
-    assert leaves_first([Top, Leaf, 3, "not a model", Other]) == [Leaf, Other, Middle, Top]
+    assert leaves_first([Top, Leaf, 3, "not a model", BaseModel, Other]) == [Leaf, Other, Middle, Top]
 
 
 async def test_a_streamed_chat_completion_has_the_event_types_built_leaves_first(fake_llm: FakeOpenAI) -> None:

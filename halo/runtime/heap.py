@@ -33,12 +33,13 @@ def freeze_start_up_heap() -> None:
 
 def leaves_first(roots: Iterable[object]) -> list[type[BaseModel]]:
     """The pydantic models among `roots` and every model their fields name (through unions,
-    lists, `Optional`, `Annotated` …), each once, every model after the models it holds."""
+    lists, `Optional`, `Annotated` …), each once, every model after the models it holds. A
+    field whose type is still a forward reference names nothing: its model is built inline."""
     seen: set[type[BaseModel]] = set()
     order: list[type[BaseModel]] = []
 
     def walk(annotation: object) -> None:
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and annotation is not BaseModel:
             if annotation not in seen:
                 seen.add(annotation)
                 for field in annotation.model_fields.values():
