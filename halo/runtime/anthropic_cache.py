@@ -15,9 +15,13 @@ halo's usage meter records (halo/usage/meter.py) and prices the reads at the cac
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agents.extensions.models.any_llm_model import AnyLLMModel
+from agents.items import TResponseStreamEvent
+
+from halo.runtime.heap import build_stream_types
 
 BREAKPOINT: dict[str, str] = {"type": "ephemeral"}
 
@@ -49,3 +53,9 @@ class AnthropicCachedPrefixModel(AnyLLMModel):
             provider._convert_completion_params = convert_and_mark
             provider._halo_marks_cache_prefix = True
         return provider
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:  # type: ignore[override]
+        """Claude streams through the SDK's chat completions stream handler (any-llm's Anthropic
+        provider has no Responses API): its event types built leaves first (halo/runtime/heap.py)."""
+        build_stream_types()
+        return super().stream_response(*args, **kwargs)
