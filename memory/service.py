@@ -244,6 +244,7 @@ class MemoryService:
             return await self._distill(scope_id)
 
     async def _distill(self, scope_id: str) -> DistillResult:
+        await self.transcripts.ready(scope_id)  # on PostgreSQL: held here before it is read
         await self.flush_log(scope_id)  # a forget it carries out reaches the newest log lines too
         try:
             result = await asyncio.to_thread(self.distiller.run, scope_id)
@@ -281,6 +282,7 @@ class MemoryService:
         before this process answers in the scope. The request is in the transcript, and the
         distillation's watermark only moves with the memory it wrote, so nothing is done twice."""
         self._counted.pop(scope_id, None)  # the last holder may have moved the watermark
+        await self.transcripts.ready(scope_id)
         if self.settings.distillation_enabled and await asyncio.to_thread(self._cue_waiting, scope_id):
             await self._auto(scope_id, "distill")
 
@@ -338,6 +340,7 @@ class MemoryService:
 
     async def _extract(self, scope_id: str) -> ExtractionResult:
         assert self.extraction is not None
+        await self.transcripts.ready(scope_id)
         try:
             result = await self.extraction.run(scope_id)
         except Exception as exc:

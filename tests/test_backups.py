@@ -35,6 +35,7 @@ async def running_family(home: Path, fake_llm, serve_halo):
     return running
 
 
+@pytest.mark.own_store  # the embedded workspace's files; an archive of PostgreSQL's: test_storage_move
 async def test_round_trip_from_a_running_halo(tmp_path: Path, fake_llm, serve_halo):
     running = await running_family(tmp_path / "home", fake_llm, serve_halo)
     counts = await running.halo.sessions.item_counts()

@@ -5,7 +5,6 @@ model was sent is read from the fake OpenAI server."""
 
 from __future__ import annotations
 
-import json
 import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from tests.document_support import SCANNED, SCHOOL_LETTER, pdf
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram
+from tests.transcript_support import raw_lines
 from tests.waiting import eventually
 
 MOM = 1002
@@ -33,8 +33,7 @@ def start(start_telegram: StartTelegram) -> Callable[..., Awaitable[Halo]]:
 
 
 def transcript(halo: Halo, scope_id: str) -> list[dict]:
-    path = halo.settings.paths.transcript(scope_id)
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return raw_lines(halo, scope_id)
 
 
 def files_of(halo: Halo, scope_id: str) -> list[Path]:

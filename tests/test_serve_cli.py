@@ -8,6 +8,7 @@ paying for a fresh interpreter and the Agents SDK import on every test.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -27,6 +28,7 @@ from halo.runtime.cli import main
 from tests import processes
 from tests.conftest import FAMILY_YAML, free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
+from tests.transcript_support import every_line
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP = 120.0  # generous: a loaded 2-core machine; a healthy server answers at once
@@ -93,7 +95,7 @@ def threaded_llm() -> Iterator[FakeOpenAI]:
 
 
 def transcript_lines(home: Path) -> list[dict]:
-    return [json.loads(line) for f in (home / "transcripts").glob("*.jsonl") for line in f.read_text().splitlines()]
+    return asyncio.run(every_line(home))
 
 
 @pytest.mark.slow  # starts a process

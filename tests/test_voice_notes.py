@@ -5,7 +5,6 @@ model. Without a transcription model the person is told, and the message is kept
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram
+from tests.transcript_support import raw_lines
 
 MOM, TARA = 1002, 1004
 AUDIO = b"OggS\x00\x02" + bytes(range(256)) * 8  # what an .oga starts with; the stand-in only stores it
@@ -29,8 +29,7 @@ def start(start_telegram: StartTelegram) -> Callable[..., Awaitable[Halo]]:
 
 
 def user_lines(halo: Halo, scope_id: str) -> list[dict]:
-    path = halo.settings.paths.transcripts / f"{halo.settings.paths.scope_dir(scope_id).name}.jsonl"
-    return [r for r in map(json.loads, path.read_text().splitlines()) if r["role"] == "user"]
+    return [r for r in raw_lines(halo, scope_id) if r["role"] == "user"]
 
 
 async def test_a_voice_note_is_heard_and_answered_like_typed_text(

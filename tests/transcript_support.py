@@ -51,3 +51,18 @@ async def recorded_tail(home: Path, scope_id: str) -> list[TranscriptLine]:
     async with transcript_store(home) as store:
         await store.ready(scope_id)
         return store.tail(scope_id, 20)
+
+
+async def every_line(home: Path) -> list[dict[str, Any]]:
+    """Every line of every conversation `home`'s halo kept, as JSON, scope by scope."""
+    async with transcript_store(home) as store:
+        if isinstance(store, RecordedTranscripts):
+            assert isinstance(store.records, TranscriptRows)
+            scope_ids = await store.records.scope_ids()
+        else:
+            scope_ids = store.scope_ids()
+        found: list[dict[str, Any]] = []
+        for scope_id in scope_ids:
+            await store.ready(scope_id)
+            found += [json.loads(raw) for _, raw in reversed(list(store.raw_reversed(scope_id)))]
+        return found

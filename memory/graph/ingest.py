@@ -196,6 +196,7 @@ class GraphIngestion:
     async def _run(self, scope_id: str) -> IngestResult:
         group = group_id(scope_id)
         result = IngestResult(scope_id)
+        await self.transcripts.ready(scope_id)  # on PostgreSQL: held here before it is read
         state = await asyncio.to_thread(self.state.get, scope_id, "graph")
         episodes = await asyncio.to_thread(self._episodes, scope_id, state.offset)
         offset = state.offset

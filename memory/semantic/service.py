@@ -213,6 +213,7 @@ class SemanticMemory:
         """One scope's sync (the schedule holds its lock and records the outcome)."""
         report = SyncReport(scope_id)
         started = time.perf_counter()
+        await self.transcripts.ready(scope_id)  # on PostgreSQL: held here before it is read (else it looks empty)
         if self._index(scope_id, create=False) is None and not self._has_material(scope_id):
             return report
         index = self._index(scope_id, create=True)
