@@ -17,6 +17,7 @@ import queue
 import sys
 import threading
 import uuid
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -160,7 +161,7 @@ class _MigratedCopies:
 
     def __init__(self) -> None:
         self._ready: queue.Queue[str | BaseException] = queue.Queue()
-        # ("back", name, test), ("took", "", test), or None to stop
+        # ("back", name, test), ("took", "", test), ("drop", name, ""), or None to stop
         self._work: queue.Queue[tuple[str, str, str] | None] = queue.Queue()
         self._handed: set[str] = set()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), name="halo-test-databases")
@@ -179,6 +180,11 @@ class _MigratedCopies:
 
     def handed(self, name: str) -> bool:
         return name in self._handed
+
+    def discard(self, name: str) -> None:
+        """Drop `name`, never to be handed out again."""
+        self._handed.discard(name)
+        self._work.put(("drop", name, ""))
 
     def give_back(self, name: str) -> None:
         self._handed.discard(name)
@@ -203,6 +209,9 @@ class _MigratedCopies:
                 if work is None:
                     break
                 what, name, test = work
+                if what == "drop":
+                    await _drop(name)
+                    continue
                 if what == "back":
                     given_back.append((name, test))
                     continue
@@ -253,31 +262,47 @@ async def _emptied(database: str, schema: str) -> bool:
         )
         if ended is False or await conn.fetchval(SCHEMA_PRINT) != schema:
             return False
-        tables = [
-            row[0]
-            for row in await conn.fetch(
-                "SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname <> 'alembic_version'"
-            )
-        ]
-        # Only what the test wrote: truncating makes new files for a table and its indexes, a
-        # fraction of a second for all of them while the suite runs, when most tests write a few.
-        written = await conn.fetchval(
-            "SELECT array_remove(ARRAY["
-            + ", ".join(f"CASE WHEN EXISTS (SELECT FROM {table}) THEN '{table}' END" for table in tables)
-            + "], NULL)"
-        )
-        called = await conn.fetch(
-            "SELECT format('%I.%I', schemaname, sequencename) FROM pg_sequences WHERE last_value IS NOT NULL"
-        )
+        written, called = await _used(conn)
         async with conn.transaction():
             if written:
                 await conn.execute("TRUNCATE " + ", ".join(written))
             for sequence in called:
-                await conn.execute(f"ALTER SEQUENCE {sequence[0]} RESTART")
+                await conn.execute(f"ALTER SEQUENCE {sequence} RESTART")
         return True
     except (OSError, asyncpg.PostgresError):
         return False
+    finally:
+        await conn.close()
+
+
+async def _used(conn: asyncpg.Connection) -> tuple[list[str], list[str]]:
+    """The tables but Alembic's that hold rows, and the sequences that were used."""
+    tables = [
+        row[0]
+        for row in await conn.fetch(
+            "SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname <> 'alembic_version'"
+        )
+    ]
+    # Only what the test wrote is truncated: that makes new files for a table and its indexes,
+    # a fraction of a second for all of them while the suite runs, when most tests write a few.
+    written = await conn.fetchval(
+        "SELECT array_remove(ARRAY["
+        + ", ".join(f"CASE WHEN EXISTS (SELECT FROM {table}) THEN '{table}' END" for table in tables)
+        + "]::text[], NULL)"
+    )
+    called = await conn.fetch(
+        "SELECT format('%I.%I', schemaname, sequencename) FROM pg_sequences WHERE last_value IS NOT NULL"
+    )
+    return list(written or []), [row[0] for row in called]
+
+
+async def _untouched(database: str) -> bool:
+    """No rows and no sequence used: checked again as a test takes the database, so a write
+    that came after it was emptied (a process of an earlier test's, say) is never read."""
+    conn = await _connect(database)
+    try:
+        return await _used(conn) == ([], [])
     finally:
         await conn.close()
 
@@ -299,7 +324,12 @@ async def new_database(*, migrated: bool = False) -> str:
     if migrated:
         if not _copies:
             _copies.append(_MigratedCopies())
-        return await asyncio.to_thread(_copies[0].take)
+        while True:
+            name = await asyncio.to_thread(_copies[0].take)
+            if await _untouched(name):
+                return name
+            warnings.warn(f"{name} had rows again after it was emptied: dropped, another taken", stacklevel=2)
+            _copies[0].discard(name)
     name = f"halo_test_{uuid.uuid4().hex[:12]}"
     await _create(name)
     return name
