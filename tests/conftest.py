@@ -226,8 +226,8 @@ def _postgres_templates() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _everything_on_postgres(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """`HALO_TEST_STORAGE=postgres uv run pytest …`: every test's halo on its own fresh
-    PostgreSQL database, not only the modules that run on both. A test marked `own_store`
+    """`HALO_TEST_STORAGE=postgres uv run pytest …`: every test's halo on a PostgreSQL database
+    of its own, empty at the newest migration, not only the modules that run on both. A test marked `own_store`
     chooses its store itself (the SQLite file or JSONL it opens, its own PostgreSQL behind a
     proxy) and is left alone."""
     if os.environ.get("HALO_TEST_STORAGE") != "postgres" or request.node.get_closest_marker("own_store"):
@@ -243,9 +243,10 @@ def _everything_on_postgres(request: pytest.FixtureRequest, monkeypatch: pytest.
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def on_both_stores(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str | None]:
-    """Runs the test twice: halo.db on the SQLite file, then on a fresh PostgreSQL database
-    (through HALO_STORAGE__URL, so every Settings the test loads uses it). Yields the URL, or
-    None for SQLite. A module opts in with `pytestmark = pytest.mark.usefixtures("on_both_stores")`."""
+    """Runs the test twice: halo.db on the SQLite file, then on a PostgreSQL database of the
+    test's own, empty at the newest migration (tests/storage_support.py), through
+    HALO_STORAGE__URL, so every Settings the test loads uses it. Yields the URL, or None for
+    SQLite. A module opts in with `pytestmark = pytest.mark.usefixtures("on_both_stores")`."""
     if request.param == "sqlite":
         yield None
         return
