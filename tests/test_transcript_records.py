@@ -35,6 +35,7 @@ from transcripts.lines import Message
 from transcripts.recorded import RecordedTranscripts
 from transcripts.records import RecordedLine, SeqTaken
 from transcripts.session import TranscriptSessions
+from transcripts.store import scope_ids_in
 
 SCOPE = "telegram:1001"
 OTHER = "telegram:-1002"
@@ -285,7 +286,7 @@ async def test_a_copy_an_older_halo_kept_in_the_home_is_removed_at_the_first_tak
         old_copy.path(SCOPE).write_text("".join(r.json + "\n" for r in recorded), encoding="utf-8")
 
     moved = store_at(home, db, from_record_only=served)
-    assert moved.home_scope_ids() == [SCOPE]
+    assert list(scope_ids_in(home / "transcripts")) == [SCOPE]  # what the family's take takes
     await moved.take(SCOPE)
     assert file_texts(moved) == ["the locker code is 4721", "noted"]
     assert home_transcripts(home) == []

@@ -25,7 +25,7 @@ from pathlib import Path
 from transcripts._held_lines import HeldLines
 from transcripts.lines import TranscriptLine
 from transcripts.records import LineRecord, RecordedLine, SeqTaken
-from transcripts.store import TranscriptReader, TranscriptStore, _parse, scope_ids_in
+from transcripts.store import TranscriptReader, TranscriptStore, _parse, one_scope, recorded_lines
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +49,7 @@ class RecordedTranscripts(TranscriptStore):
         and nothing is held; `SeqTaken` (another process wrote meanwhile) catches up and tries once more."""
         if not lines:
             return []
-        scope_id = lines[0].scope_id
-        if any(line.scope_id != scope_id for line in lines):
-            raise ValueError("append_many takes the lines of one scope")
+        scope_id = one_scope(lines)
         texts = [line.to_json() for line in lines]
         async with self._lock(scope_id):
             for attempt in range(2):
@@ -140,9 +138,10 @@ class RecordedTranscripts(TranscriptStore):
         - Otherwise it is another history of the chat (two homes kept it apart): it stays where it
           is, unread, and the log says so.
         """
-        if not await asyncio.to_thread(self.exists_on_disk, scope_id):
+        path = self.path(scope_id)
+        if not await asyncio.to_thread(path.exists):
             return
-        own = await asyncio.to_thread(self._own_lines_blocking, scope_id)
+        own = await asyncio.to_thread(lambda: [recorded for _, recorded in recorded_lines(path)])
         if own and await self.records.count(scope_id) == 0:
             try:
                 await self.records.append(scope_id, own)
@@ -159,32 +158,13 @@ class RecordedTranscripts(TranscriptStore):
             logger.warning(
                 "transcript of %s: %s holds another history than PostgreSQL's; it is left as it is and not read",
                 scope_id,
-                self.path(scope_id),
+                path,
             )
 
     async def _is_copy(self, scope_id: str, own: list[RecordedLine]) -> bool:
         last = own[-1]
         found = await self.records.read_from(scope_id, last.seq)
         return bool(found) and found[0].seq == last.seq and found[0].json == last.json
-
-    def exists_on_disk(self, scope_id: str) -> bool:
-        return self.path(scope_id).exists()
-
-    def _own_lines_blocking(self, scope_id: str) -> list[RecordedLine]:
-        """The file's valid lines, numbered as the embedded store counts them, as the record keeps them."""
-        path, own = self.path(scope_id), list[RecordedLine]()
-        with path.open("rb") as f:
-            for raw in f:
-                if not raw.endswith(b"\n"):
-                    break  # a torn last line: not a line yet
-                if (line := _parse(path, raw)) is not None:
-                    own.append(RecordedLine(len(own), line.ts, raw[:-1].decode("utf-8", errors="replace")))
-        return own
-
-    def home_scope_ids(self) -> list[str]:
-        """The scopes this home has a transcript file of: taken with the record's when the family
-        is, so each file is dealt with at once (`_home_file`)."""
-        return sorted(scope_ids_in(self.root))
 
     # -- reading what is held ------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from transcripts.appender import FileAppender
 from transcripts.disk_pace import DiskPace
 from transcripts.jsonl import fsync_dir
 from transcripts.lines import TranscriptLine, parse_json
+from transcripts.records import RecordedLine
 
 __all__ = ["TranscriptLine", "TranscriptReader", "TranscriptStore", "fsync_dir"]
 
@@ -39,6 +40,14 @@ _APPENDERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="transcript-a
 
 def _encode(line: TranscriptLine) -> bytes:
     return line.to_json().encode("utf-8") + b"\n"  # TranscriptLine repaired what UTF-8 cannot hold
+
+
+def one_scope(lines: list[TranscriptLine]) -> str:
+    """The scope every one of `lines` belongs to: an append is of one scope's lines."""
+    scope_id = lines[0].scope_id
+    if any(line.scope_id != scope_id for line in lines):
+        raise ValueError("append_many takes the lines of one scope")
+    return scope_id
 
 
 def _parse(path: Path, raw: bytes, offset: int | None = None) -> TranscriptLine | None:
@@ -166,9 +175,7 @@ class TranscriptStore:
         """
         if not lines:
             return []
-        scope_id = lines[0].scope_id
-        if any(line.scope_id != scope_id for line in lines):
-            raise ValueError("append_many takes the lines of one scope")
+        scope_id = one_scope(lines)
         encoded = [_encode(line) for line in lines]
         async with self._lock(scope_id):
             return await self._write(scope_id, lines, encoded)
@@ -321,3 +328,17 @@ def scope_ids_in(
             scope_id = named[path.name] = first[1].scope_id
         found[scope_id] = path
     return found
+
+
+def recorded_lines(path: Path) -> Iterator[tuple[TranscriptLine, RecordedLine]]:
+    """A transcript file's valid lines, numbered as `TranscriptStore.count` counts them, each as
+    the record keeps it (its bytes, without the newline): how a file becomes rows, for
+    `halo storage migrate` and for a home's first take on PostgreSQL. A torn last line is not one."""
+    seq = 0
+    with path.open("rb") as f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                return
+            if (line := _parse(path, raw)) is not None:
+                yield line, RecordedLine(seq, line.ts, raw[:-1].decode("utf-8", errors="replace"))
+                seq += 1

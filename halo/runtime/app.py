@@ -118,6 +118,7 @@ from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
 from transcripts.recorded import RecordedTranscripts
 from transcripts.session import TranscriptSessions
+from transcripts.store import scope_ids_in
 
 if TYPE_CHECKING:  # the stages' fields only
     from config.paths import HaloPaths
@@ -781,8 +782,7 @@ async def _scopes_to_take(stores: Stores) -> list[str]:
     (its lines recorded, or the file removed: `RecordedTranscripts._home_file`) or a memory
     folder of (one purged through another process goes)."""
     recorded = await TranscriptRows(stores.db).scope_ids()
-    transcripts = stores.transcripts
-    files = await asyncio.to_thread(transcripts.home_scope_ids) if isinstance(transcripts, RecordedTranscripts) else []
+    files = await asyncio.to_thread(scope_ids_in, stores.paths.transcripts)
     folders = await asyncio.to_thread(scope_ids_on_disk, stores.paths.scopes)
     return sorted({*recorded, *files, *folders})
 

@@ -16,10 +16,10 @@ from sqlalchemy import func, select
 
 from config.paths import scope_hash
 from halo.storage.move.digest import canonical
-from halo.storage.move.lines import append_lines, batches_of, complete_lines
+from halo.storage.move.lines import append_lines, batches_of
 from halo.storage.move.part import BATCH, Embedded, Postgres, Side
 from halo.storage.transcript_rows import transcript_lines
-from transcripts.lines import parse_json
+from transcripts.store import recorded_lines
 
 TRANSCRIPTS = "transcripts"
 
@@ -34,16 +34,10 @@ class Line:
 
 def _lines_of(path: Path) -> Iterator[Line]:
     """A transcript file's whole, valid lines, numbered as the transcript store counts them."""
-    seq = 0
     scope_id: str | None = None
-    for raw in complete_lines(path):
-        try:
-            line = parse_json(raw)
-        except (ValueError, KeyError, TypeError):
-            continue  # blank or corrupt: the store skips it too, and does not count it
+    for line, recorded in recorded_lines(path):
         scope_id = scope_id or line.scope_id
-        yield Line(scope_id, seq, line.ts, raw.decode("utf-8", errors="replace"))
-        seq += 1
+        yield Line(scope_id, recorded.seq, recorded.ts, recorded.json)
 
 
 def _files_by_scope(root: Path) -> list[Path]:
