@@ -29,15 +29,15 @@ class HeldLines:
     def __len__(self) -> int:
         return len(self.raws)
 
-    def extend(self, encoded: list[bytes], written_at: float) -> tuple[int, int]:
-        """Append lines (each with its newline); `(end before, first offset)`, as a file append returns."""
+    def extend(self, encoded: list[bytes], written_at: float) -> int:
+        """Append lines (each with its newline); the offset the first one starts at (the end before)."""
         start = at = self.end
         for raw in encoded:
             self.offsets.append(at)  # the offset first: a reader bounds itself by `raws`
             self.raws.append(raw)
             at += len(raw)
         self.written_at = max(self.written_at, written_at)
-        return start, start
+        return start
 
     def from_offset(self, offset: int) -> Iterator[tuple[int, bytes]]:
         """`(offset, raw)` from the first line at or after `offset`, including lines appended meanwhile."""

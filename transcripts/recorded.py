@@ -72,8 +72,8 @@ class RecordedTranscripts(TranscriptStore):
             return self._hold(scope_id, held, lines, [(text + "\n").encode("utf-8") for text in texts])
 
     def _hold(self, scope_id: str, held: HeldLines, lines: list[TranscriptLine], encoded: list[bytes]) -> list[int]:
-        end_before, first = held.extend(encoded, time.time())
-        return self._appended(scope_id, lines, encoded, end_before, first)
+        start = held.extend(encoded, time.time())
+        return self._appended(scope_id, lines, encoded, start, start)
 
     async def ready(self, scope_id: str) -> None:
         """Take the scope once in this process, before its first use here."""
@@ -113,7 +113,7 @@ class RecordedTranscripts(TranscriptStore):
                     "transcript of %s: %d lines held, the record resumes at %d", scope_id, len(held), missing[0].seq
                 )
             encoded = [record.json.encode("utf-8") + b"\n" for record in missing]
-            end_before, at = held.extend(encoded, missing[-1].ts.timestamp())
+            end_before = at = held.extend(encoded, missing[-1].ts.timestamp())
             if not end_before:  # a whole transcript: what the observers derive, they read when next asked
                 self._purged(scope_id)
             else:  # the lines another process added: the observers hear of them as of an append
