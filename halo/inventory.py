@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from halo.core.scope_takers import ScopeTakers
 from halo.port import LiveReplies
+from memory.store import DiskMemory
 
 if TYPE_CHECKING:
     from config.family import Family
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from halo.safety.gate import SafetyGate
     from halo.safety.notify import Notifier
     from halo.storage import HaloDB
-    from halo.storage.memory_mirror import RecordedFiles
     from halo.tools.approvals import Approvals
     from halo.usage.meter import UsageMeter
     from halo.work.digest import WorkDigest
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from memory.graph.service import GraphMemory
     from memory.semantic import SemanticMemory
     from memory.service import MemoryService
+    from memory.store import MemoryStore
     from policy import PolicyEngine
     from transcripts import AuditLog, TranscriptStore
     from transcripts.session import TranscriptSessions
@@ -85,8 +86,8 @@ class Halo:
     recall: Recall | None = None  # what a turn may search in the semantic index
     graph_recall: GraphRecall | None = None  # the same for graph memory
     documents: Documents | None = None  # documents members sent (/files, the admin API)
-    # PostgreSQL (storage.url): every memory write reaches the store of record through it
-    memory_record: RecordedFiles | None = None
+    # the markdown memory: files in HALO_HOME, or on PostgreSQL its rows held by this process
+    memory_store: MemoryStore | None = None
     scope_takers: ScopeTakers = field(default_factory=ScopeTakers)  # run before a scope's first use here
     # the turn: the agents hold its context, model, settings and tools (GET /policy/status)
     commands: CommandRegistry
@@ -141,7 +142,7 @@ class Halo:
     async def start_background(self, *, serving: bool = True) -> None:
         """The work behind the doors: the schema checked, extraction left over from before a
         restart, the semantic index's schedule, halo.yaml's watch. `serving`: this process writes
-        the family's data from now on (the memory mirror joined, the outbox, the schedules)."""
+        the family's data from now on (the memory's rows held, the outbox, the schedules)."""
         await self.parts.start_background(serving=serving)
 
     async def start_adapters(self) -> None:
@@ -150,15 +151,15 @@ class Halo:
         await self.parts.start_adapters()
 
     async def take_scope(self, scope_id: str) -> None:
-        """Before the admin API reads or changes a scope's memory: this process's copy is current."""
+        """Before the admin API reads or changes a scope's memory: what this process holds is current."""
         await self.scope_takers.ensure(scope_id, answering=False)
 
     async def memory_durable(self) -> None:
         """Every memory change made so far is in the store of record (PostgreSQL) when this returns:
         the admin API awaits it before it acknowledges a change. On the embedded store the files are."""
-        if self.memory_record is not None:
+        if self.memory_store is not None and not isinstance(self.memory_store, DiskMemory):
             await self.memory.flush_log()
-            await self.memory_record.flush()
+            await self.memory_store.flush()
 
     def stopping(self) -> None:
         """What would hold up a stop ends now: documents being read are killed (their senders

@@ -8,7 +8,8 @@ deleting it (by hand, with `/files rm`, from the admin API) is deleting the docu
 the semantic index drops its chunks at the next sync. The original bytes are not kept:
 halo answers from the text, and the chat the document came through still has the original.
 
-Writes happen under the scope's lock (memory.files), in worker threads: these methods block.
+Writes happen under the scope's lock, in worker threads, through the memory's store
+(memory.store: files, or rows on PostgreSQL): these methods block.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
-from memory.files import atomic_write
 from memory.scope_files import ScopeFiles
+from memory.store import MemoryStore, scope_folder
 
 FILES_DIR = "files"
 _FILE = re.compile(r"^(\d{3,6})-(.+)\.md$")
@@ -81,18 +81,18 @@ def render(doc: StoredDocument, text: str) -> str:
     )
 
 
-def parse(path: Path, number: int, source: str) -> tuple[StoredDocument, str] | None:
+def parse(store: MemoryStore, relative: str, number: int, source: str) -> tuple[StoredDocument, str] | None:
     """The header and the text of a document file (None when it is gone). A file without
     halo's header (copied there by hand) is all text, named by its file name."""
-    try:
-        content = path.read_text(encoding="utf-8", errors="replace")
-    except (FileNotFoundError, IsADirectoryError):
+    content = store.text(relative)
+    if content is None:
         return None
     head, sep, body = content.partition(f"\n{HEADER_END}\n")
     lines = head.splitlines()
     if not sep or not lines or not lines[0].startswith("# "):  # put there by hand: all of it is text
-        match = _FILE.match(path.name)
-        lines, body = [f"# {match.group(2) if match else path.stem}"], content
+        name = relative.rsplit("/", 1)[-1]
+        match = _FILE.match(name)
+        lines, body = [f"# {match.group(2) if match else name.removesuffix('.md')}"], content
     fields: dict[str, str] = {}
     for line in lines[1:]:
         if match := _FIELD.match(line):
@@ -100,7 +100,8 @@ def parse(path: Path, number: int, source: str) -> tuple[StoredDocument, str] | 
     try:
         added = datetime.fromisoformat(fields.get("received", ""))
     except ValueError:
-        added = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        stamp = store.stamp(relative)
+        added = datetime.fromtimestamp(stamp.mtime if stamp else 0, UTC)
     size, _, mime = fields.get("original", "").partition(" bytes, ")
     doc = StoredDocument(
         number=number,
@@ -127,31 +128,38 @@ class ScopeDocuments:
     def __init__(self, files: ScopeFiles) -> None:
         self.files = files
 
-    def folder(self, scope_id: str) -> Path:
-        return self.files.paths.scope_dir(scope_id) / FILES_DIR
+    def folder(self, scope_id: str) -> str:
+        """The documents' folder, relative to HALO_HOME."""
+        return f"{scope_folder(scope_id)}{FILES_DIR}/"
 
-    def _paths(self, scope_id: str) -> dict[int, Path]:
+    def any(self, scope_id: str) -> bool:
+        """Has the scope a document (or anything in its documents' folder)?"""
+        return bool(self.files.store.names(self.folder(scope_id)))
+
+    def _paths(self, scope_id: str) -> dict[int, str]:
         folder = self.folder(scope_id)
-        found: dict[int, Path] = {}
-        if folder.is_dir():
-            for path in folder.iterdir():
-                if (match := _FILE.match(path.name)) and path.is_file():
-                    found[int(match.group(1))] = path
+        found: dict[int, str] = {}
+        for relative in self.files.store.names(folder):
+            if match := _FILE.match(relative.removeprefix(folder)):
+                found[int(match.group(1))] = relative
         return found
+
+    def _parse(self, scope_id: str, number: int, relative: str) -> tuple[StoredDocument, str] | None:
+        return parse(self.files.store, relative, number, relative.removeprefix(scope_folder(scope_id)))
 
     def list(self, scope_id: str) -> list[StoredDocument]:
         """Every document of the scope, by number."""
         docs = []
-        for number, path in sorted(self._paths(scope_id).items()):
-            parsed = parse(path, number, f"{FILES_DIR}/{path.name}")
+        for number, relative in sorted(self._paths(scope_id).items()):
+            parsed = self._parse(scope_id, number, relative)
             if parsed is not None:
                 docs.append(parsed[0])
         return docs
 
     def read(self, scope_id: str, number: int) -> tuple[StoredDocument, str] | None:
         """A document and its text."""
-        path = self._paths(scope_id).get(number)
-        return parse(path, number, f"{FILES_DIR}/{path.name}") if path else None
+        relative = self._paths(scope_id).get(number)
+        return self._parse(scope_id, number, relative) if relative else None
 
     def newest(self, scope_id: str) -> tuple[StoredDocument, str] | None:
         paths = self._paths(scope_id)
@@ -173,8 +181,6 @@ class ScopeDocuments:
         """Save a document's text as the scope's next numbered file (0700 folder, 0600 file)."""
         with self.files.lock(scope_id):
             self.files.ensure(scope_id)  # scope.json: the folder says whose it is
-            folder = self.folder(scope_id)
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             number = max(self._paths(scope_id), default=0) + 1
             file = f"{number:03d}-{safe_name(name)}.md"
             doc = StoredDocument(
@@ -189,17 +195,15 @@ class ScopeDocuments:
                 mime=mime,
                 message_id=message_id,
             )
-            atomic_write(folder / file, render(doc, text), record=self.files.record)
+            self.files.store.write(self.folder(scope_id) + file, render(doc, text))
         return doc
 
     def remove(self, scope_id: str, number: int) -> StoredDocument | None:
         """Delete a document's file; the document as it was, or None when there is no such number."""
         with self.files.lock(scope_id):
-            path = self._paths(scope_id).get(number)
-            if path is None:
+            relative = self._paths(scope_id).get(number)
+            if relative is None:
                 return None
-            parsed = parse(path, number, f"{FILES_DIR}/{path.name}")
-            path.unlink(missing_ok=True)
-            if self.files.record is not None:
-                self.files.record.changed(path)
+            parsed = self._parse(scope_id, number, relative)
+            self.files.store.delete(relative)
         return parsed[0] if parsed else None  # None: someone else deleted it meanwhile

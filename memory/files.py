@@ -23,7 +23,6 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from memory.mirror import FileRecord
 from transcripts.store import fsync_dir
 from transcripts.text import clean_text
 
@@ -46,13 +45,12 @@ def read_text(path: Path) -> str:
         return ""
 
 
-def atomic_write(path: Path, text: str, *, durable: bool = True, record: FileRecord | None = None) -> None:
+def atomic_write(path: Path, text: str, *, durable: bool = True) -> None:
     """Replace `path` with `text` all at once (temp file, fsync, rename, fsync the folder).
 
     `durable=False` skips the fsyncs for files derived from the transcript (scope.json, a new
     day's log): still all-or-nothing for readers, and a power cut costs only what can be rebuilt.
     Every fsync also slows the transcript's own, so the per-turn path avoids them.
-    `record`: told of the change (the store of record, when it is not this disk: memory.mirror).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
@@ -68,11 +66,9 @@ def atomic_write(path: Path, text: str, *, durable: bool = True, record: FileRec
         raise
     if durable:
         fsync_dir(path.parent)
-    if record is not None:
-        record.changed(path)
 
 
-def append_line_block(path: Path, text: str, *, record: FileRecord | None = None) -> int:
+def append_line_block(path: Path, text: str) -> int:
     """Add whole lines at the end in one O_APPEND write: nothing already there is rewritten, so a
     concurrent hand edit cannot be lost. No fsync: use it only for text derived from the
     fsync'd transcript (the daily log), where losing the last lines to a power cut is harmless.
@@ -85,14 +81,10 @@ def append_line_block(path: Path, text: str, *, record: FileRecord | None = None
         size = os.fstat(fd).st_size
     finally:
         os.close(fd)
-    if record is not None:
-        record.changed(path)
     return size
 
 
-def update_text(
-    path: Path, transform: Transform, *, durable: bool = True, record: FileRecord | None = None
-) -> tuple[str, str]:
+def update_text(path: Path, transform: Transform, *, durable: bool = True) -> tuple[str, str]:
     """Apply `transform` to the current text and write the result; returns (before, after).
 
     The file is read again just before the rename; if it changed since `transform` saw it,
@@ -106,7 +98,7 @@ def update_text(
         if read_text(path) != before:  # edited meanwhile: redo the change on their version
             log.info("%s changed while we were updating it; applying the change again", path)
             continue
-        atomic_write(path, after, durable=durable, record=record)
+        atomic_write(path, after, durable=durable)
         return before, after
     raise ConcurrentEditError(f"{path} kept changing; will try again later")
 

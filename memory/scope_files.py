@@ -1,42 +1,27 @@
-"""One scope's memory folder: MEMORY.md, daily notes and scope.json, written safely.
+"""One scope's memory: MEMORY.md and daily notes (through the `MemoryStore`), and scope.json.
 
-`memory/scopes/<scope hash>/` is named by a hash, so `scope.json` says whose folder it is.
-All writes of a scope happen under its lock (see memory.files); these methods block and
-are meant to run in a worker thread.
+`memory/scopes/<scope hash>/` is named by a hash, so `scope.json` (a file in HALO_HOME on
+either store, rewritten from the config) says whose folder it is. All writes of a scope
+happen under its lock; these methods block and are meant to run in a worker thread.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
 
 from config.paths import HaloPaths
 from memory import daily, facts
-from memory.files import (
-    ScopeLock,
-    Transform,
-    append_line_block,
-    atomic_write,
-    read_text,
-    remove_stale_temps,
-    update_text,
-)
+from memory.files import Transform, atomic_write, read_text, remove_stale_temps
 from memory.markdown import append_to_section
-from memory.mirror import FileRecord
+from memory.store import DiskMemory, MemoryStore, daily_md, memory_md, scope_folder
 
 MAX_LOG_ENDS = 4096
-
-
-def _size(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,24 +42,18 @@ Describe = Callable[[str], ScopeInfo]
 
 
 class ScopeFiles:
-    """`record`: the store of record every write and delete is announced to, when it is not
-    this disk (PostgreSQL: memory.mirror); scope.json, derived from the config, is not recorded."""
+    """`store`: where the memory is kept (files by default; rows on PostgreSQL)."""
 
-    def __init__(self, paths: HaloPaths, describe: Describe | None = None, record: FileRecord | None = None) -> None:
+    def __init__(self, paths: HaloPaths, describe: Describe | None = None, store: MemoryStore | None = None) -> None:
         self.paths = paths
-        self.record = record
+        self.store: MemoryStore = store if store is not None else DiskMemory(paths.home)
         self.describe = describe or (lambda scope_id: ScopeInfo(scope_id))
-        self._locks: dict[str, ScopeLock] = {}
-        self._guard = threading.Lock()
         self._ready: set[str] = set()
         self._info: dict[str, ScopeInfo] = {}
-        self._log_ends: dict[Path, int] = {}  # daily file -> its size after our last log append
+        self._log_ends: dict[str, int] = {}  # daily file -> its size after our last log append
 
-    def lock(self, scope_id: str) -> ScopeLock:
-        with self._guard:
-            if (lock := self._locks.get(scope_id)) is None:
-                lock = self._locks[scope_id] = ScopeLock(self.paths.scope_dir(scope_id))
-        return lock
+    def lock(self, scope_id: str) -> AbstractContextManager[object]:
+        return self.store.lock(scope_id)
 
     def info(self, scope_id: str) -> ScopeInfo:
         """What the scope is, asked once per process (it asks the policy about every member)."""
@@ -95,57 +74,57 @@ class ScopeFiles:
         self._ready.add(scope_id)
 
     def purge(self, scope_id: str) -> bool:
-        """Delete what memory keeps of a scope (MEMORY.md, its sidecar, daily files, scope.json);
-        other files in the folder (the semantic index) belong to their owners. True if any existed."""
+        """Delete what memory keeps of a scope (MEMORY.md, its sidecar, daily notes, documents,
+        scope.json); other files in the folder (the semantic index) belong to their owners.
+        True if any existed."""
         folder = self.paths.scope_dir(scope_id)
-        if self.record is not None:  # the record may hold the scope though this disk never did
-            self.record.removed_folder(folder)
-        if not folder.exists():
-            return False
+        existed = folder.exists()  # before the lock: a file lock makes the folder
         with self.lock(scope_id):
-            for path in (self.memory_path(scope_id), self.paths.memory_meta(scope_id), self.paths.scope_json(scope_id)):
-                path.unlink(missing_ok=True)
-            shutil.rmtree(folder / "daily", ignore_errors=True)
-            remove_stale_temps(folder)
-        (folder / ".lock").unlink(missing_ok=True)
-        if not any(folder.iterdir()):
-            folder.rmdir()
+            existed = self.store.delete_under(scope_folder(scope_id)) > 0 or existed  # the rows too, held or not
+            if folder.exists():
+                self.paths.scope_json(scope_id).unlink(missing_ok=True)
+                shutil.rmtree(folder / "daily", ignore_errors=True)
+                remove_stale_temps(folder)
+        if folder.exists():
+            (folder / ".lock").unlink(missing_ok=True)
+            if not any(folder.iterdir()):
+                folder.rmdir()
         self.forget_scope(scope_id)
-        return True
+        return existed
 
     def refreshed(self, scope_id: str) -> None:
-        """Its files were replaced from the store of record (memory.mirror): what this process
-        remembered of them (scope.json written, the daily logs' ends) no longer holds."""
-        folder = self.paths.scope_dir(scope_id)
+        """Its files were loaded again from the store of record: what this process remembered
+        of them (scope.json written, the daily logs' ends) no longer holds."""
+        prefix = scope_folder(scope_id)
         self._ready.discard(scope_id)
-        for path in list(self._log_ends):  # a copy: other scopes' writers add to it meanwhile
-            if path.parent.parent == folder:
-                self._log_ends.pop(path, None)
+        for relative in list(self._log_ends):  # a copy: other scopes' writers add to it meanwhile
+            if relative.startswith(prefix):
+                self._log_ends.pop(relative, None)
 
     def forget_scope(self, scope_id: str) -> None:
         """After a purge, or when the family changed: describe the scope afresh next time."""
         self._ready.discard(scope_id)
         self._info.pop(scope_id, None)
-        self._locks.pop(scope_id, None)
 
     # --- MEMORY.md -------------------------------------------------------------------
 
-    def memory_path(self, scope_id: str) -> Path:
-        return self.paths.memory_file(scope_id)
+    def memory_path(self, scope_id: str) -> str:
+        """MEMORY.md's path relative to HALO_HOME (`store.where` says where a person finds it)."""
+        return memory_md(scope_id)
 
     def memory_text(self, scope_id: str) -> str:
-        return read_text(self.memory_path(scope_id))
+        return self.store.text(memory_md(scope_id)) or ""
 
     def memory_header(self, scope_id: str) -> str:
         return facts.memory_header(scope_id, self.info(scope_id).description)
 
     def update_memory(self, scope_id: str, transform: Transform) -> tuple[str, str]:
-        return update_text(self.memory_path(scope_id), transform, record=self.record)
+        return self.store.update(memory_md(scope_id), transform)
 
     # --- daily notes -----------------------------------------------------------------
 
-    def daily_path(self, scope_id: str, day: date) -> Path:
-        return self.paths.daily_file(scope_id, day)
+    def daily_path(self, scope_id: str, day: date) -> str:
+        return daily_md(scope_id, day)
 
     def add_daily(
         self,
@@ -164,36 +143,35 @@ class ScopeFiles:
                 return daily.add_lines(text, section, lines, header)
             return append_to_section(text, section, lines, header)
 
-        update_text(self.daily_path(scope_id, day), change, durable=durable, record=self.record)
+        self.store.update(daily_md(scope_id, day), change, durable=durable)
 
     def log_daily(self, scope_id: str, day: date, lines: list[str]) -> None:
         """The `[user]`/`[halo]` lines: a plain append when the file ends in its Transcript section
         (the usual case; unread when only our own appends came since), else a rewrite that puts
         them there."""
-        path = self.daily_path(scope_id, day)
+        path = daily_md(scope_id, day)
         block = "\n".join(lines) + "\n"
         ends = self._log_ends.pop(path, None)
-        if ends is not None and _size(path) == ends:  # nothing but our own appends since: no need to read it
-            self._remember_log_end(path, append_line_block(path, block, record=self.record))
+        stamp = self.store.stamp(path) if ends is not None else None
+        if stamp is not None and stamp.size == ends:  # nothing but our own appends since: no need to read it
+            self._remember_log_end(path, self.store.append(path, block))
             return
-        text = read_text(path)
+        text = self.store.text(path) or ""
         if text.endswith("\n") and daily.ends_in_section(text, daily.TRANSCRIPT):
-            self._remember_log_end(path, append_line_block(path, block, record=self.record))
+            self._remember_log_end(path, self.store.append(path, block))
         else:
             self.add_daily(scope_id, day, daily.TRANSCRIPT, lines, dedupe=False, durable=False)
 
-    def _remember_log_end(self, path: Path, size: int) -> None:
+    def _remember_log_end(self, path: str, size: int) -> None:
         if len(self._log_ends) >= MAX_LOG_ENDS:  # yesterday's files and quiet scopes: read once more
             self._log_ends.clear()
         self._log_ends[path] = size
 
     def forget_in_daily(self, scope_id: str, query: str, only_of: str | None) -> int:
         """ "Forget" reaches the daily files too: matching note and log lines are removed."""
-        folder = self.paths.scope_dir(scope_id) / "daily"
-        paths = sorted(folder.glob("*.md")) if folder.is_dir() else []
         removed = 0
-        for path in paths:
-            before, after = update_text(path, lambda text: daily.forget(text, query, only_of)[0], record=self.record)
+        for path in self.store.names(scope_folder(scope_id) + "daily/"):
+            before, after = self.store.update(path, lambda text: daily.forget(text, query, only_of)[0])
             removed += before.count("\n") - after.count("\n")
         return removed
 

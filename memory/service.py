@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from config.settings import MemorySettings
@@ -27,6 +26,7 @@ from memory.rules import Durable, Forget, classify, classify_sentence
 from memory.scope_files import ScopeFiles
 from memory.scope_timers import ScopeTimers
 from memory.state import JobStates
+from memory.store import Stamp
 from memory.when import absolute_dates, day_of, hhmm
 from transcripts import TranscriptStore
 from transcripts.write_behind import WriteBehind
@@ -101,12 +101,30 @@ class MemoryService:
 
     # --- reading --------------------------------------------------------------------
 
-    def memory_path(self, scope_id: str) -> Path:
-        """MEMORY.md of a scope (it may not exist yet)."""
-        return self.files.memory_path(scope_id)
+    def memory_path(self, scope_id: str) -> str:
+        """Where a person finds the scope's MEMORY.md (it may not exist yet): a path, or the table."""
+        return self.files.store.where(self.files.memory_path(scope_id))
+
+    def memory_stamp(self, scope_id: str) -> Stamp | None:
+        """When MEMORY.md last changed and its size; None while there is none."""
+        return self.files.store.stamp(self.files.memory_path(scope_id))
+
+    async def file_text(self, relative: str, *, scope_id: str | None = None) -> str | None:
+        """A memory file's text (a scope's when `scope_id` names it, else the family's own)."""
+        await self.files.store.ready(scope_id)
+        return await asyncio.to_thread(self.files.store.text, relative)
+
+    async def replace_file(self, relative: str, text: str, *, scope_id: str | None = None) -> None:
+        """A parent's edit (the admin API): the file replaced whole, under the scope's lock, and
+        a sync of the scope's index asked for."""
+        if scope_id is None:
+            await self.files.store.ready(None)
+            await asyncio.to_thread(self.files.store.write, relative, text)
+            return
+        await self._write(scope_id, lambda: self.files.store.write(relative, text))
 
     def read(self, scope_id: str) -> str:
-        """MEMORY.md as it is on disk, "" when there is none. Callers check read_memory first."""
+        """MEMORY.md as the store holds it, "" when there is none. Callers check read_memory first."""
         return self.files.memory_text(scope_id)
 
     def facts(self, scope_id: str) -> list[str]:
@@ -202,6 +220,8 @@ class MemoryService:
         by_scope: dict[str, dict[date, list[str]]] = {}
         for scope_id, day, line in batch:
             by_scope.setdefault(scope_id, {}).setdefault(day, []).append(line)
+        for scope_id in by_scope:
+            await self.files.store.ready(scope_id)
         await asyncio.to_thread(self._write_log_files, by_scope)
 
     def _write_log_files(self, by_scope: dict[str, dict[date, list[str]]]) -> None:
@@ -217,6 +237,7 @@ class MemoryService:
     async def _write(self, scope_id: str, work: Callable[[], Any], *, durable: bool = True) -> Any:
         """Run `work` under the scope's file lock; `durable` writes (facts, notes) are announced.
         The scope's held-back log lines are written first, so a forget reaches them too."""
+        await self.files.store.ready(scope_id)  # PostgreSQL: the scope's rows held here
         await self.flush_log(scope_id)
 
         def locked() -> Any:
@@ -245,6 +266,7 @@ class MemoryService:
 
     async def _distill(self, scope_id: str) -> DistillResult:
         await self.transcripts.ready(scope_id)  # on PostgreSQL: held here before it is read
+        await self.files.store.ready(scope_id)
         await self.flush_log(scope_id)  # a forget it carries out reaches the newest log lines too
         try:
             result = await asyncio.to_thread(self.distiller.run, scope_id)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from config.settings import Settings
 from halo.runtime.app import Stores, build_stores
+from halo.storage.memory_store import unit_of
 from transcripts.lines import TranscriptLine
 
 
@@ -32,15 +33,14 @@ async def seed_lines(settings: Settings, *lines: TranscriptLine) -> None:
         stores.transcripts.close()
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-
-
 async def seed_memory_file(settings: Settings, path: Path, text: str) -> None:
-    """Write a memory file (MEMORY.md, a daily note) as halo's own writes reach its store of record."""
-    await asyncio.to_thread(_write, path, text)
+    """Write a memory file (MEMORY.md, a daily note; `path` as HALO_HOME would hold it) where the
+    halo built from `settings` keeps it: the file, or on PostgreSQL its row."""
+    relative = path.relative_to(settings.paths.home).as_posix()
     async with halo_stores(settings) as stores:
-        if stores.record is not None:
-            stores.record.changed(path)
-            await stores.record.flush()
+        if (rows := stores.memory_rows) is not None:
+            await rows.load(unit_of(relative))
+            rows.write(relative, text)
+            await rows.flush()
+        else:
+            await asyncio.to_thread(stores.memory.write, relative, text)

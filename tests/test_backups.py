@@ -52,7 +52,7 @@ async def test_round_trip_from_a_running_halo(tmp_path: Path, fake_llm, serve_ha
         lines = [(line.role, line.text) for line in again.transcripts.tail("web:mom", 10)]
         assert ("user", "The dentist is on Friday.") in lines
         assert ("assistant", "Noted, the dentist is on Friday.") in lines
-        assert "football boots are size 5" in again.memory.memory_path("web:mom").read_text()
+        assert "football boots are size 5" in again.memory.read("web:mom")
         assert counts and await again.sessions.item_counts() == counts  # sessions: from transcripts
     finally:
         await again.close()

@@ -21,6 +21,7 @@ from halo.inventory import Halo
 from halo.runtime.app import build_halo
 from tests.conftest import write_home
 from tests.fakes.llm_server import FakeOpenAI
+from tests.memory_files import memory_names, read_memory
 from tests.test_routing import ROUTED_FAMILY, envelope, routed_yaml
 from transcripts.lines import Closing, Message, Reply
 
@@ -113,10 +114,10 @@ async def say(halo: Halo, member: str, text: str) -> str:
     return reply.text or ""
 
 
-def memory_text(halo: Halo, scope_id: str) -> str:
-    """Everything in the scope's memory folder: MEMORY.md and the day's notes."""
+async def memory_text(halo: Halo, scope_id: str) -> str:
+    """Everything in the scope's memory: MEMORY.md and the day's notes."""
     folder = halo.paths.scope_dir(scope_id)
-    return "\n".join(p.read_text() for p in folder.rglob("*.md")) if folder.exists() else ""
+    return "\n".join([await read_memory(halo, folder / name) for name in await memory_names(halo, folder)])
 
 
 async def alerts_to(halo: Halo, parent: str) -> tuple[list[str], list[str]]:
@@ -133,7 +134,7 @@ async def test_the_probe(halo: Halo, fake_llm: FakeOpenAI, child: str, text: str
     assert answer.startswith(expect.reply_for(child)), answer
 
     # nothing kept that the screen flagged, or that the policy refused
-    kept = memory_text(halo, scope_id)
+    kept = await memory_text(halo, scope_id)
     for private in ("Elm Street", "home alone", "kill myself", "secret"):
         assert private not in kept
     assert await say(halo, child, "/reminders") == NO_REMINDERS
@@ -165,7 +166,7 @@ async def test_a_flagged_message_is_marked_and_distillation_leaves_it_out(halo: 
     await halo.memory.distill("telegram:1004")
     [line] = [line for line in halo.transcripts.tail("telegram:1004", 10) if isinstance(line, Message)]
     assert line.safety.risk == "medium" and line.safety.not_for_memory is True
-    assert "07700" not in memory_text(halo, "telegram:1004")
+    assert "07700" not in await memory_text(halo, "telegram:1004")
 
 
 async def test_a_child_may_remind_a_parent_by_nickname_when_the_family_allows_it(

@@ -18,6 +18,7 @@ import pytest
 from config.settings import Settings
 from halo.port import Observation
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, free_port
+from tests.memory_files import read_memory
 from tests.test_serve_cli import halo, halo_cmd, wait_healthy
 from tests.waiting import eventually
 
@@ -64,7 +65,7 @@ async def test_a_new_member_and_a_changed_rule_work_without_a_restart(live, home
     await eventually(lambda: live.halo.config.reloads == 1, what="the watcher applying the edit")
     code, body = await live.chat("/whoami", token="nani-token")
     assert code == 200 and "Nani" in body["reply"]
-    assert (home / "members" / "nani" / "USER.md").exists()
+    assert "# Nani" in await read_memory(live.halo, "members/nani/USER.md")  # her profile, to fill in
     code, rules = await get(live, "/home/rules")
     assert [r["id"] for r in rules["rules"]] == ["basement-leak"]
     # the edited rule is the one that judges the house now, and reaches the new parent too

@@ -28,7 +28,7 @@ def log(scope_files: ScopeFiles, *lines: str) -> None:
 
 
 def sections(scope_files: ScopeFiles) -> tuple[str, str]:
-    text = scope_files.daily_path(SCOPE, DAY).read_text()
+    text = scope_files.paths.daily_file(SCOPE, DAY).read_text()
     return (section_body(text, daily.NOTES) or "").strip(), (section_body(text, daily.TRANSCRIPT) or "").strip()
 
 
@@ -39,7 +39,7 @@ def test_log_lines_stay_in_their_section_whoever_wrote_in_between(tmp_path: Path
     with scope_files.lock(SCOPE):  # distillation puts a note in, and the file no longer ends in the log
         scope_files.add_daily(SCOPE, DAY, daily.NOTES, ["- [09:02] Mom likes tea"], dedupe=True)
     log(scope_files, "- [09:03] [user] Mom: thanks")
-    path = scope_files.daily_path(SCOPE, DAY)
+    path = scope_files.paths.daily_file(SCOPE, DAY)
     path.write_text(path.read_text() + "\n## Mine\nwritten by hand\n")  # a hand edit: another size
     log(scope_files, "- [09:04] [halo] You're welcome.")
 

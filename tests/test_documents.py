@@ -14,10 +14,12 @@ import pytest
 from config.loader import load_settings
 from halo.inventory import Halo
 from halo.media.document_text import extract
+from memory.store import DiskMemory
 from tests.conftest import FAMILY_YAML, llm_yaml, write_home
 from tests.document_support import SCANNED, SCHOOL_LETTER, pdf
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
+from tests.memory_files import memory_names, read_memory
 from tests.telegram_support import StartTelegram
 from tests.transcript_support import raw_lines
 from tests.waiting import eventually
@@ -36,9 +38,13 @@ def transcript(halo: Halo, scope_id: str) -> list[dict]:
     return raw_lines(halo, scope_id)
 
 
-def files_of(halo: Halo, scope_id: str) -> list[Path]:
-    folder = halo.settings.paths.scope_dir(scope_id) / "files"
-    return sorted(folder.glob("*.md")) if folder.is_dir() else []
+async def files_of(halo: Halo, scope_id: str) -> list[str]:
+    """The scope's document files, by name, as the halo keeps them (files, or rows on PostgreSQL)."""
+    return await memory_names(halo, halo.settings.paths.scope_dir(scope_id) / "files")
+
+
+async def file_text(halo: Halo, scope_id: str, name: str) -> str:
+    return await read_memory(halo, halo.settings.paths.scope_dir(scope_id) / "files" / name)
 
 
 async def document_hits(halo: Halo, scope_id: str, query: str) -> list[str]:
@@ -65,12 +71,16 @@ async def test_a_forwarded_pdf_is_kept_listed_recalled_and_removed(
     assert "(document: School trip letter.pdf)" in prompt, "the model is told what came"
     assert "The coach leaves at 8:45 from the school gate." in prompt, "and reads its beginning at once"
     assert "file 1 of this chat" in prompt
-    [saved] = files_of(halo, DM)
-    assert saved.name == "001-School trip letter.pdf.md"
-    text = saved.read_text()
+    [saved] = await files_of(halo, DM)
+    assert saved == "001-School trip letter.pdf.md"
+    text = await file_text(halo, DM, saved)
     assert text.startswith("# School trip letter.pdf\n") and "- sent by: Mom" in text and "- pages: 2" in text
     assert "Please bring a packed lunch and a waterproof coat." in text
-    assert stat.S_IMODE(saved.stat().st_mode) == 0o600 and stat.S_IMODE(saved.parent.stat().st_mode) == 0o700
+    on_disk = halo.settings.paths.scope_dir(DM) / "files" / saved
+    if isinstance(halo.memory.files.store, DiskMemory):  # embedded: a private file (on PostgreSQL a row)
+        assert stat.S_IMODE(on_disk.stat().st_mode) == 0o600 and stat.S_IMODE(on_disk.parent.stat().st_mode) == 0o700
+    else:
+        assert not on_disk.exists()
     [line] = [r for r in transcript(halo, DM) if r["role"] == "user"]
     assert line["text"] == "(document: School trip letter.pdf)"
     assert len(tg.downloads) == 1
@@ -89,7 +99,7 @@ async def test_a_forwarded_pdf_is_kept_listed_recalled_and_removed(
 
     tg.message(MOM, MOM, "/files rm 1")
     assert (await tg.wait_sent(MOM, 4))[-1].startswith("Removed file 1, School trip letter.pdf")
-    assert files_of(halo, DM) == []
+    assert await files_of(halo, DM) == []
     assert await document_hits(halo, DM, "school trip museum") == []
     fake_llm.reply("I don't know.")
     tg.message(MOM, MOM, "when is the school trip?")
@@ -132,7 +142,7 @@ async def test_a_document_that_cannot_be_read_gets_a_clear_reply_and_the_message
     [reply] = await tg.wait_sent(MOM)
     assert said in reply and "Your message is kept." in reply
     assert bool(tg.downloads) is downloaded, "a size or type refusal downloads nothing"
-    assert fake_llm.model_requests == [] and files_of(halo, DM) == []
+    assert fake_llm.model_requests == [] and await files_of(halo, DM) == []
     [line] = [r for r in transcript(halo, DM) if r["role"] == "user"]
     assert line["text"] == f"(document: {name}) for the weekend" and line["document"] == "not read"
 
@@ -143,7 +153,7 @@ async def test_without_a_model_the_document_is_still_kept(start, tg: FakeTelegra
     tg.document(MOM, MOM, b"Swimming moves to 10:30 on Saturdays.\n", "swimming.txt", "text/plain")
 
     assert await tg.wait_sent(MOM) == ["I kept swimming.txt as file 1 of this chat (/files lists them)."]
-    assert len(files_of(halo, DM)) == 1
+    assert len(await files_of(halo, DM)) == 1
 
 
 async def test_a_text_file_in_a_discord_dm_is_read(home: Path, fake_llm: FakeOpenAI, serve_halo) -> None:
@@ -168,8 +178,8 @@ async def test_a_text_file_in_a_discord_dm_is_read(home: Path, fake_llm: FakeOpe
         prompt = fake_llm.prompt_text(fake_llm.model_requests[-1])
         assert "(document: checklist.md)" in prompt and "Priya signs off the changelog" in prompt
         scope_id = "discord:2101"  # a DM is named by the person (halo/core/scopes.py)
-        [saved] = files_of(halo, scope_id)
-        assert "- tag v2.3 on Thursday" in saved.read_text() and len(dc.downloads) == 1
+        [saved] = await files_of(halo, scope_id)
+        assert "- tag v2.3 on Thursday" in await file_text(halo, scope_id, saved) and len(dc.downloads) == 1
 
 
 def test_a_documents_file_name_stays_in_its_folder_and_numbers_do_not_shift(tmp_path: Path) -> None:
@@ -186,7 +196,7 @@ def test_a_documents_file_name_stays_in_its_folder_and_numbers_do_not_shift(tmp_
         return store.add(DM, name=name, text="text", by="Mom", when=when, pages=None, size=4, mime="text/plain").number
 
     assert [add("../../halo.yaml"), add(".hidden"), add("a/b\\c:d*?.txt")] == [1, 2, 3]
-    folder = store.folder(DM)
+    folder = tmp_path / store.folder(DM)
     assert sorted(p.name for p in folder.iterdir()) == ["001-halo.yaml.md", "002-hidden.md", "003-c_d_.txt.md"]
     assert [d.name for d in store.list(DM)] == ["../../halo.yaml", ".hidden", "a/b\\c:d*?.txt"], "shown as sent"
     assert store.remove(DM, 2) is not None and store.remove(DM, 2) is None

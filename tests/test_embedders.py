@@ -250,7 +250,7 @@ async def test_a_turn_never_waits_for_the_model_to_load(tmp_path: Path) -> None:
 
     index = ScopeIndex(semantic.index_path("web:mom"), "web:mom")  # full text indexed, no vectors yet
     index.ensure_chunking()
-    sync_markdown(index, paths.scope_dir("web:mom"), SyncReport("web:mom"))
+    sync_markdown(index, semantic.memory, SyncReport("web:mom"))
     index.close()
     # the loader is blocked on `release`, which only this test sets: a search that waited for
     # the model would never return (the timeout turns that hang into a failure)

@@ -22,6 +22,7 @@ from halo.runtime.app import build_halo
 from halo.tools.guarded import guarded_tool
 from tests.conftest import llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
+from tests.memory_files import read_memory
 from tests.safety_support import SAFETY_FAMILY, SafetyScript, alerts, family_settings, transcript
 
 GROUP = -1005
@@ -181,7 +182,7 @@ async def _scenario(case: dict[str, Any], fake: FakeOpenAI) -> None:
             # durable memory of that scope (the /remember command), and its conversation
             kept = await send(halo, teller, where, f"/remember the surprise party is at {case['fact']}")
             assert kept.kind == "command", kept
-            assert case["fact"] in (halo.settings.paths.scope_dir(where) / "MEMORY.md").read_text()
+            assert case["fact"] in await read_memory(halo, halo.settings.paths.memory_file(where))
             # a message the model answers ("remember that …" alone is kept in code, at L0)
             told = await send(halo, teller, where, f"the surprise party is at {case['fact']}: can you help me with it?")
             assert told.kind == "model", told

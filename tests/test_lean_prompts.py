@@ -22,6 +22,7 @@ from halo.core.scopes import resolve_scope
 from halo.inventory import Halo
 from memory.when import day_of, hhmm
 from tests.fakes.llm_server import FakeOpenAI
+from tests.memory_files import write_memory
 from tests.test_routing import build
 
 MORNING = datetime(2025, 3, 3, 8, 15, tzinfo=UTC)
@@ -70,15 +71,14 @@ async def test_the_days_notes_leave_out_what_the_history_carries_and_keep_what_f
 ) -> None:
     dm = "telegram:1002"
     daily_file = halo.paths.daily_file(dm, day_of(MORNING))
-    daily_file.parent.mkdir(parents=True, exist_ok=True)
     earlier = f"- [{hhmm(MORNING - timedelta(hours=2))}] Mom: the plumber comes at noon"
-    daily_file.write_text(f"# Notes\n\n## Notes\n\n{earlier}\n")
+    await write_memory(halo, daily_file, f"# Notes\n\n## Notes\n\n{earlier}\n")
     await halo.gateway.handle(says(halo, dm, "/new", MORNING - timedelta(minutes=30)))  # the earlier talk ends
     await halo.gateway.handle(says(halo, dm, "Soccer practice moved to Tuesday at 5", MORNING))
     await halo.gateway.drain()
     # the day's notes now hold this morning's turn too, as distillation writes them
     noted = f"- [{hhmm(MORNING)}] Mom: Soccer practice moved to Tuesday at 5"
-    daily_file.write_text(f"# Notes\n\n## Notes\n\n{earlier}\n{noted}\n")
+    await write_memory(halo, daily_file, f"# Notes\n\n## Notes\n\n{earlier}\n{noted}\n")
 
     await halo.gateway.handle(says(halo, dm, "When is soccer practice?", MORNING + timedelta(minutes=40)))
     await halo.gateway.drain()

@@ -112,7 +112,7 @@ async def test_hand_edits_are_kept_and_deleted_facts_stay_deleted(kit: MemoryKit
     await kit.exchange(SCOPE, "remember my shoe size is 38")
     await kit.exchange(SCOPE, "remember the cat is called Miso")
     kit.distiller.run(SCOPE)
-    path = kit.files.memory_path(SCOPE)
+    path = kit.paths.memory_file(SCOPE)
     edited = path.read_text().replace("- The cat is called Miso _(Mom, 2026-02-13)_\n", "")
     edited += "\nA note Mom typed herself.\n"
     path.write_text(edited)

@@ -18,9 +18,11 @@ from halo.inventory import Halo
 from halo.pipeline.gateway import Reply
 from memory import daily
 from memory.markdown import section_body
+from memory.store import memory_md
 from memory.when import day_of
 from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
+from tests.memory_files import home_memory, memory_names, read_memory, write_memory
 from tests.waiting import DEFAULT_WITHIN, eventually
 
 PARENTS_GROUP = "telegram:-1001234"
@@ -53,9 +55,8 @@ async def chat(running, text: str, token: str = "mom-token") -> str:  # type: ig
     return body["reply"]
 
 
-def memory_file(halo: Halo, scope_id: str) -> str:
-    path = halo.settings.paths.memory_file(scope_id)
-    return path.read_text() if path.exists() else ""
+async def memory_file(halo: Halo, scope_id: str) -> str:
+    return await read_memory(halo, halo.settings.paths.memory_file(scope_id))
 
 
 async def test_shoe_size_is_remembered_in_that_dm_only_until_shared(fake_llm: FakeOpenAI, settings_for, serve_halo):
@@ -64,7 +65,7 @@ async def test_shoe_size_is_remembered_in_that_dm_only_until_shared(fake_llm: Fa
 
     await chat(running, "remember my shoe size is 38")
 
-    assert "- Mom's shoe size: 38 _(Mom, " in memory_file(halo, "web:mom")
+    assert "- Mom's shoe size: 38 _(Mom, " in await memory_file(halo, "web:mom")
     await chat(running, "/new")  # a fresh session: what is remembered is not in the history any more
     await chat(running, "Which sneakers would fit me?")
     assert "Mom's shoe size: 38" in fake_llm.last_prompt_text()
@@ -81,7 +82,7 @@ async def test_shoe_size_is_remembered_in_that_dm_only_until_shared(fake_llm: Fa
     await say(halo, "wags", PARENTS_GROUP, "What shoes for Mom's birthday?")
     prompt = fake_llm.last_prompt_text()
     assert "Mom's shoe size is 38 _(shared by Mom, " in prompt
-    assert "shoe" not in memory_file(halo, "telegram:1002")
+    assert "shoe" not in await memory_file(halo, "telegram:1002")
 
 
 async def test_commands_remember_forget_and_a_paginated_memory(fake_llm: FakeOpenAI, settings_for, serve_halo):
@@ -107,10 +108,10 @@ async def test_commands_remember_forget_and_a_paginated_memory(fake_llm: FakeOpe
     reply = await chat(running, "/forget my shoe size")
     assert reply.startswith("Done: I removed 2 facts from this chat's memory and ")
     assert reply.endswith(" lines from its daily notes.")  # the day's log of those /remember lines
-    assert "shoe size" not in memory_file(running.halo, "web:mom")
+    assert "shoe size" not in await memory_file(running.halo, "web:mom")
     assert await chat(running, "/forget unicorns") == "I found nothing like that in this chat's memory."
     assert fake_llm.model_requests == []  # all deterministic
-    assert "hunter2" not in memory_file(running.halo, "web:mom")
+    assert "hunter2" not in await memory_file(running.halo, "web:mom")
 
 
 async def test_agent_tools_remember_and_share_ask_the_policy(fake_llm: FakeOpenAI, settings_for, serve_halo, home):
@@ -127,20 +128,20 @@ async def test_agent_tools_remember_and_share_ask_the_policy(fake_llm: FakeOpenA
     fake_llm.tool_call("remember", {"fact": "my favourite colour is green"})
     fake_llm.reply("I'll remember that.")
     await chat(running, "Green is the best colour, you know", token="aarav-token")
-    assert "- Aarav's favourite colour: green _(Aarav, " in memory_file(halo, "web:aarav")
+    assert "- Aarav's favourite colour: green _(Aarav, " in await memory_file(halo, "web:aarav")
 
     fake_llm.tool_call("share", {"text": "I broke the kitchen window"})
     fake_llm.reply("I couldn't share that.")
     await chat(running, "tell my parents I broke the kitchen window", token="aarav-token")
     tool_output = fake_llm.prompt_text(fake_llm.scripted_requests[-1])  # not the safety classifier's
     assert "I can't share that: In our family, children do not share into the parents group." in tool_output
-    assert memory_file(halo, PARENTS_GROUP) == ""
+    assert await memory_file(halo, PARENTS_GROUP) == ""
 
     fake_llm.tool_call("share", {"text": "the school trip is tomorrow"})
     fake_llm.reply("Shared.")
     await chat(running, "please tell the parents group about the trip", token="wags-token")
     tomorrow = day_of(time_now()) + timedelta(days=1)
-    assert f"- the school trip is {tomorrow.isoformat()} _(shared by Wags, " in memory_file(halo, PARENTS_GROUP)
+    assert f"- the school trip is {tomorrow.isoformat()} _(shared by Wags, " in await memory_file(halo, PARENTS_GROUP)
     events = halo.audit.tail(50, kind="policy")
     assert any(e["action"] == "share" and e["principal"] == "aarav" and not e["allowed"] for e in events)
 
@@ -153,8 +154,8 @@ async def test_target_profile_only_when_the_policy_allows(fake_llm: FakeOpenAI, 
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
     halo = running.halo
     paths = halo.settings.paths
-    paths.user_file("aarav").write_text("# Aarav\n\n- Plays the cello on Thursdays\n")
-    paths.user_file("mom").write_text("# Mom\n\n- Runs every morning at six\n")
+    await write_memory(halo, paths.user_file("aarav"), "# Aarav\n\n- Plays the cello on Thursdays\n")
+    await write_memory(halo, paths.user_file("mom"), "# Mom\n\n- Runs every morning at six\n")
 
     await say(halo, "mom", "telegram:1002", "What does Aarav have on Thursday?", target="aarav")
     prompt = fake_llm.last_prompt_text()
@@ -179,7 +180,7 @@ async def test_a_parents_edit_reaches_the_next_prompt(fake_llm: FakeOpenAI, sett
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
     await chat(running, "/remember the spare key is under the blue pot")
     path = running.halo.settings.paths.memory_file("web:mom")
-    path.write_text(path.read_text().replace("blue pot", "red pot"))
+    await write_memory(running.halo, path, (await read_memory(running.halo, path)).replace("blue pot", "red pot"))
     await chat(running, "Where is the spare key?")
     prompt = fake_llm.last_prompt_text()
     assert "under the red pot" in prompt
@@ -192,12 +193,12 @@ async def test_daily_file_gets_user_and_halo_lines_redacted(fake_llm: FakeOpenAI
     await say(running.halo, "wags", PARENTS_GROUP, "just chatting among ourselves", addressed=False)
 
     today = day_of(time_now())
-    text = running.halo.settings.paths.daily_file("web:mom", today).read_text()
+    text = await read_memory(running.halo, running.halo.settings.paths.daily_file("web:mom", today))
     log = (section_body(text, daily.TRANSCRIPT) or "").split("\n")
     assert log[0].endswith("[user] Mom: my wifi password is [redacted] don't tell anyone")
     assert log[1].endswith("[halo] Okay, I won't share your token [redacted].")
     assert "hunter2" not in text and "ghp_" not in text
-    group = running.halo.settings.paths.daily_file(PARENTS_GROUP, today).read_text()
+    group = await read_memory(running.halo, running.halo.settings.paths.daily_file(PARENTS_GROUP, today))
     assert "[user] Wags: just chatting among ourselves" in group  # kept, unanswered, still logged
 
 
@@ -254,12 +255,13 @@ async def test_the_api_the_admin_endpoint_calls(fake_llm: FakeOpenAI, settings_f
     await running.chat("we planted tomatoes", token="mom-token")
     result = await memory.distill("web:mom")
     assert result.notes_added == 2 and result.items == 2
-    assert memory.memory_path("web:mom") == running.halo.settings.paths.memory_file("web:mom")
+    assert memory.memory_path("web:mom") == memory.files.store.where(memory_md("web:mom"))
     assert "web:mom" in (await memory.status())["scopes"]
     await running.halo.semantic.forget_scope("web:mom")  # as the admin purge does first
     assert await memory.purge("web:mom") is True  # for the admin purge, after its confirmation
     folder = running.halo.settings.paths.scope_dir("web:mom")  # the index may come back: the transcript stays
-    assert not memory.memory_path("web:mom").exists() and not (folder / "daily").exists()
+    assert await memory_file(running.halo, "web:mom") == "" and not (folder / "daily").exists()
+    assert await memory_names(running.halo, folder) == []
     assert "web:mom" not in (await memory.status())["scopes"]
 
     off = await serve_halo(settings_for(llm_yaml(fake_llm) + "memory: {distillation_enabled: false}\n"))
@@ -286,12 +288,8 @@ def test_halo_distill_cli(settings_for, home: Path, monkeypatch, capsys):
     assert main(["distill", "telegram:1002"]) == 0
     out = capsys.readouterr().out
     assert "distilled telegram:1002: 1 new transcript items" in out and "facts +1" in out
-    assert (
-        "- The bins go out on Monday _(Mom, "
-        in (home / "memory" / "scopes")
-        .joinpath(out.strip().split("memory file: ")[1].split("/memory/scopes/")[1])
-        .read_text()
-    )
+    assert "memory file: " in out
+    assert "- The bins go out on Monday _(Mom, " in (asyncio.run(home_memory(home, memory_md("telegram:1002"))) or "")
     assert main(["distill", "telegram:1002"]) == 0
     assert "0 new transcript items" in capsys.readouterr().out
     assert main(["distill", "nonsense"]) == 2
@@ -326,7 +324,7 @@ async def test_a_quiet_scope_is_extracted_with_the_cheap_model(fake_llm: FakeOpe
 
     await eventually(extracted, what="an extraction run after the quiet time")
 
-    assert "- Mom prefers aisle seats on planes _(preference, 0.90, " in memory_file(running.halo, "web:mom")
+    assert "- Mom prefers aisle seats on planes _(preference, 0.90, " in await memory_file(running.halo, "web:mom")
     assert [r.json["model"] for r in fake_llm.chat_requests] == ["fake-model", "fake-cheap"]
     status = await memory.status()
     assert status["extractor"] == "llm" and status["scopes"]["web:mom"]["extract"]["runs"] == 1
@@ -337,13 +335,14 @@ async def test_a_memory_too_big_for_the_budget_is_cut_from_its_oldest_part(
 ):
     running = await serve_halo(settings_for(llm_yaml(fake_llm)))
     path = running.halo.settings.paths.memory_file("web:mom")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
+    await write_memory(
+        running.halo,
+        path,
         "# Memory\n\n## Facts\n\n"
         + "".join(
             f"- Fact number {n} is about the garden shed and what is stored in it _(Mom, 2026-02-13)_\n"
             for n in range(400)
-        )
+        ),
     )
     await chat(running, "What is in the shed?")
     prompt = fake_llm.last_prompt_text()
@@ -371,6 +370,6 @@ async def test_a_forget_reaches_daily_log_lines_not_written_yet(fake_llm: FakeOp
     await running.halo.memory.forget("web:mom", "green bike")
     await running.halo.gateway.drain()
 
-    text = running.halo.settings.paths.daily_file("web:mom", day_of(time_now())).read_text()
+    text = await read_memory(running.halo, running.halo.settings.paths.daily_file("web:mom", day_of(time_now())))
     assert "bike" not in text
     assert "[user] Mom: I had soup for lunch" in text

@@ -15,6 +15,7 @@ from memory import facts
 from memory.extraction import sidecar
 from memory.extraction.extract import ModelChunkExtractor, ModelExtraction
 from memory.markdown import section_body
+from memory.store import memory_meta
 from tests.fakes.llm_server import FakeOpenAI
 from tests.memory_support import MemoryKit, names
 
@@ -91,7 +92,7 @@ async def test_entries_are_extracted_rendered_and_their_metadata_kept(tmp_path: 
         f"- Mom prefers tea over coffee in the evenings _(preference, 0.90, {day})_",
         f"- Mom chose the blue tent for the camping trip _(decision, 0.80, {day})_",
     ]
-    meta = sidecar.load(kit.paths.memory_meta(SCOPE))
+    meta = sidecar.load(kit.files.store, memory_meta(SCOPE))
     assert [(e.type, e.evidence, e.model) for e in meta] == [
         ("preference", "I really prefer tea over coffee", "cheap-model"),
         ("decision", "go with the blue tent", "cheap-model"),
@@ -113,7 +114,7 @@ async def test_a_line_deleted_by_a_parent_is_not_learned_again(tmp_path: Path, f
     await kit.exchange(SCOPE, "I really hate olives on pizza, always have", "Noted.")
     fake.reply(answer(entry("Mom hates olives on pizza", "I really hate olives on pizza")))
     await extraction(kit, fake).run(SCOPE)
-    path = kit.files.memory_path(SCOPE)
+    path = kit.paths.memory_file(SCOPE)
     path.write_text("\n".join(line for line in path.read_text().split("\n") if "olives" not in line))
 
     await kit.exchange(SCOPE, "Seriously, I hate olives on my pizza", "Got it.")
@@ -121,7 +122,7 @@ async def test_a_line_deleted_by_a_parent_is_not_learned_again(tmp_path: Path, f
     result = await extraction(kit, fake).run(SCOPE)
 
     assert result.added == 0 and "olives" not in path.read_text()
-    [kept] = sidecar.load(kit.paths.memory_meta(SCOPE))
+    [kept] = sidecar.load(kit.files.store, memory_meta(SCOPE))
     assert kept.removed_at is not None  # its metadata is kept, marked removed
 
 

@@ -37,6 +37,7 @@ from halo.inventory import Halo
 from halo.runtime.app import build_halo
 from tests.conftest import default_level_triage, llm_yaml, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI
+from tests.memory_files import read_memory, write_memory
 
 settings.register_profile(
     "memory-isolation",
@@ -153,7 +154,7 @@ async def converse(halo: Halo, fake: FakeOpenAI, kids: list[Kid], steps: list[St
         word = "uu" + next(fresh)
         source[word] = {f"member:{member.id}"}
         path = halo.settings.paths.user_file(member.id)
-        path.write_text(path.read_text() + f"\n- Secret hobby: {word}\n")
+        await write_memory(halo, path, await read_memory(halo, path) + f"\n- Secret hobby: {word}\n")
 
     for step in steps:
         speaker, scope = members[step.who], scopes[step.where]

@@ -1,7 +1,8 @@
-"""The markdown memory on PostgreSQL (#24): `memory_files` is its store of record and each
-HALO_HOME a mirror. Two homes share one database: what one writes, a halo on the other tells
-the model and finds in its semantic index; an admin change is in PostgreSQL when it is
-acknowledged; a purge removes the rows; the embedded default writes none."""
+"""The markdown memory on PostgreSQL (#24, #31): `memory_files` is its only store, held in memory
+by the process serving the family; no HALO_HOME keeps a copy. Two homes share one database:
+what one writes, a halo on the other tells the model and finds in its semantic index; an admin
+change is in PostgreSQL when it is acknowledged; a purge removes the rows; a process that lost
+its family writes nothing more; the embedded default writes none."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ from config.loader import load_settings
 from config.paths import scope_hash
 from config.settings import Settings
 from halo.storage import HaloDB
+from halo.storage.db import Fenced
 from halo.storage.memory_rows import MemoryRows
-from memory.mirror import SYNCED, MemoryFile, SyncedHashes, recorded, refresh
+from halo.storage.memory_store import JOINED, RowMemory, mirror_identity
+from memory.store import DiskMemory, MemoryFile, local_files, memory_md, scope_folder
 from tests.conftest import OWNER_AUTH, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.semantic_helpers import save_concept_model
@@ -120,9 +123,9 @@ async def test_memory_written_through_one_home_is_what_a_halo_on_another_home_te
     assert "You are Juniper" in prompt, "and the persona A's home had"
     assert "Grandma" not in prompt, "another scope's memory never reaches this one"
 
-    a_daily = sorted(a.halo.paths.scope_dir(DM).glob("daily/*.md"))
-    b_daily = b.halo.paths.scope_dir(DM) / "daily" / a_daily[0].name
-    assert b_daily.exists(), "the daily note is mirrored too"
+    assert b.halo.memory.files.store.names(scope_folder(DM) + "daily/"), "B holds the daily note too"
+    for home in (a.halo.paths.home, b.halo.paths.home):
+        assert list(local_files(home)) == [], "no home keeps a copy of the memory"
     hits = await b.halo.semantic.search([DM], "vet puppy Okafor")
     assert any(h.source == "MEMORY.md" and "Okafor" in h.text for h in hits), "B's own index was built on take"
     assert all("Okafor" not in h.text for h in await b.halo.semantic.search([PARENTS], "vet puppy Okafor"))
@@ -135,7 +138,7 @@ async def test_an_admin_distillation_is_in_postgresql_when_it_is_acknowledged_an
     url = shared_postgres
     running = await serve_halo(home_settings("home-a", url))
     await running.halo.start_background()
-    record = running.halo.memory_record
+    record = running.halo.memory_store
     assert record is not None
     record.every = 3600  # the timer never fires in this test: only the acknowledgement's flush can
     await running.chat("remember the bins go out on Tuesday", token=MOM)
@@ -182,8 +185,8 @@ async def test_what_a_turn_wrote_to_memory_is_in_postgresql_when_its_reply_comes
     url = shared_postgres
     running = await serve_halo(home_settings("home-a", url))
     await running.halo.start_background()
-    assert running.halo.memory_record is not None
-    running.halo.memory_record.every = 3600  # the write-behind's timer never comes
+    assert running.halo.memory_store is not None
+    running.halo.memory_store.every = 3600  # the write-behind's timer never comes
 
     status, body = await running.chat("/remember the bins go out on Tuesday", token=MOM)
     assert status == 200 and body["reply"].startswith("Remembered: ")
@@ -202,8 +205,8 @@ async def test_a_memory_request_its_process_crashed_before_distilling_is_distill
     url = shared_postgres
     crashed = await serve_halo(home_settings("home-a", url))
     await crashed.halo.start_background()
-    assert crashed.halo.memory_record is not None
-    crashed.halo.memory_record.every = 3600  # its flush never comes: as if killed before it
+    assert crashed.halo.memory_store is not None
+    crashed.halo.memory_store.every = 3600  # its flush never comes: as if killed before it
     fake_llm.reply("Got it.")
     status, _ = await crashed.chat("my shoe size is 38", token=MOM)  # the model answers; distilled after
     assert status == 200
@@ -215,8 +218,8 @@ async def test_a_memory_request_its_process_crashed_before_distilling_is_distill
     await taker.halo.scope_takers.ensure(DM)  # what taking the family does for each scope
     await taker.halo.gateway.drain()
     assert "Mom's shoe size: 38" in taker.halo.memory.read(DM)
-    assert taker.halo.memory_record is not None
-    await taker.halo.memory_record.flush()
+    assert taker.halo.memory_store is not None
+    await taker.halo.memory_store.flush()
     assert "shoe size: 38" in (await rows(url, under(DM)))[f"memory/scopes/{scope_hash(DM)}/MEMORY.md"]
     assert not (taker.halo.paths.home / "memory" / ".unrecorded").exists()
 
@@ -234,8 +237,8 @@ async def test_a_home_with_memory_from_before_storage_url_keeps_it_and_shares_it
     fake_llm.reply("Thursdays.")
     await running.chat("when is piano?", token=MOM)
     assert "piano lesson moved to Thursdays" in fake_llm.last_prompt_text()
-    assert memory.exists(), "a home's own memory is never removed for want of rows"
     assert "Thursdays" in (await rows(shared_postgres, under(DM)))[f"memory/scopes/{scope_hash(DM)}/MEMORY.md"]
+    assert not memory.exists(), "uploaded, the file goes: PostgreSQL is the one place it is kept"
 
 
 async def test_the_embedded_default_keeps_memory_in_files_only(
@@ -243,7 +246,8 @@ async def test_the_embedded_default_keeps_memory_in_files_only(
 ) -> None:
     running = await serve_halo(home_settings("home", None))
     await running.halo.start_background()
-    assert running.halo.memory_record is None and running.halo.memory.files.record is None
+    store = running.halo.memory_store
+    assert isinstance(store, DiskMemory) and running.halo.memory.files.store is store
     assert running.halo.scope_takers.takers == []
     await running.chat(VET, token=MOM)
     await running.halo.gateway.drain()
@@ -253,102 +257,74 @@ async def test_the_embedded_default_keeps_memory_in_files_only(
     assert "memory_files" not in tables
 
 
-def test_a_mirror_refresh_writes_what_differs_removes_what_is_gone_and_nothing_outside_memory(
-    tmp_path: Path,
+@pytest.mark.postgres
+async def test_a_home_from_before_sees_its_copies_go_and_a_differing_file_left_unread(
+    shared_postgres: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    prefix = f"memory/scopes/{'a' * 16}/"
-    folder = tmp_path / prefix
-    (folder / "daily").mkdir(parents=True)
-    (folder / "MEMORY.md").write_text("old\n")
-    (folder / "daily" / "2026-01-01.md").write_text("gone upstream\n")
-    (folder / "semantic.db").write_bytes(b"index")  # the index is the process's own
-    (folder / "scope.json").write_text("{}")
-    wanted = [
-        MemoryFile.of(prefix + "MEMORY.md", "new\n"),
-        MemoryFile.of(prefix + "files/001-trip.md", "trip\n"),
-        MemoryFile.of(prefix + "../../../escape.md", "never\n"),
-    ]
-    changed = refresh(tmp_path, wanted, prefix).changed
-    assert (folder / "MEMORY.md").read_text() == "new\n"
-    assert (folder / "files" / "001-trip.md").read_text() == "trip\n"
-    assert not (folder / "daily" / "2026-01-01.md").exists()
-    assert (folder / "semantic.db").read_bytes() == b"index" and (folder / "scope.json").exists()
-    assert not (tmp_path / "escape.md").exists() and not (tmp_path / "memory" / "escape.md").exists()
-    assert sorted(changed) == sorted(
-        [prefix + "MEMORY.md", prefix + "files/001-trip.md", prefix + "daily/2026-01-01.md"]
-    )
-    assert refresh(tmp_path, wanted, prefix).changed == [], "the same rows again change nothing"
-    assert not recorded("members/../SOUL.md") and recorded("members/mom/USER.md") and recorded("SOUL.md")
-
-
-def test_a_refresh_carries_a_hand_edit_to_the_record_unless_the_record_changed_too(tmp_path: Path) -> None:
-    prefix = f"memory/scopes/{'b' * 16}/"
-    synced = SyncedHashes(tmp_path)
-    as_synced = [MemoryFile.of(prefix + name, f"{name} v1\n") for name in ("MEMORY.md", "USER.md", "notes.md")]
-    refresh(tmp_path, as_synced, prefix, synced=synced)  # the copy matches the record
-    folder = tmp_path / prefix
-    (folder / "MEMORY.md").write_text("MEMORY.md fixed by hand\n")  # edited here only
-    (folder / "notes.md").write_text("notes.md fixed by hand\n")  # edited here, and in the record
-    record = [
-        as_synced[0],
-        MemoryFile.of(prefix + "USER.md", "USER.md v2\n"),  # changed in the record only
-        MemoryFile.of(prefix + "notes.md", "notes.md v2\n"),
-    ]
-
-    done = refresh(tmp_path, record, prefix, synced=synced)
-
-    assert [(f.path, f.content) for f in done.hand_edited] == [(prefix + "MEMORY.md", "MEMORY.md fixed by hand\n")]
-    assert (folder / "MEMORY.md").read_text() == "MEMORY.md fixed by hand\n", "a hand edit is not written over"
-    assert (folder / "USER.md").read_text() == "USER.md v2\n"
-    assert (folder / "notes.md").read_text() == "notes.md v2\n", "changed on both sides: the record wins"
-    [aside] = folder.glob("notes.md.aside-*")
-    assert aside.read_text() == "notes.md fixed by hand\n", "and the hand edit is kept beside it"
-    assert not recorded(aside.relative_to(tmp_path).as_posix()) and not recorded(prefix + SYNCED)
-
-    fresh = tmp_path / "never-synced"  # a copy with no manifest: the record wins, as before
-    refresh(fresh, as_synced, prefix)
-    (fresh / prefix / "MEMORY.md").write_text("stale\n")
-    assert refresh(fresh, as_synced, prefix, synced=SyncedHashes(fresh)).hand_edited == []
-    assert (fresh / prefix / "MEMORY.md").read_text() == "MEMORY.md v1\n"
+    """A home an earlier halo kept a per-process mirror in: the copies equal to the rows go, with
+    the mirror's manifests; a file that differs (edited by hand) stays where it is, unread, and
+    the log names it. Nothing is uploaded from a home that served this database: a row missing
+    there was deleted on purpose."""
+    home = tmp_path / "home"
+    db = HaloDB(tmp_path / "halo.db", shared_postgres)
+    folder = scope_folder(DM)
+    try:
+        await MemoryRows(db).write_many([MemoryFile.of(memory_md(DM), "- rows\n"), MemoryFile.of("SOUL.md", "soul\n")])
+        for relative, text in [
+            ("SOUL.md", "soul\n"),  # as the rows have it
+            (memory_md(DM), "- edited by hand\n"),
+            (folder + "daily/2026-01-01.md", "purged elsewhere\n"),
+            (JOINED, mirror_identity(db)),
+            ("memory/.synced.json", "{}"),
+            (folder + ".synced.json", "{}"),
+        ]:
+            (home / relative).parent.mkdir(parents=True, exist_ok=True)
+            (home / relative).write_text(text)
+        memory = RowMemory(MemoryRows(db), home)
+        with caplog.at_level("WARNING"):
+            await memory.join()
+        await memory.load(folder)
+        assert not (home / "SOUL.md").exists() and not (home / "memory/.synced.json").exists()
+        assert not (home / folder / ".synced.json").exists()
+        assert (home / memory_md(DM)).read_text() == "- edited by hand\n", "left where it was"
+        assert memory.text(memory_md(DM)) == "- rows\n", "and not read: the rows are the memory"
+        assert memory_md(DM) in caplog.text
+        assert set(await MemoryRows(db).hashes()) == {"SOUL.md", memory_md(DM)}, "nothing uploaded"
+        await memory.close()
+    finally:
+        await db.close()
 
 
 @pytest.mark.postgres
-async def test_a_memory_file_edited_by_hand_while_halo_was_stopped_reaches_postgresql_and_every_process(
-    shared_postgres: str, fake_llm: FakeOpenAI, home_settings: Callable[..., Settings], serve_halo: Any
+async def test_a_process_that_lost_its_family_writes_no_memory_and_forgets_what_it_held(
+    shared_postgres: str, home_settings: Callable[..., Settings], serve_halo: Any
 ) -> None:
-    """A parent stops halo, fixes a fact in MEMORY.md by hand, and starts it again: the fix is
-    what PostgreSQL keeps, and what another home's process tells the model."""
+    """A writes a fact; B takes the family: A's next flush is refused by the fence, dropped, and
+    A no longer holds what it held."""
     url = shared_postgres
-    first = await serve_halo(home_settings("home-a", url))
-    await first.halo.start_background()
-    await first.chat("remember the piano lesson is on Thursdays", token=MOM)
-    await first.halo.gateway.drain()
-    await first.halo.memory_durable()
-    assert first.halo.cluster is not None
-    await first.halo.cluster.stop()
-    memory = first.halo.paths.memory_file(DM)
-    memory.write_text(memory.read_text().replace("Thursdays", "Fridays"))  # by hand, halo stopped
+    a = await serve_halo(home_settings("home-a", url))
+    await a.halo.start_background()
+    await a.halo.start_adapters()
+    assert a.halo.cluster is not None and isinstance(a.halo.memory_store, RowMemory)
+    store = a.halo.memory_store
+    store.every = 3600
+    await a.halo.take_scope(DM)
+    where = memory_md(DM)
+    await asyncio.to_thread(store.update, where, lambda text: text + "- from A\n")
+    await store.flush()
+    assert "from A" in (await rows(url, under(DM)))[where]
 
-    again = await serve_halo(home_settings("home-a", url))
-    await again.halo.start_background()
-    await again.halo.start_adapters()  # the family lease: it serves, and takes every scope
-    where = f"memory/scopes/{scope_hash(DM)}/MEMORY.md"
-
-    async def fixed_in_postgres() -> bool:
-        return "Fridays" in (await rows(url, where)).get(where, "")
-
-    await eventually(fixed_in_postgres, what="the hand edit in memory_files")
-    assert "Thursdays" not in (await rows(url, where))[where]
-    assert "Fridays" in memory.read_text(), "and the home keeps it"
-    assert again.halo.cluster is not None
-    await again.halo.cluster.stop()
-
-    other = await serve_halo(home_settings("home-b", url))
-    await other.halo.start_background()
-    fake_llm.reply("Fridays.")
-    status, _ = await other.chat("when is piano?", token=MOM)
-    assert status == 200
-    assert "piano lesson is on Fridays" in fake_llm.last_prompt_text(), "the fixed fact reaches the model"
+    b = await serve_halo(home_settings("home-b", url))
+    await b.halo.start_background()
+    assert b.halo.cluster is not None
+    await a.halo.cluster.stop()  # A lets go (as when its lease lapses); its epoch is old from now on
+    await b.halo.start_adapters()
+    await eventually(b.halo.db.holds_family, what="B holding the family")
+    await asyncio.to_thread(store.update, where, lambda text: text + "- stale A\n")
+    with pytest.raises(Fenced):
+        await store.flush()
+    assert "stale A" not in (await rows(url, under(DM)))[where], "the stale process wrote nothing"
+    assert not store.holds(where), "and what it held is forgotten"
 
 
 @pytest.mark.postgres
@@ -434,7 +410,7 @@ async def test_a_fact_shared_into_a_scope_before_its_first_take_here_is_not_roll
     await running.halo.memory.share(PARENTS, "Grandma visits in December", by="Wags", when=datetime.now(UTC))
     await running.halo.take_scope(PARENTS)  # what the group's first message does before its turn
 
-    assert "Grandma visits in December" in running.halo.paths.memory_file(PARENTS).read_text()
+    assert "Grandma visits in December" in running.halo.memory.read(PARENTS)
     assert "Grandma" in str(await rows(shared_postgres, under(PARENTS)))
 
 
@@ -462,7 +438,7 @@ async def test_distillations_progress_is_stored_with_its_memory_and_the_next_hol
     url = shared_postgres
     a = await serve_halo(home_settings("home-a", url))
     await a.halo.start_background()
-    record = a.halo.memory_record
+    record = a.halo.memory_store
     assert record is not None
     record.every = 3600  # only the acknowledgement's flush writes
     await a.chat("remember the bins go out on Tuesday", token=MOM)
@@ -501,7 +477,7 @@ async def test_a_scope_purged_through_another_process_leaves_no_copy_in_this_hom
     await b_first.halo.start_background()
     await b_first.chat("remember the locker code is 4721", token=MOM)
     await b_first.halo.gateway.drain()
-    assert b_first.halo.memory_record is not None
+    assert b_first.halo.memory_store is not None
     await b_first.halo.memory_durable()
     assert b_first.halo.cluster is not None
     await b_first.halo.cluster.stop()

@@ -16,6 +16,7 @@ from halo.inventory import Halo
 from halo.runtime.app import build_halo
 from tests.conftest import write_home
 from tests.fakes.llm_server import FakeOpenAI
+from tests.memory_files import read_memory
 from tests.test_routing import ROUTED_FAMILY, build, envelope, routed_yaml, transcript_marks
 
 MOM_DM = "telegram:1002"
@@ -125,7 +126,7 @@ async def test_remember_that_is_kept_as_the_command_keeps_it(halo: Halo, fake_ll
     assert answer.startswith("Remembered: ") and "Tara is allergic to peanuts" in answer
     assert fake_llm.model_requests == []
     assert transcript_marks(halo, MOM_DM)[-1][1:] == ("L0", "a fact, kept in code from plain words")
-    assert "Tara is allergic to peanuts" in halo.paths.memory_file(MOM_DM).read_text()
+    assert "Tara is allergic to peanuts" in await read_memory(halo, halo.paths.memory_file(MOM_DM))
 
     for text in ("remember when we went to the beach?", "remember to buy milk"):  # a question, a reminder
         fake_llm.reply("Tell me more.")

@@ -14,6 +14,7 @@ from halo.core.envelope import Envelope, Speaker
 from halo.core.scopes import resolve_scope
 from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
+from tests.memory_files import write_memory
 from tests.seeding import halo_stores, seed_memory_file
 from tests.semantic_helpers import save_concept_model
 from tests.waiting import eventually
@@ -167,7 +168,7 @@ async def test_scheduler_syncs_active_scopes_and_request_sync(fake_llm, settings
     await eventually(indexed, what="the exchange indexed by a scheduled sync")
 
     # after a distillation, the memory code asks for a sync of that scope
-    (settings.paths.scope_dir(DM) / "MEMORY.md").write_text("# Facts\nThe puppy's vet is on Oak Road.\n")
+    await write_memory(running.halo, settings.paths.memory_file(DM), "# Facts\nThe puppy's vet is on Oak Road.\n")
     semantic.request_sync(DM)
     semantic.request_sync(DM)  # folded into the queued one
     await eventually(lambda: semantic.search([DM], "vet puppy"), what="the requested sync to index MEMORY.md")
@@ -203,8 +204,9 @@ async def test_recall_skips_what_the_context_already_shows(fake_llm, settings_fo
 
     settings = settings_for(llm_yaml(fake_llm) + semantic_yaml(model_dir))
     await seed_dm_month_ago(settings)
-    settings.paths.scope_dir(DM).mkdir(parents=True, exist_ok=True)
-    (settings.paths.scope_dir(DM) / "MEMORY.md").write_text("# Facts\nThe dentist is Dr. Patel on Elm Street.\n")
+    await seed_memory_file(
+        settings, settings.paths.memory_file(DM), "# Facts\nThe dentist is Dr. Patel on Elm Street.\n"
+    )
     running = await serve_halo(settings)
     await running.halo.semantic.sync_all([DM])
     sources = running.halo.agents.context.sources

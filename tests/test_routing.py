@@ -26,6 +26,7 @@ from halo.usage.prices import Prices
 from memory.when import day_of
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, Outbox, default_level_triage, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI, count_tokens
+from tests.memory_files import write_memory
 from transcripts.lines import Closing, Message, Reply
 
 ROUTED_FAMILY = FAMILY_YAML.replace("routing: {enabled: false}", "routing: {enabled: true}")
@@ -190,12 +191,11 @@ async def test_a_yes_to_halos_question_goes_to_the_model_a_greeting_after_one_do
 
 async def test_small_talk_is_sent_the_durable_memory_not_the_days_notes(halo: Halo, fake_llm: FakeOpenAI) -> None:
     paths = halo.paths
-    memory = paths.memory_file("telegram:1002")
-    memory.parent.mkdir(parents=True, exist_ok=True)
-    memory.write_text("# Memory\n\n## Facts\n\n- Mom's bike is the red one\n")
+    await write_memory(
+        halo, paths.memory_file("telegram:1002"), "# Memory\n\n## Facts\n\n- Mom's bike is the red one\n"
+    )
     notes = paths.daily_file("telegram:1002", day_of(datetime.now(UTC)))
-    notes.parent.mkdir(parents=True, exist_ok=True)
-    notes.write_text("- the plumber comes at noon\n")  # a parent's hand-made note for today
+    await write_memory(halo, notes, "- the plumber comes at noon\n")  # a parent's hand-made note for today
     await halo.gateway.handle(envelope(halo, "mom", "why is the sky blue?"))
     await halo.gateway.handle(envelope(halo, "mom", "what colour is my bike?"))
     await halo.gateway.drain()

@@ -28,6 +28,7 @@ from halo.runtime.cli import main
 from tests import processes
 from tests.conftest import FAMILY_YAML, free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
+from tests.memory_files import home_memory
 from tests.transcript_support import every_line
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +152,7 @@ def test_first_start_writes_a_starter_config_and_answers(tmp_path: Path, capsys,
     code, out, err = halo("chat", home=home, stdin="hi\n/quit\n", capsys=capsys, monkeypatch=monkeypatch)
     assert code == 0, err
     assert (home / "halo.yaml").exists()
-    assert (home / "SOUL.md").exists()
+    assert asyncio.run(home_memory(home, "SOUL.md")), "a default persona, kept where the memory is"
     assert "starter config" in out and str(home / "halo.yaml") in out
     assert "No language model is configured" in out
 

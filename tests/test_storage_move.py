@@ -28,8 +28,8 @@ from halo.runtime.app import build_halo
 from halo.storage.move import MoveError, from_postgres, to_postgres
 from halo.storage.move.digest import Digest, canonical
 from halo.workspace.backups import export_workspace, import_workspace
-from memory.mirror import local_files
 from memory.state import JobState, JobStateStore
+from memory.store import local_files
 from tests import processes
 from tests.conftest import Outbox, free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI

@@ -8,9 +8,9 @@ with a visible marker, never silently.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from memory.store import SOUL, MemoryStore
 from transcripts.tokens import estimate_tokens
 
 if TYPE_CHECKING:
@@ -67,33 +67,11 @@ def cut_oldest(text: str, max_tokens: int) -> str:
     return f"{CUT_MARKER}\n{tail}"
 
 
-class CachedFile:
-    """A text file re-read only when its mtime or size changes (a parent's edit shows up next
-    turn; an unchanged file costs one stat). Nanosecond mtime and the size together catch an
-    edit landing within the same coarse timestamp tick."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._seen: tuple[int, int] | None = None
-        self._text = ""
-
-    def read(self) -> str:
-        try:
-            stat = self.path.stat()
-        except FileNotFoundError:
-            return ""
-        seen = (stat.st_mtime_ns, stat.st_size)
-        if seen != self._seen:
-            self._text = self.path.read_text(encoding="utf-8")
-            self._seen = seen
-        return self._text
-
-
 class PersonaSource:
     """SOUL.md and who is speaking, where."""
 
-    def __init__(self, soul_path: Path) -> None:
-        self.soul = CachedFile(soul_path)
+    def __init__(self, memory: MemoryStore) -> None:
+        self.memory = memory  # SOUL.md: read each turn, so a parent's edit shows up on the next
 
     async def sections(self, turn: Turn, plan: TurnPlan) -> list[ContextSection]:
         env = turn.envelope
@@ -107,7 +85,7 @@ class PersonaSource:
         now = env.ts.astimezone()
         situation = f"Speaking: {who}.\nWhere: {_describe_scope(turn)}.{about}"
         return [
-            ContextSection("Persona", self.soul.read() or DEFAULT_SOUL, priority=0),
+            ContextSection("Persona", self.memory.text(SOUL) or DEFAULT_SOUL, priority=0),
             ContextSection("This conversation", situation, priority=1),
             ContextSection("Now", f"{now:%A %Y-%m-%d %H:%M %Z}.", priority=1, volatile=True),
         ]

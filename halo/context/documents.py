@@ -29,7 +29,7 @@ class DocumentSource:
         env = turn.envelope
         if not turn.decide("read_memory", audit=False).allowed:
             return []
-        if not self.store.folder(turn.scope.id).is_dir():  # most scopes: no document, one stat, no thread
+        if not self.store.any(turn.scope.id):  # most scopes: no document (a stat, or a look at what is held)
             return []
         found = await asyncio.to_thread(self.store.newest, turn.scope.id)
         if found is None:

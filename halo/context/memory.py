@@ -7,8 +7,9 @@ fell out of the history (an earlier session, a compacted or trimmed part) is not
 Every file is asked for through the policy (`read_memory`) before it is read, so what the
 model sees is decided in code: the speaker's own USER.md, the target's only when the
 policy allows it (a parent asking about a child: yes; a child about a parent: no), and
-only this scope's memory. Files are re-read only when their mtime changes, so a parent's
-edit shows up on the next turn and an unchanged file costs a stat.
+only this scope's memory. Each file is read from the memory's store on every turn (a stat
+while a file is unchanged; on PostgreSQL what this process holds), so a parent's edit shows up
+on the next turn; what is derived from a file is kept until the file changes.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import date, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.family import Member
-from config.paths import HaloPaths
-from halo.context.builder import CachedFile, ContextSection, cut_oldest
+from halo.context.builder import ContextSection, cut_oldest
 from memory import daily, facts
 from memory.markdown import tidy
+from memory.store import MemoryStore, daily_md, memory_md, user_md
 from memory.when import day_of, local
 from transcripts.session import SentHistory
 
@@ -60,16 +60,18 @@ def notes_before(notes: str, day: date, sent: SentHistory | None) -> str:
 
 
 class CachedView:
-    """A file's text passed through `transform`, recomputed only when the file changed."""
+    """A file's text passed through `transform`, recomputed only when the file changed (the
+    store hands back the same str while it is unchanged)."""
 
-    def __init__(self, path: Path, transform: Callable[[str], str]) -> None:
-        self.file = CachedFile(path)
+    def __init__(self, memory: MemoryStore, relative: str, transform: Callable[[str], str]) -> None:
+        self.memory = memory
+        self.relative = relative
         self.transform = transform
         self._source: str | None = None
         self._view = ""
 
     def read(self) -> str:
-        text = self.file.read()
+        text = self.memory.text(self.relative) or ""
         if text is not self._source:
             self._source = text
             self._view = self.transform(text) if text else ""
@@ -86,23 +88,23 @@ def profile_view(text: str) -> str:
 class MemorySource:
     def __init__(
         self,
-        paths: HaloPaths,
+        memory: MemoryStore,
         *,
         daily_section: str = daily.NOTES,
         sent_history: Callable[[str], SentHistory | None] | None = None,
     ) -> None:
-        self.paths = paths
+        self.memory = memory
         self.daily_section = daily_section
         # what the model is sent of the scope's history this turn (TranscriptSessions.sent_history)
         self.sent_history = sent_history
-        self._views: dict[tuple[Path, str], CachedView] = {}
+        self._views: dict[tuple[str, str], CachedView] = {}
 
-    def _read(self, path: Path, kind: str, transform: Callable[[str], str]) -> str:
-        view = self._views.get((path, kind))
+    def _read(self, relative: str, kind: str, transform: Callable[[str], str]) -> str:
+        view = self._views.get((relative, kind))
         if view is None:
             if len(self._views) >= MAX_CACHED:
                 self._views.clear()
-            view = self._views[(path, kind)] = CachedView(path, transform)
+            view = self._views[(relative, kind)] = CachedView(self.memory, relative, transform)
         return view.read()
 
     def _daily(self, text: str) -> str:
@@ -123,12 +125,12 @@ class MemorySource:
         return [s for s in found if s.text.strip()]
 
     def _profile(self, member: Member, priority: int) -> ContextSection:
-        text = self._read(self.paths.user_file(member.id), "profile", profile_view)
+        text = self._read(user_md(member.id), "profile", profile_view)
         return ContextSection(f"What you know about {member.name}", cut_oldest(text, USER_TOKENS), priority)
 
     def _scope_sections(self, turn: Turn, *, notes: bool) -> list[ContextSection]:
         scope_id = turn.scope.id
-        memory = self._read(self.paths.memory_file(scope_id), "memory", facts.prompt_view)
+        memory = self._read(memory_md(scope_id), "memory", facts.prompt_view)
         today = day_of(turn.envelope.ts)
         yesterday = today - timedelta(days=1)
         sections = [
@@ -138,7 +140,7 @@ class MemorySource:
             return sections
         sent = self.sent_history(scope_id) if self.sent_history is not None else None
         for day, label, priority in ((today, "today", PRIORITY_TODAY), (yesterday, "yesterday", PRIORITY_YESTERDAY)):
-            kept = notes_before(self._read(self.paths.daily_file(scope_id, day), "daily", self._daily), day, sent)
+            kept = notes_before(self._read(daily_md(scope_id, day), "daily", self._daily), day, sent)
             title = f"Notes from {day.isoformat()} ({label})"
             sections.append(ContextSection(title, cut_oldest(kept, DAILY_TOKENS), priority))
         return sections

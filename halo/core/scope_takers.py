@@ -1,7 +1,7 @@
 """What a process does when it takes a scope: the work that makes its local copies current.
 
-On PostgreSQL the store of record is shared and each process keeps local caches (the markdown
-memory's mirror, the semantic index). Before a process first uses a scope it runs each
+On PostgreSQL the store of record is shared and the serving process holds what it uses in
+memory (the transcript's lines, the markdown memory's rows) beside a local semantic index. Before a process first uses a scope it runs each
 `ScopeTaker` once for it: for every scope when it takes the family (`holding`, a part that runs
 while this process serves the family: halo/parts.py), and in any case the first time this
 process uses it (`ensure`: a turn, the admin API's memory routes); losing the family calls

@@ -127,7 +127,7 @@ class ScopeAdmin:
                         item_count=counts.get(scope_id, 0),
                         transcript_lines=self.transcripts.count(scope_id),
                         last_activity=last[0].ts if last else None,
-                        has_memory=self.memory.memory_path(scope_id).is_file(),
+                        has_memory=self.memory.memory_stamp(scope_id) is not None,
                         configured=scope_id in configured,
                     )
                 )

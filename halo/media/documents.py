@@ -145,6 +145,7 @@ class Documents:
         if len(found.text) > self.max_chars:
             what = f"more than {self.max_chars:,} characters of text; that is the limit"
             raise NotRead(TOO_BIG.format(name=name, what=what))
+        await self.store.files.store.ready(env.scope.id)  # PostgreSQL: the scope's rows held here
         return await asyncio.to_thread(
             self.store.add,
             env.scope.id,
@@ -194,6 +195,7 @@ class Documents:
     async def acknowledge(self, turn: Turn, on_model_start: object = None) -> str | None:
         """With no model to talk about it: say that the document this message brought was kept
         (a gateway answerer; None for any other message)."""
+        await self.store.files.store.ready(turn.scope.id)
         found = await asyncio.to_thread(self.store.newest, turn.scope.id)
         if found is None or found[0].message_id != turn.envelope.id:
             return None
@@ -201,11 +203,13 @@ class Documents:
         return f"I kept {doc.name} as file {doc.number} of this chat (/files lists them)."
 
     async def list(self, scope_id: str) -> list[StoredDocument]:
+        await self.store.files.store.ready(scope_id)
         return await asyncio.to_thread(self.store.list, scope_id)
 
     async def remove(self, scope_id: str, number: int, *, by: str) -> StoredDocument | None:
         """Delete a document and its chunks in the index (synced before this returns, so what
         the caller says next is true). None when the scope has no document of that number."""
+        await self.store.files.store.ready(scope_id)
         doc = await asyncio.to_thread(self.store.remove, scope_id, number)
         if doc is None:
             return None

@@ -1,8 +1,8 @@
 """`halo.port.Conversations` over the transcripts: a member's chat read back for the web chat.
 
 The transcript is the record of a conversation, so the page shows it rather than a copy. A
-cursor is a line's byte offset in the scope's transcript file (on PostgreSQL, its mirror, made
-current first), so paging back never skips or repeats a message.
+cursor is a line's byte offset in the scope's transcript (on PostgreSQL, the lines held in
+memory, made current first), so paging back never skips or repeats a message.
 """
 
 from __future__ import annotations

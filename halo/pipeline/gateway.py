@@ -25,7 +25,7 @@ from halo.routing.levels import Level, Route
 from halo.routing.router import small_reply
 from halo.usage.budget import SPENT_REPLY
 from halo.usage.meter import attributed
-from memory.mirror import FileRecord, noting_writes
+from memory.store import MemoryStore, noting_writes
 from policy import Decision
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class Gateway:
         model_run: ModelRun,
         after_turn: AfterTurn,
         takers: ScopeTakers | None = None,
-        memory_record: FileRecord | None = None,
+        memory: MemoryStore | None = None,
     ) -> None:
         self.locks = locks  # shared with the catch-up and the admin API's scope work
         self.resends = resends  # a message the chat app sent again after a crash
@@ -72,8 +72,8 @@ class Gateway:
         self.router = router  # the model level a message is answered at (halo/routing)
         self.model_run = model_run  # the Agents SDK run, and its failures said plainly
         self.after_turn = after_turn  # distillation, the index, usage: in the background
-        self.takers = takers or ScopeTakers()  # PostgreSQL: the scope's memory mirrored here before first use
-        self.memory_record = memory_record  # PostgreSQL: where a turn's memory writes must be before its reply
+        self.takers = takers or ScopeTakers()  # PostgreSQL: the scope's memory held here before first use
+        self.memory = memory  # PostgreSQL: a turn's memory writes are in its rows before its reply
 
     @property
     def background_tasks(self) -> int:
@@ -194,8 +194,8 @@ class Gateway:
         that is true. The after-turn work stays behind the reply: a distillation is redone from
         the transcript by the next process to take the scope (memory/service.py `catch_up`), and
         the day's log may lose its last second, as a power cut would."""
-        if written and self.memory_record is not None:
-            await self.memory_record.flush()
+        if written and self.memory is not None:
+            await self.memory.flush()
 
     def _without_model(self, turn: Turn, decision: Decision, route: Route) -> Reply:
         """L0: thanks or a greeting gets halo's own short answer (or none); a message the budget

@@ -79,7 +79,7 @@ from halo.reminders.store import ReminderStore
 from halo.reminders.tools import reminder_tools
 from halo.routing.levels import Level
 from halo.runtime.graph_wiring import build_graph
-from halo.runtime.memory_wiring import build_memory, memory_after_turn, memory_record, scope_takers
+from halo.runtime.memory_wiring import build_memory, memory_after_turn, scope_takers
 from halo.runtime.providers import build_model, close_model, model_settings, trace_only_when_asked
 from halo.runtime.starter import write_default_soul, write_default_user_files
 from halo.runtime.usage_wiring import Levels, build_levels, build_routing, say_unpriced, usage_after_turn
@@ -90,7 +90,8 @@ from halo.safety.profiles import model_name
 from halo.storage import HaloDB
 from halo.storage.audit_rows import AuditRows
 from halo.storage.config_rows import ConfigRows
-from halo.storage.memory_mirror import has_served
+from halo.storage.memory_rows import MemoryRows
+from halo.storage.memory_store import RowMemory, has_served
 from halo.storage.transcript_rows import TranscriptRows
 from halo.tools.approvals import Approvals
 from halo.tools.guarded import default_tools
@@ -114,6 +115,7 @@ from memory.documents import ScopeDocuments
 from memory.scope_files import scope_ids_on_disk
 from memory.semantic import SemanticMemory
 from memory.semantic.embedders import Embedder, load_embedder
+from memory.store import DiskMemory, MemoryStore
 from policy import PolicyEngine
 from transcripts import AuditLog, TranscriptStore
 from transcripts.recorded import RecordedTranscripts
@@ -123,7 +125,6 @@ from transcripts.store import scope_ids_in
 if TYPE_CHECKING:  # the stages' fields only
     from config.paths import HaloPaths
     from halo.core.scope_takers import ScopeTakers
-    from halo.storage.memory_mirror import MemoryMirror, RecordedFiles
     from memory.graph.service import GraphMemory
     from memory.service import MemoryService
 
@@ -157,13 +158,18 @@ class Stores:
     audit: AuditLog
     transcripts: TranscriptStore
     sessions: TranscriptSessions  # the model's history, read from `transcripts`
-    record: RecordedFiles | None  # PostgreSQL: the markdown memory's store of record
+    memory: MemoryStore  # the markdown memory: files in HALO_HOME, or on PostgreSQL its rows held here
     tasks: TaskStore
     cluster: Cluster | None  # PostgreSQL: this process among those that may serve the family
 
     @property
     def on_postgresql(self) -> bool:
         return self.db.backend == "postgresql"
+
+    @property
+    def memory_rows(self) -> RowMemory | None:
+        """PostgreSQL: the memory's rows, held by the process serving the family."""
+        return self.memory if isinstance(self.memory, RowMemory) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +193,6 @@ class MemoryParts:
     main_model: Model | None
     memory: MemoryService
     semantic: SemanticMemory
-    mirror: MemoryMirror | None
     takers: ScopeTakers
     graph: GraphMemory | None
     recall: Recall
@@ -286,7 +291,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
     schedules = Schedules(build_backups(settings), digest, senders.approvals, senders.reminder_clock)
     parts = Parts(
         always_parts(stores, mem, senders, adapters, delivery),
-        serving_parts(stores, mem, senders, schedules, adapters, delivery, catch_up),
+        serving_parts(stores, mem, senders, schedules, adapters, delivery, catch_up, fam.family),
         built_resources(stores, fam, mem, senders, turn, forwarder),
         cluster,
     )
@@ -308,7 +313,7 @@ def build_halo(settings: Settings, *, model: Model | None = None) -> Halo:
         recall=mem.recall,
         graph_recall=mem.graph_recall,
         documents=mem.documents,
-        memory_record=stores.record,
+        memory_store=stores.memory,
         scope_takers=mem.takers,
         commands=turn.commands,
         safety=senders.safety,
@@ -352,8 +357,8 @@ def always_parts(
     """What every process runs from its start to its stop, in start order (halo/parts.py)."""
     # PostgreSQL: the schema at its newest, or a clear stop
     parts = [Part("halo.db", partial(started, stores.db.prepare))]
-    if stores.record is not None:
-        parts.append(Part("memory record", partial(started, stores.record.start)))  # its flush timer
+    if stores.memory_rows is not None:
+        parts.append(Part("memory rows", partial(started, stores.memory_rows.start)))  # its flush timer
     parts += [
         Part("memory", partial(started, mem.memory.start)),  # extraction left over from before a restart
         Part("semantic index", partial(started, mem.semantic.start)),  # its sync schedule
@@ -376,12 +381,14 @@ def serving_parts(
     adapters: list[Adapter],
     delivery: Delivery,
     catch_up: InBackground,
+    family: LiveFamily,
 ) -> list[Part]:
     """What only the process serving the family runs, in start order: entered when it takes the
     family (at once on the embedded store), left in reverse when it loses it or stops."""
     parts: list[Part] = []
-    if mem.mirror is not None:  # SOUL.md and USER.md from the store of record before the first turn reads them
-        parts.append(Part("memory mirror", partial(started, mem.mirror.join)))
+    if (rows := stores.memory_rows) is not None:  # SOUL.md and USER.md held before the first turn reads them
+        joined = partial(_join_memory, rows, family)
+        parts.append(Part("memory", partial(stopped_by, joined, rows.release)))
     if stores.on_postgresql:  # every scope's copy here brought up to date from the store of record
         parts.append(Part("scopes taken", partial(mem.takers.holding, partial(_scopes_to_take, stores)), "take"))
     # what a previous run left in the outbox goes now; paused when this process stops serving (what
@@ -426,7 +433,7 @@ def built_resources(
         *([cluster.stop] if cluster is not None else []),  # the lease lapses after every write below
         stores.audit.close,
         stores.transcripts.close,  # after delivery and memory: they may still append
-        *([stores.record.close] if stores.record is not None else []),  # after memory's own held-back writes
+        *([stores.memory_rows.close] if stores.memory_rows is not None else []),  # after memory's held-back writes
         fam.delivery.close,  # its attempts in flight finish; what is pending waits for the next start
         mem.levels.meter.store.close,  # usage rows written
         *(partial(close_model, m) for m in owned),  # the models' HTTP clients
@@ -445,10 +452,11 @@ def build_stores(settings: Settings) -> Stores:
     paths = settings.paths
     make_private(paths.home)  # before anything is written: umask 077, and an older home fixed
     paths.ensure()
-    write_default_soul(paths.soul)
-    write_default_user_files(paths, settings.members)
     db = halo_db(settings)
     on_postgresql = db.backend == "postgresql"  # the store of record
+    memory: MemoryStore = RowMemory(MemoryRows(db), paths.home) if on_postgresql else DiskMemory(paths.home)
+    write_default_soul(memory)  # on PostgreSQL once the family is held (`_join_memory`)
+    write_default_user_files(memory, settings.members)
     transcripts = (
         RecordedTranscripts(
             TranscriptRows(db),
@@ -466,7 +474,7 @@ def build_stores(settings: Settings) -> Stores:
         sessions=TranscriptSessions(
             transcripts, settings.sessions.history_token_budget, max_items=settings.sessions.history_max_items
         ),
-        record=memory_record(settings, db),
+        memory=memory,
         tasks=TaskStore(db),
         cluster=build_cluster(settings, db),
     )
@@ -495,9 +503,10 @@ def build_memory_parts(settings: Settings, stores: Stores, fam: FamilyParts, mod
     recall and the documents members sent."""
     levels = build_levels(settings, stores.db, model)
     extraction_model = levels.metered(levels.cheap, "extraction") if settings.memory.extractor == "llm" else None
-    semantic = build_semantic(settings, stores.transcripts)  # before memory: it closes after memory's last sync request
-    memory = build_memory(settings, fam.policy, stores.transcripts, extraction_model, stores.record)
-    mirror, takers = scope_takers(stores.record, memory, semantic, stores.transcripts)  # before a scope's first use
+    # before memory: it closes after memory's last sync request
+    semantic = build_semantic(settings, stores.transcripts, stores.memory)
+    memory = build_memory(settings, fam.policy, stores.transcripts, extraction_model, stores.memory)
+    takers = scope_takers(stores.memory_rows, memory, semantic, stores.transcripts)  # before a scope's first use
     memory.on_change.append(semantic.request_sync)  # a sync is queued after each distillation
     graph = build_graph(settings, memory, semantic, levels.sink("graph"))  # ingests scopes when they go quiet
     scope_documents = ScopeDocuments(memory.files)  # documents members sent, in each scope's files/
@@ -506,7 +515,6 @@ def build_memory_parts(settings: Settings, stores: Stores, fam: FamilyParts, mod
         main_model=levels.metered(levels.main, "reply", Level.L2),
         memory=memory,
         semantic=semantic,
-        mirror=mirror,
         takers=takers,
         graph=graph,
         recall=Recall(semantic, stores.audit),
@@ -553,7 +561,7 @@ def build_senders(settings: Settings, stores: Stores, fam: FamilyParts, mem: Mem
         """A reloaded, valid halo.yaml: the family (and the policy's view of it) and the home
         rules take effect now; ConfigReload then hands the other live keys to `live`. The rest
         waits for a restart."""
-        write_default_user_files(stores.paths, new.members, stores.record)
+        write_default_user_files(stores.memory, new.members)
         family.replace(new.family_view())  # every part reads the family from here
         await home.apply(new.home_events)
         if (new.budget, new.llm.prices) != (live.current().budget, live.current().llm.prices):
@@ -583,13 +591,13 @@ def build_senders(settings: Settings, stores: Stores, fam: FamilyParts, mem: Mem
 def build_turn(settings: Settings, stores: Stores, fam: FamilyParts, mem: MemoryParts, senders: Senders) -> TurnParts:
     """The context a model turn is given, the tools, the agents, the router, the commands and
     code answers, and the gateway that runs them in order."""
-    paths, sessions, audit, transcripts = stores.paths, stores.sessions, stores.audit, stores.transcripts
+    sessions, audit, transcripts = stores.sessions, stores.audit, stores.transcripts
     family, live, levels = fam.family, fam.live, mem.levels
     approvals, reminders, lists, safety = senders.approvals, senders.reminders, senders.lists, senders.safety
     recall, graph_recall, memory_actions, documents = mem.recall, mem.graph_recall, mem.memory_actions, mem.documents
     daily_section = daily.NOTES if settings.memory.distillation_enabled else daily.TRANSCRIPT
-    persona, tone = PersonaSource(paths.soul), ProfileSource()
-    memory_source = MemorySource(paths, daily_section=daily_section, sent_history=sessions.sent_history)
+    persona, tone = PersonaSource(stores.memory), ProfileSource()
+    memory_source = MemorySource(stores.memory, daily_section=daily_section, sent_history=sessions.sent_history)
     context = ContextBuilder(
         [
             persona,
@@ -661,7 +669,7 @@ def build_turn(settings: Settings, stores: Stores, fam: FamilyParts, mem: Memory
     answerers += [
         StatusAnswers(
             stores.tasks,
-            paths,
+            stores.memory,
             # routed: the task list answers at L0, worded by rules; else llm.model words the same facts
             model=levels.metered(levels.main, "status", Level.L2),
             routing=live.routing,
@@ -703,7 +711,7 @@ def build_turn(settings: Settings, stores: Stores, fam: FamilyParts, mem: Memory
             fam.delivery,
         ),
         takers=mem.takers,
-        memory_record=stores.record,
+        memory=stores.memory,
     )
     return TurnParts(
         context=context,
@@ -777,6 +785,14 @@ async def _keep_session_in_budget(
         await compact_if_needed(sessions, turn.scope.id, model, tracing)
 
 
+async def _join_memory(rows: RowMemory, family: LiveFamily) -> None:
+    """The family taken: its memory's own files held here, and SOUL.md and USER.md written if
+    the family has none yet (its first start on PostgreSQL)."""
+    await rows.join()
+    write_default_soul(rows)
+    write_default_user_files(rows, family.current().members)
+
+
 async def _scopes_to_take(stores: Stores) -> list[str]:
     """Every scope PostgreSQL has lines of, and every scope this home has a transcript file of
     (its lines recorded, or the file removed: `RecordedTranscripts._home_file`) or a memory
@@ -829,7 +845,7 @@ def build_safety(
     )
 
 
-def build_semantic(settings: Settings, transcripts: TranscriptStore) -> SemanticMemory:
+def build_semantic(settings: Settings, transcripts: TranscriptStore, memory: MemoryStore) -> SemanticMemory:
     """The semantic index service, with the configured embedder (loaded lazily, off the loop).
     Built even when disabled, so /status can say so."""
     semantic = settings.memory.semantic
@@ -843,6 +859,6 @@ def build_semantic(settings: Settings, transcripts: TranscriptStore) -> Semantic
             llm_api_key=llm.resolved_api_key() if openai_like else None,
         )
 
-    service = SemanticMemory(settings.paths, semantic, embedder_loader=loader, transcripts=transcripts)
+    service = SemanticMemory(settings.paths, semantic, embedder_loader=loader, transcripts=transcripts, memory=memory)
     service.say_problems()
     return service

@@ -17,15 +17,13 @@ from halo.core.scopes import UnknownScopeError, resolve_scope
 from halo.core.turn import Turn
 from halo.pipeline.reply import AfterTurnHook, Reply
 from halo.safety.gate import verdict
-from halo.storage import HaloDB
-from halo.storage.memory_mirror import MemoryMirror, RecordedFiles
-from halo.storage.memory_rows import MemoryRows
+from halo.storage.memory_store import RowMemory
 from memory.extraction.extract import ModelChunkExtractor, ModelExtraction
-from memory.mirror import FileRecord
 from memory.scope_files import ScopeFiles, ScopeInfo
 from memory.semantic import SemanticMemory
 from memory.service import LogEntry, MemoryService
 from memory.state import JobStates, JobStateStore
+from memory.store import MemoryStore
 from policy import PolicyEngine
 from transcripts import TranscriptStore
 
@@ -42,11 +40,11 @@ def build_memory(
     policy: PolicyEngine,
     transcripts: TranscriptStore,
     extraction_model: Model | None,
-    record: FileRecord | None = None,
+    store: MemoryStore | None = None,
 ) -> MemoryService:
     """The MemoryService for this HALO_HOME; model extraction only with `memory.extractor: llm` and a model.
-    `record`: where every memory write also goes (PostgreSQL, `memory_record`), and with it the
-    distillation's and extraction's progress (halo/storage/job_rows.py)."""
+    `store`: where the memory is kept (files by default; on PostgreSQL its rows, which keep the
+    distillation's and extraction's progress too: halo/storage/job_rows.py)."""
 
     def names(label: str | None) -> str:
         if label is None:
@@ -84,9 +82,9 @@ def build_memory(
         return ScopeInfo(scope_id, scope.type, scope.owner_id, members, text)
 
     paths = settings.paths
-    files = ScopeFiles(paths, describe, record)
+    files = ScopeFiles(paths, describe, store)
     local_state = JobStateStore(paths.halo_db)
-    state: JobStates = record.job_states(local_state) if isinstance(record, RecordedFiles) else local_state
+    state: JobStates = store.job_states(local_state) if isinstance(store, RowMemory) else local_state
     extraction = None
     if settings.memory.extractor == "llm" and extraction_model is not None:
         extraction = ModelExtraction(
@@ -107,24 +105,32 @@ def build_memory(
     )
 
 
-def memory_record(settings: Settings, db: HaloDB) -> RecordedFiles | None:
-    """With `storage.url`: PostgreSQL is the markdown memory's store of record, and every memory
-    write reaches it through this. On the embedded store: None, and nothing changes."""
-    if settings.storage.url is None:
-        return None
-    return RecordedFiles(MemoryRows(db), settings.paths.home)
-
-
 def scope_takers(
-    record: RecordedFiles | None, memory: MemoryService, semantic: SemanticMemory, transcripts: TranscriptStore
-) -> tuple[MemoryMirror | None, ScopeTakers]:
+    rows: RowMemory | None, memory: MemoryService, semantic: SemanticMemory, transcripts: TranscriptStore
+) -> ScopeTakers:
     """What runs before this process first uses a scope, on PostgreSQL: the transcript's lines
-    first, then the memory mirror, whose take rebuilds the semantic index from both, then a
+    first, then the memory's rows, then the semantic index brought up to date from both, then a
     memory request the last holder left undistilled (it crashed after its reply)."""
-    if record is None:
-        return None, ScopeTakers()
-    mirror = MemoryMirror(record, memory.files, semantic)
-    return mirror, ScopeTakers([transcripts, mirror], before_answering=[MemoryCatchUp(memory)])
+    if rows is None:
+        return ScopeTakers()
+    return ScopeTakers(
+        [transcripts, MemoryTake(rows, memory.files, semantic)], before_answering=[MemoryCatchUp(memory)]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTake:
+    """The scope taker that holds a scope's memory rows here and syncs its semantic index."""
+
+    rows: RowMemory
+    files: ScopeFiles
+    semantic: SemanticMemory
+
+    async def take(self, scope_id: str) -> None:
+        await self.rows.take(scope_id)
+        self.files.refreshed(scope_id)  # what it remembered of the files (the daily logs' ends) is stale
+        if self.semantic.enabled:
+            await self.semantic.sync_scope(scope_id)
 
 
 @dataclass(frozen=True, slots=True)

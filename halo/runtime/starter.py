@@ -7,9 +7,8 @@ import re
 from pathlib import Path
 
 from config.family import Member
-from config.paths import HaloPaths
 from halo.context.builder import DEFAULT_SOUL
-from memory.mirror import FileRecord
+from memory.store import SOUL, MemoryStore, user_md
 
 STARTER = """\
 # halo — family and runtime config. Docs: README.md. Every setting can be overridden
@@ -80,10 +79,11 @@ def write_starter_config(path: Path) -> bool:
     return True
 
 
-def write_default_soul(path: Path) -> bool:
-    if path.exists():
+def write_default_soul(memory: MemoryStore) -> bool:
+    """SOUL.md when there is none (on PostgreSQL only by the process serving the family)."""
+    if not memory.holds(SOUL) or memory.text(SOUL) is not None:
         return False
-    path.write_text(DEFAULT_SOUL, encoding="utf-8")
+    memory.write(SOUL, DEFAULT_SOUL)
     return True
 
 
@@ -95,17 +95,14 @@ e.g. "- Loves dinosaurs", "- Allergic to peanuts". -->
 """
 
 
-def write_default_user_files(paths: HaloPaths, members: list[Member], record: FileRecord | None = None) -> int:
-    """members/<id>/USER.md for each member who has none yet; returns how many were written.
-    `record`: told of each (PostgreSQL keeps the memory's files when `storage.url` is set)."""
+def write_default_user_files(memory: MemoryStore, members: list[Member]) -> int:
+    """members/<id>/USER.md for each member who has none yet; returns how many were written
+    (on PostgreSQL only by the process serving the family)."""
     written = 0
     for member in members:
-        path = paths.user_file(member.id)
-        if path.exists():
+        path = user_md(member.id)
+        if not memory.holds(path) or memory.text(path) is not None:
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(USER_TEMPLATE.format(name=member.name, role=member.role), encoding="utf-8")
-        if record is not None:
-            record.changed(path)
+        memory.write(path, USER_TEMPLATE.format(name=member.name, role=member.role))
         written += 1
     return written

@@ -8,10 +8,10 @@ its whole history to the extraction model again.
 
 A watermark must never be ahead of the memory it stands for. So `RecordedJobStates` keeps the
 family's states in memory (the active process is their only writer) and hands each change to
-the markdown memory's record (`RecordedFiles`), which writes the changed files and the changed
+the markdown memory's rows (`RowMemory`), which writes the changed files and the changed
 states in one transaction: a crash before it loses both, and the next process does that work
 again; never only the watermark. A scope's states are read again from PostgreSQL when the
-process takes the scope (`load_scope`, from the memory mirror's take).
+process takes the scope (`load_scope`, from the memory's take).
 
 Graph memory's progress ("graph") stays in the local halo.db with the local graph it describes.
 """

@@ -1,10 +1,10 @@
 """The markdown memory's rows: `memory_files`, one row a file, the store of record on PostgreSQL.
 
-A row is a file of HALO_HOME's markdown memory (memory.mirror says which): its path relative
+A row is a file of the markdown memory (memory.store says which): its path relative
 to HALO_HOME (a scope's files under `memory/scopes/<scope hash>/`), its text and the text's
-sha256. Each process's HALO_HOME is a mirror of these rows (halo/storage/memory_mirror.py).
+sha256. The process serving the family holds them in memory (halo/storage/memory_store.py).
 
-`MemoryRows` is the whole SQL: what the mirror, the record and `halo storage migrate` use.
+`MemoryRows` is the whole SQL: what `RowMemory` and `halo storage migrate` use.
 Every query is limited to the family of the `HaloDB` it goes through.
 """
 
@@ -21,7 +21,7 @@ from halo.storage.db import HaloDB
 from halo.storage.family import FAMILY_COLUMN, FAMILY_ID_LENGTH
 from halo.storage.job_rows import JobChanges
 from halo.storage.job_rows import metadata as job_metadata
-from memory.mirror import MemoryFile
+from memory.store import MemoryFile
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects.postgresql.dml import Insert as PgInsert

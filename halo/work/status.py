@@ -25,7 +25,6 @@ from datetime import UTC, date, datetime, timedelta
 
 from agents import Agent, Model, ModelSettings, RunConfig, Runner
 
-from config.paths import HaloPaths
 from config.settings import RoutingSettings
 from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError, resolve_scope
@@ -34,6 +33,7 @@ from halo.routing.levels import CodeAnswer, Level, Route
 from halo.work.tasks import Task, TaskStore
 from memory import daily
 from memory.markdown import section_body
+from memory.store import MemoryStore, daily_md
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ class StatusAnswers:
     def __init__(
         self,
         tasks: TaskStore,
-        paths: HaloPaths,
+        memory: MemoryStore,
         *,
         model: Model | None,
         model_settings: ModelSettings | None = None,
@@ -216,7 +216,7 @@ class StatusAnswers:
     ) -> None:
         self.routing = routing
         self.tasks = tasks
-        self.paths = paths
+        self.memory = memory  # the work scopes' daily notes
         self.model = model
         self.model_settings = model_settings or ModelSettings()
         self.tracing = tracing
@@ -268,9 +268,8 @@ class StatusAnswers:
         for scope_id in scope_ids:
             lines: list[str] = []
             for day in (today - timedelta(days=1), today):
-                try:
-                    text = self.paths.daily_file(scope_id, day).read_text(encoding="utf-8")
-                except FileNotFoundError:
+                text = self.memory.text(daily_md(scope_id, day))
+                if text is None:
                     continue
                 body = section_body(text, daily.NOTES) or ""
                 lines += [daily.one_line(line.lstrip("- "), NOTE_CHARS) for line in body.splitlines() if line.strip()]

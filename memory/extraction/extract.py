@@ -31,6 +31,7 @@ from memory.extraction.signals import signal_kind
 from memory.redact import only_redacted, redact
 from memory.scope_files import ScopeFiles
 from memory.state import JobStates
+from memory.store import memory_meta
 from memory.when import absolute_dates, day_of, local
 from transcripts import TranscriptLine, TranscriptStore
 from transcripts.lines import FROM_HALO, Message, Notice, Reply
@@ -210,6 +211,7 @@ class ModelExtraction:
         self.clock = clock
 
     async def run(self, scope_id: str) -> ExtractionResult:
+        await self.files.store.ready(scope_id)  # PostgreSQL: the scope's rows held here
         state = await asyncio.to_thread(self.state.get, scope_id, "extract")
         chunks, new_end = await asyncio.to_thread(self._chunks, scope_id, state.pending, state.offset)
         found: list[tuple[Chunk, ExtractedEntry]] = []
@@ -296,8 +298,7 @@ class ModelExtraction:
                     model=self.model_name,
                 )
             )
-        meta_path = self.files.paths.memory_meta(scope_id)
-        existing = await asyncio.to_thread(sidecar.load, meta_path)
+        existing = await asyncio.to_thread(sidecar.load, self.files.store, memory_meta(scope_id))
         text = await asyncio.to_thread(self.files.memory_text, scope_id)
         known = [Known(e.content, e.evidence) for e in existing] + [Known(f.body) for f in facts.parse(text)]
         keep = await unique([Known(c.content, c.evidence) for c in candidates], known, self.embedder)
@@ -307,7 +308,7 @@ class ModelExtraction:
 
     def _write(self, scope_id: str, fresh: list[sidecar.Entry], now: datetime) -> int:
         header = self.files.memory_header(scope_id)
-        meta_path = self.files.paths.memory_meta(scope_id)
+        meta_path = memory_meta(scope_id)
         written: list[sidecar.Entry] = []
         with self.files.lock(scope_id):
             self.files.ensure(scope_id)
@@ -322,9 +323,9 @@ class ModelExtraction:
                 return text
 
             _, after = self.files.update_memory(scope_id, change)
-            entries = sidecar.load(meta_path)
+            entries = sidecar.load(self.files.store, meta_path)
             sidecar.mark_removed(entries, {f.body for f in facts.live(after)}, now.isoformat(timespec="seconds"))
-            sidecar.save(meta_path, [*entries, *written], self.files.record)
+            sidecar.save(self.files.store, meta_path, [*entries, *written])
         return len(written)
 
     def _commit(self, scope_id: str, end: int, pending: list[list[int]], errors: list[str]) -> None:

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from memory.files import atomic_write, read_text
-from memory.mirror import FileRecord
+from memory.store import MemoryStore
 
 VERSION = 1
 
@@ -34,8 +32,8 @@ class Entry:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def load(path: Path) -> list[Entry]:
-    raw = read_text(path)
+def load(store: MemoryStore, relative: str) -> list[Entry]:
+    raw = store.text(relative) or ""
     if not raw.strip():
         return []
     data = json.loads(raw)
@@ -43,9 +41,9 @@ def load(path: Path) -> list[Entry]:
     return [Entry(**{k: v for k, v in item.items() if k in fields}) for item in data.get("entries", [])]
 
 
-def save(path: Path, entries: list[Entry], record: FileRecord | None = None) -> None:
+def save(store: MemoryStore, relative: str, entries: list[Entry]) -> None:
     body = {"version": VERSION, "entries": [asdict(e) for e in entries]}
-    atomic_write(path, json.dumps(body, ensure_ascii=False, indent=1) + "\n", record=record)
+    store.write(relative, json.dumps(body, ensure_ascii=False, indent=1) + "\n")
 
 
 def mark_removed(entries: list[Entry], live_bodies: set[str], now: str) -> int:

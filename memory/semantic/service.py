@@ -28,6 +28,7 @@ from memory.semantic.schedule import Health, ScopeHealth, SyncSchedule
 from memory.semantic.search import Hit, SearchParams, search
 from memory.semantic.sqlite import SqliteSupport, probe
 from memory.semantic.sync import SyncReport, embed_pending, markdown_files, sync_markdown, sync_transcript
+from memory.store import DiskMemory, MemoryStore
 from transcripts import TranscriptStore
 
 if TYPE_CHECKING:
@@ -50,10 +51,12 @@ class SemanticMemory:
         *,
         embedder_loader: EmbedderLoader | None = None,
         transcripts: TranscriptStore | None = None,
+        memory: MemoryStore | None = None,
     ) -> None:
         self.paths = paths
         # what is indexed of each conversation (on PostgreSQL, the lines this process holds)
         self.transcripts = transcripts or TranscriptStore(paths.transcripts)
+        self.memory: MemoryStore = memory or DiskMemory(paths.home)  # the markdown it indexes
         self.settings = settings
         self.support: SqliteSupport = probe()
         self._embedder = LazyEmbedder(
@@ -164,17 +167,17 @@ class SemanticMemory:
         if self.transcripts.size(scope_id) != int(index.meta("transcript_offset") or 0):
             return True
         known = index.files()
-        current = markdown_files(self.paths.scope_dir(scope_id))
+        current = markdown_files(self.memory, scope_id)
         if known.keys() != current.keys():
             return True
-        for source, path in current.items():
-            stat = path.stat()
-            if (known[source].mtime, known[source].size) != (stat.st_mtime, stat.st_size):
+        for source, relative in current.items():
+            stamp = self.memory.stamp(relative)
+            if stamp is None or (known[source].mtime, known[source].size) != (stamp.mtime, stamp.size):
                 return True
         return False
 
     def _has_material(self, scope_id: str) -> bool:
-        return self.transcripts.exists(scope_id) or bool(markdown_files(self.paths.scope_dir(scope_id)))
+        return self.transcripts.exists(scope_id) or bool(markdown_files(self.memory, scope_id))
 
     def _scopes_on_disk(self) -> set[str]:
         return set(self.known_scopes()) | set(self.transcript_scopes())
@@ -214,6 +217,7 @@ class SemanticMemory:
         report = SyncReport(scope_id)
         started = time.perf_counter()
         await self.transcripts.ready(scope_id)  # on PostgreSQL: held here before it is read (else it looks empty)
+        await self.memory.ready(scope_id)  # and its markdown memory's rows
         if self._index(scope_id, create=False) is None and not self._has_material(scope_id):
             return report
         index = self._index(scope_id, create=True)
@@ -221,7 +225,7 @@ class SemanticMemory:
         report.rebuilt = await asyncio.to_thread(index.ensure_chunking)
         if report.rebuilt:
             log.info("semantic index %s: rebuilding from its files and transcript", scope_id)
-        await asyncio.to_thread(sync_markdown, index, self.paths.scope_dir(scope_id), report)
+        await asyncio.to_thread(sync_markdown, index, self.memory, report)
         await asyncio.to_thread(sync_transcript, index, self.transcripts, report)
         embedder = await self.embedder()
         if embedder is not None and index.support.vectors:

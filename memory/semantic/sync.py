@@ -17,7 +17,6 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from memory.documents import FILES_DIR
 from memory.semantic.chunking import (
@@ -29,6 +28,7 @@ from memory.semantic.chunking import (
 )
 from memory.semantic.embedders import Embedder
 from memory.semantic.index import FileState, ScopeIndex
+from memory.store import MemoryStore, scope_folder
 from transcripts import TranscriptStore
 from transcripts.lines import Message
 
@@ -49,38 +49,40 @@ class SyncReport:
     seconds: float = 0.0
 
 
-def markdown_files(scope_dir: Path) -> dict[str, Path]:
-    """The scope's markdown memory: MEMORY.md (and any other top-level .md), daily/*.md, and the
-    documents members sent, files/*.md (memory.documents)."""
-    found: dict[str, Path] = {}
-    if not scope_dir.is_dir():
-        return found
-    for path in [*scope_dir.glob("*.md"), *scope_dir.glob("daily/*.md"), *scope_dir.glob(f"{FILES_DIR}/*.md")]:
-        if path.is_file():
-            found[path.relative_to(scope_dir).as_posix()] = path
+def markdown_files(store: MemoryStore, scope_id: str) -> dict[str, str]:
+    """The scope's markdown memory, by its source in the index (its path in the scope's folder):
+    MEMORY.md (and any other top-level .md), daily/*.md, and the documents members sent,
+    files/*.md (memory.documents). Each maps to its path relative to HALO_HOME."""
+    folder = scope_folder(scope_id)
+    found: dict[str, str] = {}
+    for relative in store.names(folder):
+        source = relative.removeprefix(folder)
+        top, _, rest = source.rpartition("/")
+        if rest.endswith(".md") and top in ("", "daily", FILES_DIR):
+            found[source] = relative
     return found
 
 
-def sync_markdown(index: ScopeIndex, scope_dir: Path, report: SyncReport) -> None:
+def sync_markdown(index: ScopeIndex, store: MemoryStore, report: SyncReport) -> None:
     known = index.files()
-    current = markdown_files(scope_dir)
+    current = markdown_files(store, index.scope_id)
     for source in sorted(known.keys() - current.keys()):
         index.drop_source(source)
         report.files_removed.append(source)
-    for source, path in sorted(current.items()):
-        try:
-            stat = path.stat()
-            old = known.get(source)
-            if old is not None and old.mtime == stat.st_mtime and old.size == stat.st_size:
-                continue
-            data = path.read_bytes()
-        except FileNotFoundError:
+    for source, relative in sorted(current.items()):
+        stamp = store.stamp(relative)
+        old = known.get(source)
+        if stamp is None:
             continue  # removed while we looked: the next sync drops it
-        state = FileState(hashlib.sha256(data).hexdigest(), stat.st_mtime, stat.st_size)
+        if old is not None and old.mtime == stamp.mtime and old.size == stamp.size:
+            continue
+        text = store.text(relative)
+        if text is None:
+            continue
+        state = FileState(hashlib.sha256(text.encode("utf-8")).hexdigest(), stamp.mtime, stamp.size)
         if old is not None and old.hash == state.hash:
             index.touch_file(source, state)
             continue
-        text = data.decode("utf-8", errors="replace")
         index.replace_source(source, chunk_markdown(source, text), state)
         report.files_changed.append(source)
 

@@ -7,9 +7,12 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from halo.core.envelope import Speaker
 from tests.admin.conftest import ADMIN_TOKEN, ADMIN_YAML, SEEDED
 from tests.conftest import Outbox, llm_yaml
+from tests.memory_files import write_memory
 from transcripts.lines import Message
 
 
@@ -386,8 +389,7 @@ async def test_memory_is_read_as_it_is_on_disk(admin):
     assert harness.services.audit.tail(1, kind="admin_read_memory")[0]["scope_id"] == SEEDED
     empty = (await local.call("GET", "/scopes/web:wags/memory")).body  # configured, nothing written yet
     assert empty == {"scopeId": "web:wags", "exists": False, "text": "", "updatedAt": None, "truncated": False}
-    big = harness.services.paths.scope_dir(SEEDED) / "MEMORY.md"
-    big.write_text("x" * (600 * 1024))
+    await write_memory(harness.halo, harness.services.paths.memory_file(SEEDED), "x" * (600 * 1024))
     assert (await local.call("GET", f"/scopes/{SEEDED}/memory")).body["truncated"] is True
 
 
@@ -493,6 +495,7 @@ async def test_remote_admin_actions_name_the_peer_not_the_token(admin):
     assert event["actor"].startswith("admin:token@") and ADMIN_TOKEN not in json.dumps(event)
 
 
+@pytest.mark.own_store  # MEMORY.md made a folder breaks distillation only where memory is files
 async def test_errors_are_json_and_never_a_traceback(admin):
     harness = await admin()
     local = harness.local
@@ -505,7 +508,7 @@ async def test_errors_are_json_and_never_a_traceback(admin):
     # Distillation that fails on disk (MEMORY.md is a folder): a plain 500, no path, no traceback.
     services = harness.services
     await say(services, "web:wags", "Remember that the boiler service is in March.", speaker="wags")
-    services.memory.memory_path("web:wags").mkdir(parents=True)
+    services.paths.memory_file("web:wags").mkdir(parents=True)
     reply = await local.call("POST", "/sessions/web:wags/distill")
     assert reply.status == 500
     assert reply.body == {"error": "internal error (see the server log)"}

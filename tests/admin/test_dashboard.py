@@ -15,6 +15,7 @@ import pytest
 
 from halo.web_auth import DashboardLogin
 from tests.admin.conftest import ADMIN_TOKEN, SEEDED, AdminHarness
+from tests.memory_files import memory_names
 from tests.waiting import DEFAULT_WITHIN
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -368,7 +369,7 @@ async def test_the_memory_panel_lists_a_chats_documents_and_deletes_one(admin, b
     await files.get_by_role("button", name="Delete trip.pdf").click()
     await expect(page.locator("#toast")).to_contain_text("Deleted trip.pdf.")
     await expect(page.locator("#files-meta")).to_contain_text("No documents were sent in this chat.")
-    assert not list((harness.services.paths.scope_dir(MOM_DM) / "files").iterdir())
+    assert await memory_names(harness.halo, harness.services.paths.scope_dir(MOM_DM) / "files") == []
     assert not problems, problems
 
 

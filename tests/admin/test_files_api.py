@@ -8,6 +8,7 @@ from halo.core.scopes import resolve_scope
 from halo.inventory import Halo
 from tests.admin.conftest import ADMIN_TOKEN
 from tests.document_support import SCHOOL_LETTER
+from tests.memory_files import memory_names
 
 MOM_DM = "telegram:1002"
 
@@ -38,7 +39,7 @@ async def test_a_parent_lists_and_deletes_a_scopes_documents(admin):
     await send_document(harness.halo, b"Swimming moves to 10:30.\n", "swimming.txt")
     semantic = harness.services.semantic
     await semantic.sync_all([MOM_DM])
-    folder = harness.services.paths.scope_dir(MOM_DM) / "files"
+    folder = harness.services.paths.scope_dir(MOM_DM) / "files"  # its path in HALO_HOME: files, or rows
 
     listed = await harness.local.call("GET", f"/scopes/{MOM_DM}/files")
     assert listed.status == 200 and listed.body["scopeId"] == MOM_DM
@@ -49,7 +50,7 @@ async def test_a_parent_lists_and_deletes_a_scopes_documents(admin):
 
     removed = await harness.local.call("DELETE", f"/scopes/{MOM_DM}/files/1")
     assert removed.status == 200 and removed.body["removed"]["name"] == "trip.pdf"
-    assert sorted(p.name for p in folder.iterdir()) == ["002-swimming.txt.md"]
+    assert await memory_names(harness.halo, folder) == ["002-swimming.txt.md"]
     hits = await semantic.search([MOM_DM], "school trip science museum")
     assert not [h for h in hits if h.source.startswith("files/")], "its chunks left the index with it"
     again = await harness.local.call("GET", f"/scopes/{MOM_DM}/files")

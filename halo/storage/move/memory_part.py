@@ -1,4 +1,4 @@
-"""The markdown memory as a part of a move: the files `memory.mirror.recorded` names (SOUL.md,
+"""The markdown memory as a part of a move: the files `memory.store.recorded` names (SOUL.md,
 USER.md, each scope's MEMORY.md, sidecar, daily notes and documents) in HALO_HOME,
 `memory_files` on PostgreSQL (one row a file, by its path relative to HALO_HOME). A file is
 its path and its text's sha256, computed on each side from the text itself."""
@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from halo.storage.memory_rows import memory_files
 from halo.storage.move.digest import canonical
 from halo.storage.move.part import BATCH, Embedded, Postgres, Side
-from memory.mirror import MemoryFile, local_files, recorded, write_local
+from memory.store import MemoryFile, local_files, recorded, write_local
 
 
 class MemoryPart:
