@@ -1,12 +1,12 @@
 """What a process does when it takes a scope: the work that makes its local copies current.
 
 On PostgreSQL the store of record is shared and the serving process holds what it uses in
-memory (the transcript's lines, the markdown memory's rows) beside a local semantic index. Before a process first uses a scope it runs each
-`ScopeTaker` once for it: for every scope when it takes the family (`holding`, a part that runs
-while this process serves the family: halo/parts.py), and in any case the first time this
-process uses it (`ensure`: a turn, the admin API's memory routes); losing the family calls
-`release_all`, so the next use takes each scope again. On the embedded store there are no
-takers and `ensure` returns at once.
+memory (the transcript's lines, the markdown memory's rows) beside a local semantic index.
+Before a process first uses a scope it runs each `ScopeTaker` once for it: for every scope
+when it takes the family (`holding`, a part that runs while this process serves the family:
+halo/parts.py), and in any case the first time this process uses it (`ensure`: a turn, the
+admin API's memory routes); losing the family calls `release_all`, so the next use takes each
+scope again. On the embedded store there are no takers and `ensure` returns at once.
 """
 
 from __future__ import annotations
