@@ -137,7 +137,9 @@ class Status(ApiModel):
     version: str
     started_at: Timestamp
     uptime_seconds: float = Field(ge=0)
-    halo_home: dict[str, str]
+    halo_home: dict[str, str] = Field(
+        description="HALO_HOME's paths; on PostgreSQL `events_log` names the table that keeps the audit log instead"
+    )
     storage: Storage
     processes: list[Process] = Field(
         description="the processes serving the family (PostgreSQL); the embedded store: this one alone, empty"
@@ -187,7 +189,8 @@ async def status_snapshot(halo: StatusSource) -> dict[str, Any]:
             "transcripts": str(paths.transcripts),
             "memory": str(paths.scopes),
             "halo_db": str(paths.halo_db),
-            "events_log": str(paths.events_log),
+            # the audit log: the file, or on PostgreSQL the table that holds it instead
+            "events_log": str(paths.events_log) if halo.db.backend == "sqlite" else "PostgreSQL table audit_events",
         },
         "storage": {
             "backend": halo.db.backend,

@@ -79,5 +79,5 @@ async def pushed_alerts(halo: Any, member_id: str) -> list[str]:
     return [r.message.text for r in rows]
 
 
-def safety_events(halo: Any) -> list[dict[str, Any]]:
-    return halo.audit.tail(200, kind="safety")
+async def safety_events(halo: Any) -> list[dict[str, Any]]:
+    return await halo.audit.tail(200, kind="safety")

@@ -5,7 +5,6 @@ Through the real Telegram adapter, the real SDK and the fake model."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
@@ -13,6 +12,7 @@ import pytest
 
 from halo.inventory import Halo
 from halo.pipeline.model_run import MUDDLED
+from tests.audit_support import audit_events
 from tests.fakes.llm_server import FakeOpenAI, ToolCall
 from tests.fakes.telegram_server import FakeTelegram
 from tests.telegram_support import StartTelegram
@@ -82,7 +82,7 @@ async def test_a_parents_no_and_nothing_is_sent(start, tg: FakeTelegram, fake_ll
     assert (await tg.wait_sent(AARAV, 2))[1] == f"Mom said no, so I did not {ASKED.split(' asks me to ')[1]}"
     await halo.gateway.drain()
     assert not any("Message from Aarav" in text for text in tg.texts(MOM))
-    events = [json.loads(line) for line in halo.settings.paths.events_log.read_text().splitlines()]
+    events = await audit_events(halo)
     assert [e["kind"] for e in events if e["kind"].startswith("approval_")] == ["approval_asked", "approval_denied"]
 
 

@@ -68,7 +68,7 @@ async def test_a_join_request_comes_with_buttons_and_one_press_approves(
     assert tg.answers()[-1] == "Already decided."
     assert tg.buttons(to_wags) == []
     assert len(tg.sent(WAGS)) == 1  # no /deny ran
-    events = [e for e in halo.audit.tail(50) if e["kind"] == "pairing_approved"]
+    events = [e for e in await halo.audit.tail(50) if e["kind"] == "pairing_approved"]
     assert [(e["by"], e["member_id"]) for e in events] == [("mom", "kiran")]
 
 
@@ -84,7 +84,7 @@ async def test_a_double_press_changes_nothing(start_telegram: StartTelegram, tg:
     assert [t for t in tg.texts(MOM) if t.startswith("Denied")] == [
         "Denied: Kiran, @kiran_s will not hear from me again."
     ]
-    assert [e["kind"] for e in halo.audit.tail(50)].count("pairing_denied") == 1
+    assert [e["kind"] for e in await halo.audit.tail(50)].count("pairing_denied") == 1
 
 
 async def test_a_childs_press_on_a_parents_button_is_refused_and_audited(
@@ -101,7 +101,7 @@ async def test_a_childs_press_on_a_parents_button_is_refused_and_audited(
     assert tg.answers() == ["Sorry, this decision is not yours to make."]
     assert (home / "halo.yaml").read_text() == before
     assert tg.buttons(to_mom) == PAIRING_BUTTONS  # still Mom's to decide
-    [refused] = [e for e in halo.audit.tail(50) if e["kind"] == "button_refused"]
+    [refused] = [e for e in await halo.audit.tail(50) if e["kind"] == "button_refused"]
     assert refused["member"] == "aarav" and refused["platform_user_id"] == str(AARAV)
 
     tg.press(MOM, to_mom, "Colleague")  # and Mom still can
@@ -250,7 +250,7 @@ async def test_a_home_message_mutes_with_a_button(start_telegram: StartTelegram,
     tg.press(MOM, alert, "Mute 2 h")
 
     assert (await tg.wait_sent(MOM, 2))[-1].startswith("Muted non-urgent home messages for you until")
-    [muted] = [e for e in halo.audit.tail(50) if e["kind"] == "home_muted"]
+    [muted] = [e for e in await halo.audit.tail(50) if e["kind"] == "home_muted"]
     assert muted["member"] == "mom"
 
 

@@ -87,7 +87,7 @@ async def test_denied_member_gets_403_and_nothing_reaches_the_model(fake_llm, se
     assert "colleague" in body["error"].lower() or "work" in body["error"].lower()
     assert fake_llm.model_requests == []
     assert transcript(running.halo, "web:priya") == []
-    events = running.halo.audit.tail(10, kind="policy")
+    events = await running.halo.audit.tail(10, kind="policy")
     assert any(e["principal"] == "priya" and e["allowed"] is False for e in events)
 
 

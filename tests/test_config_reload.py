@@ -17,6 +17,7 @@ import pytest
 
 from config.settings import Settings
 from halo.port import Observation
+from tests.audit_support import audit_events
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, free_port
 from tests.memory_files import read_memory
 from tests.test_serve_cli import halo, halo_cmd, wait_healthy
@@ -136,8 +137,7 @@ async def test_post_reload_applies_now_or_refuses_naming_the_key(live, home: Pat
     async with live.http.post(live.url("/reload"), headers=child) as response:
         assert response.status == 403
     assert (await live.chat("/whoami", token="nani-token"))[0] == 200  # still the running config
-    events = (home / "logs" / "events.jsonl").read_text()
-    assert '"kind": "config_reload"' in events
+    assert await audit_events(live.halo, kind="config_reload")
 
 
 def status_of(port: int) -> dict[str, Any]:

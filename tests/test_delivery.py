@@ -120,7 +120,7 @@ async def test_a_blocked_bot_is_recorded_and_the_next_message_goes(home, fake_ll
     assert [(r.message.text, r.state) for r in rows] == [("lost", "failed"), ("next", "sent")]
     assert "blocked" in (rows[0].last_error or "")
     assert delivery.counts["failed"] == 1
-    assert halo.audit.tail(10, kind="delivery_failed")
+    assert await halo.audit.tail(10, kind="delivery_failed")
 
 
 async def test_a_message_without_a_running_adapter_waits_and_survives_a_restart(home, fake_llm, tg, started):

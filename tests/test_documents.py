@@ -106,7 +106,7 @@ async def test_a_forwarded_pdf_is_kept_listed_recalled_and_removed(
     await tg.wait_sent(MOM, 5)
     prompt = fake_llm.prompt_text(fake_llm.model_requests[-1])
     assert "Science Museum" not in prompt and "8:45" not in prompt, "gone from recall and from the context"
-    events = [e["kind"] for e in halo.audit.tail(200)]
+    events = [e["kind"] for e in await halo.audit.tail(200)]
     assert "document_added" in events and "document_removed" in events
 
 

@@ -97,7 +97,7 @@ async def test_adolescent_with_visibility_parents_see_the_words(home, serve_halo
         (pushed,) = await pushed_alerts(running.halo, parent)
         assert "buy me a phone" not in pushed and "offering gifts" not in pushed
     # deciding to quote the child is a read of their words: audited per parent
-    reads = [e for e in running.halo.audit.tail(50, kind="policy") if e["action"] == "read_transcript"]
+    reads = [e for e in await running.halo.audit.tail(50, kind="policy") if e["action"] == "read_transcript"]
     assert {e["principal"] for e in reads} == {"wags", "mom"} and all(e["allowed"] for e in reads)
 
 
@@ -141,7 +141,7 @@ async def test_medium_risk_tells_parents_per_profile(home, serve_halo) -> None:
     assert young["reply"] == teen["reply"] == "Thanks! Keep your address for people you know."
     (alert,) = await alerts(running.halo, "mom")  # tara's only: an adolescent's medium risk is audited, not told
     assert "Tara" in alert and "medium" in alert and "personal details" in alert
-    events = running.halo.audit.tail(20, kind="safety")
+    events = await running.halo.audit.tail(20, kind="safety")
     assert {(e["member"], e["level"], e["category"]) for e in events} == {
         ("tara", "medium", "personal_data"),
         ("aarav", "medium", "personal_data"),
@@ -158,7 +158,7 @@ async def test_a_notifier_failure_never_costs_the_child_their_reply(home, serve_
         monkeypatch.setattr(running.halo.notifier, "notify", broken)
         status, body = await running.chat("I want to hurt myself", token="tara-token")
     assert status == 200 and "Thank you for telling me" in body["reply"]
-    failed = running.halo.audit.tail(10, kind="notification_failed")
+    failed = await running.halo.audit.tail(10, kind="notification_failed")
     assert {e["member"] for e in failed} == {"wags", "mom"}
 
 

@@ -43,7 +43,7 @@ async def test_a_childs_message_stops_the_group_until_a_parent_resumes(halo, out
     for parent_dm in ("telegram:1001", "telegram:1002"):
         [notice] = outbox.to(parent_dm)
         assert "stopped using the parents group: Aarav (child) wrote there" in notice and "/resume" in notice
-    [event] = halo.audit.tail(5, kind="group_suspended")
+    [event] = await halo.audit.tail(5, kind="group_suspended")
     assert (event["scope_id"], event["speaker"]) == (GROUP, "aarav")
 
     requests = len(fake_llm.model_requests)
@@ -62,7 +62,7 @@ async def test_a_childs_message_stops_the_group_until_a_parent_resumes(halo, out
     await halo.groups.left(GROUP, "1003")
     resumed = await say(halo, 1001, "/resume")
     assert resumed.text == "Resumed: I'm back in the parents group."
-    assert halo.audit.tail(1, kind="group_resumed")[0]["by"] == "wags"
+    assert (await halo.audit.tail(1, kind="group_resumed"))[0]["by"] == "wags"
     fake_llm.reply("Welcome back.")
     assert (await say(halo, 1002, "hello again")).text == "Welcome back."
 

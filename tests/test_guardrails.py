@@ -159,7 +159,7 @@ async def test_guardrail_decisions(case: Case, home, serve_halo) -> None:
             if sent:
                 assert (case.text in sent[0]) is case.words_shared, sent[0]
         if case.parents_told or case.decision in ("deflect", "escalate"):
-            assert safety_events(halo), "every decision above low is audited"
+            assert await safety_events(halo), "every decision above low is audited"
 
 
 async def test_escalation_happens_before_the_model_starts(home, serve_halo) -> None:
@@ -181,7 +181,7 @@ async def test_escalation_happens_before_the_model_starts(home, serve_halo) -> N
         (alert,) = await alerts(running.halo, parent)
         assert "self-harm" in alert and text not in alert
         assert "ending his life" not in alert  # the classifier's paraphrase is not shown without visibility
-    (event,) = [e for e in safety_events(running.halo) if e["direction"] == "input"]
+    (event,) = [e for e in await safety_events(running.halo) if e["direction"] == "input"]
     assert (event["level"], event["source"], event["action"]) == ("high", "classifier", "escalate")
     assert sorted(event["notified"]) == ["mom", "wags"]
     # the session knows what the child was told, for the next turn
@@ -195,7 +195,7 @@ async def test_a_classifier_failure_falls_back_to_the_floor(home, serve_halo) ->
         _, body = await running.chat("How tall is a giraffe?", token="aarav-token")
         await running.halo.gateway.drain()
     assert body["reply"] == "not json at all"
-    errors = running.halo.audit.tail(20, kind="safety_classifier_error")
+    errors = await running.halo.audit.tail(20, kind="safety_classifier_error")
     assert len(errors) == 2  # input and output, each audited
 
 
@@ -275,7 +275,7 @@ async def test_a_risk_only_the_classifier_sees_reaches_the_tools_of_the_same_run
     assert "secret club" not in running.halo.memory.read("web:aarav")
     closing = raw_lines(running.halo, "web:aarav")[-1]
     assert (closing["risk"], closing["risk_source"]) == ("medium", "classifier")
-    (event,) = [e for e in safety_events(running.halo) if e["direction"] == "input"]
+    (event,) = [e for e in await safety_events(running.halo) if e["direction"] == "input"]
     assert (event["level"], event["source"]) == ("medium", "classifier")
 
 

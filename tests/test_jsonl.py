@@ -9,13 +9,13 @@ from transcripts import AuditLog
 from transcripts.jsonl import append_line
 
 
-def test_a_torn_last_line_gets_its_own_line_and_the_next_record_survives(tmp_path: Path):
+async def test_a_torn_last_line_gets_its_own_line_and_the_next_record_survives(tmp_path: Path):
     log = tmp_path / "logs" / "events.jsonl"
     log.parent.mkdir()
     log.write_bytes(b'{"kind": "whole"}\n{"kind": "tor')  # a crash mid-write
     audit = AuditLog(log)
     audit.write("after_the_crash", scope_id="telegram:1002")
-    assert [e["kind"] for e in audit.tail(5)] == ["whole", "after_the_crash"]
+    assert [e["kind"] for e in await audit.tail(5)] == ["whole", "after_the_crash"]
     assert log.read_bytes().split(b"\n")[1] == b'{"kind": "tor'  # kept as it was, on its own line
 
 

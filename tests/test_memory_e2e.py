@@ -142,7 +142,7 @@ async def test_agent_tools_remember_and_share_ask_the_policy(fake_llm: FakeOpenA
     await chat(running, "please tell the parents group about the trip", token="wags-token")
     tomorrow = day_of(time_now()) + timedelta(days=1)
     assert f"- the school trip is {tomorrow.isoformat()} _(shared by Wags, " in await memory_file(halo, PARENTS_GROUP)
-    events = halo.audit.tail(50, kind="policy")
+    events = await halo.audit.tail(50, kind="policy")
     assert any(e["action"] == "share" and e["principal"] == "aarav" and not e["allowed"] for e in events)
 
 
@@ -168,7 +168,7 @@ async def test_target_profile_only_when_the_policy_allows(fake_llm: FakeOpenAI, 
     # not a status question: those are answered from the task list alone (halo/work/status.py)
     await say(halo, "wags", "discord:3001", "when is the release due?", target="aarav")
     assert "cello" not in fake_llm.last_prompt_text()  # nothing of the family from a work channel
-    reads = [e for e in halo.audit.tail(50, kind="policy") if e["action"] == "read_memory"]
+    reads = [e for e in await halo.audit.tail(50, kind="policy") if e["action"] == "read_memory"]
     assert {(e["principal"], e["resource"], e["allowed"]) for e in reads} >= {
         ("mom", "member:aarav", True),
         ("aarav", "member:mom", False),

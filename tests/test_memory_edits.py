@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.audit_support import audit_events
 from tests.conftest import OWNER_AUTH, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.memory_files import read_memory
@@ -52,7 +53,7 @@ async def test_a_parents_edit_of_memory_profile_and_persona_reaches_the_next_pro
     assert "under the red pot" in prompt and "blue pot" not in prompt
     assert "Allergic to cats" in prompt and "You are Juniper." in prompt
 
-    edits = halo.audit.tail(10, kind="admin_edit_memory")
+    edits = await audit_events(halo, kind="admin_edit_memory")
     assert [(e.get("scope_id"), e.get("file")) for e in edits] == [
         (DM, None),
         (None, "members/mom/USER.md"),

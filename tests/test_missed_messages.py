@@ -9,17 +9,18 @@ leaves behind (the person's line, no reply line) and start halo in-process on it
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 
 from halo.inventory import Halo
 from halo.pipeline.missed import SORRY, CatchUp
+from tests.audit_support import home_audit_events
 from tests.conftest import llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -79,13 +80,6 @@ async def leave_unanswered(
             )
         )
     return line_id
-
-
-def audit_kinds(home: Path, kind: str) -> list[dict[str, object]]:
-    path = home / "logs" / "events.jsonl"
-    if not path.exists():
-        return []
-    return [e for e in map(json.loads, path.read_text().splitlines()) if e["kind"] == kind]
 
 
 async def caught_up(halo: Halo) -> tuple[list[str], list[str]]:
@@ -154,7 +148,11 @@ async def test_an_old_unanswered_message_gets_one_apology_and_a_kept_group_messa
 async def test_kill_9_mid_turn_then_the_restart_answers_the_telegram_message_exactly_once(tmp_path: Path) -> None:
     home = tmp_path / "home"
     hold = asyncio.Event()  # never set: the first run is killed while the model holds its answer
-    catch_ups = lambda: audit_kinds(home, "missed_messages_caught_up")  # noqa: E731 (one per start)
+
+    async def catch_ups(count: int) -> list[dict[str, Any]] | None:  # one event per start
+        found = await home_audit_events(home, "missed_messages_caught_up")
+        return found if len(found) == count else None
+
     async with FakeOpenAI() as llm, FakeTelegram() as tg, aiohttp.ClientSession() as http:
         llm.held(hold, "this answer is never sent")
         llm.reply("Dinner is pasta.")
@@ -163,22 +161,22 @@ async def test_kill_9_mid_turn_then_the_restart_answers_the_telegram_message_exa
         await serve.start(http)
         tg.message(MOM, MOM, "What's for dinner?")
         await eventually(lambda: len(llm.model_requests) == 1, within=60, what="the turn to reach the model")
-        await eventually(lambda: len(catch_ups()) == 1, within=60, what="the first start's catch-up")
+        await eventually(lambda: catch_ups(1), within=60, every=0.2, what="the first start's catch-up")
         await serve.kill()
         assert tg.texts(MOM) == []
 
         await serve.start(http)
         assert await tg.wait_sent(MOM, within=60) == ["Dinner is pasta."]
-        await eventually(lambda: len(catch_ups()) == 2, within=60, what="the second start's catch-up")
+        await eventually(lambda: catch_ups(2), within=60, every=0.2, what="the second start's catch-up")
         await serve.kill()
 
         await serve.start(http)  # and again: nothing is open any more
-        await eventually(lambda: len(catch_ups()) == 3, within=60, what="the third start's catch-up")
+        caught = await eventually(lambda: catch_ups(3), within=60, every=0.2, what="the third start's catch-up")
         await serve.kill()
         assert tg.texts(MOM) == ["Dinner is pasta."]
         assert len(llm.model_requests) == 2  # the killed turn's, and the one answer
         # answered by the catch-up, or by Telegram sending the unconfirmed update again: once either way
-        assert catch_ups()[2]["answered"] == 0
+        assert caught[2]["answered"] == 0
         lines = await recorded_tail(home, f"telegram:{MOM}")
         assert [line.text for line in lines if line.role == "user"] == ["What's for dinner?"]
         assert [line.text for line in lines if line.role == "assistant"] == ["Dinner is pasta."]

@@ -49,7 +49,7 @@ async def test_a_stranger_gets_one_code_and_nothing_reaches_the_model(halo, outb
     assert outbox.to("telegram:1003") == []  # children are not asked
     [pending] = await halo.pairing.list_pending()
     assert (pending.code, pending.platform_user_id, pending.username) == (code, "5555", "kiran")
-    events = halo.audit.tail(20, kind="pairing_requested")
+    events = await halo.audit.tail(20, kind="pairing_requested")
     assert [e["platform_user_id"] for e in events] == ["5555"]
 
 
@@ -68,7 +68,7 @@ async def test_a_parent_approves_and_the_newcomer_is_answered(halo, outbox, fake
     answer = await dm(halo, 5555, "hello again")
     assert (answer.kind, answer.text) == ("model", "Hi Kiran!")
     assert "Kiran" in fake_llm.last_prompt_text()
-    [event] = halo.audit.tail(5, kind="pairing_approved")
+    [event] = await halo.audit.tail(5, kind="pairing_approved")
     assert (event["by"], event["member_id"], event["code"]) == ("mom", "kiran", code)
     assert await halo.pairing.list_pending() == []
 
@@ -82,7 +82,7 @@ async def test_a_child_cannot_approve(halo, outbox):
     assert halo.family.by_telegram(5555) is None
     assert not (halo.settings.paths.home / "halo.yaml.bak").exists()
     assert [r.code for r in await halo.pairing.list_pending()] == [code]
-    denied = halo.audit.tail(5, kind="policy")
+    denied = await halo.audit.tail(5, kind="policy")
     assert any(e["principal"] == "aarav" and e["action"] == "admin" and not e["allowed"] for e in denied)
 
 
@@ -93,7 +93,7 @@ async def test_denied_senders_hear_nothing_more(halo, outbox):
     assert (await dm(halo, 6666, "please?")).text is None
     halo.pairing.clock = lambda: 10**12  # long after: a denial does not expire
     assert (await dm(halo, 6666, "please??")).text is None
-    assert halo.audit.tail(1, kind="pairing_denied")[0]["by"] == "wags"
+    assert (await halo.audit.tail(1, kind="pairing_denied"))[0]["by"] == "wags"
 
 
 async def test_at_most_three_pending_and_codes_expire(halo, outbox):

@@ -93,7 +93,7 @@ async def test_a_hanging_model_is_cut_off_by_the_deadline_and_audited(fake_llm: 
     running = await serve_halo(settings_for(chaos_yaml(fake_llm.base_url)))
     fake_llm.hang()
     assert await ask(running, "Are you there?", "mom-token") == PROVIDER_DOWN
-    [event] = running.halo.audit.tail(5, kind="reply_deadline")
+    [event] = await running.halo.audit.tail(5, kind="reply_deadline")
     assert event["scope_id"] == "web:mom" and event["seconds"] == DEADLINE
     fake_llm.reply("Back again.")
     await ask(running, "And now?", "mom-token")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from halo.pipeline.model_run import PROVIDER_DOWN
+from tests.audit_support import audit_events
 from tests.conftest import OWNER_AUTH, free_port, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 
@@ -25,7 +28,7 @@ async def test_persistent_error_gives_the_clear_reply(status, fake_llm: FakeOpen
     assert (code, body["reply"]) == (200, PROVIDER_DOWN)
     assert len(fake_llm.model_requests) == 3  # one try and two bounded retries
     assert roles(running.halo, "web:mom") == ["user", "event"]  # the message is saved
-    events = running.halo.audit.tail(5, kind="provider_error")
+    events = await running.halo.audit.tail(5, kind="provider_error")
     assert events and str(status) in events[-1]["error"]
 
 
@@ -58,7 +61,7 @@ async def test_unauthorised_key_gives_the_clear_reply_without_leaking_it(fake_ll
     fake_llm.error(401, "Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwxyz")
     _, body = await running.chat("hello", token="mom-token")
     assert body["reply"] == PROVIDER_DOWN
-    log = running.halo.settings.paths.events_log.read_text()
+    log = json.dumps(await audit_events(running.halo))
     assert "sk-proj-abcdefghijklmnopqrstuvwxyz" not in log
     assert len(fake_llm.model_requests) == 1  # 401 is not retried
 

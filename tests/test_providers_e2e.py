@@ -62,7 +62,7 @@ async def test_a_tool_call_runs_through_the_policy_checked_tool(fake_llm: FakeOp
     assert body["reply"] == "It is tea time."
     tool_outputs = [m for m in fake_llm.chat_requests[-1].json["messages"] if m.get("role") == "tool"]
     assert tool_outputs and "Not allowed" not in tool_outputs[0]["content"]
-    events = running.halo.audit.tail(20, kind="policy")
+    events = await running.halo.audit.tail(20, kind="policy")
     assert any(e["action"] == "use_tool" and e["allowed"] for e in events)
 
 

@@ -99,7 +99,7 @@ async def test_recall_command_lists_hits_by_scope(fake_llm, settings_for, serve_
     _, body = await running.chat("/recall", token="mom-token")
     assert body["reply"].startswith("Usage: /recall")
     assert fake_llm.model_requests == [], "commands never reach the model"
-    policy_events = running.halo.audit.tail(50, kind="policy")
+    policy_events = await running.halo.audit.tail(50, kind="policy")
     assert any(e["action"] == "read_memory" and e["resource"] == DM and not e["allowed"] for e in policy_events), (
         "the group's refused read of the DM is audited"
     )

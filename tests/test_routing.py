@@ -7,7 +7,6 @@ audit log as written.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +23,7 @@ from halo.routing.levels import Level
 from halo.runtime.app import build_halo
 from halo.usage.prices import Prices
 from memory.when import day_of
+from tests.audit_support import audit_events
 from tests.conftest import FAMILY_YAML, OWNER_AUTH, Outbox, default_level_triage, low_risk_classifier, write_home
 from tests.fakes.llm_server import FakeOpenAI, count_tokens
 from tests.memory_files import write_memory
@@ -166,7 +166,7 @@ async def test_each_level_reaches_its_model_and_the_transcript_and_audit_log_say
         ("assistant", "L3"),
     ]
     assert marks[3][2] == "asked to think hard"
-    events = [json.loads(line) for line in halo.paths.events_log.read_text().splitlines()]
+    events = await audit_events(halo)
     routes = [(e["level"], e["level_reason"]) for e in events if e.get("kind") == "route"]
     assert routes[0] == ("L0", "thanks: no model needed") and routes[3] == ("L3", "asked to think hard")
 
@@ -373,7 +373,7 @@ async def test_a_status_question_the_task_list_answers_is_l0_no_model(halo: Halo
     assert reply.text == "Nothing is blocked."
     assert fake_llm.model_requests == []
     assert transcript_marks(halo, channel.id) == [("assistant", "L0", "status: the task list answers")]
-    events = [json.loads(line) for line in halo.paths.events_log.read_text().splitlines()]
+    events = await audit_events(halo)
     assert [e["level"] for e in events if e.get("kind") == "route"] == ["L0"]
     day = halo.gateway.router.budget.meter.today()  # type: ignore[union-attr]
     assert await halo.usage.store.totals(day, day, "purpose") == []

@@ -54,7 +54,7 @@ async def test_a_young_childs_cry_for_help_reaches_every_parent_without_her_word
     assert tg.sent(1003) == []  # her brother is not told
     assert fake.model_requests == [] and script.answered == []  # the floor decided: no model at all
     assert transcript(halo, "telegram:1004")[-1] == ("assistant", reply)
-    delivered = halo.audit.tail(10, kind="notification_delivered")
+    delivered = await halo.audit.tail(10, kind="notification_delivered")
     assert sorted(e["scope_id"] for e in delivered) == ["telegram:1001", "telegram:1002", "web:mom", "web:wags"]
 
 

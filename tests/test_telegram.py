@@ -127,7 +127,7 @@ async def test_a_stranger_pairs_through_a_parent(start, tg, fake_llm, home: Path
     tg.message(5555, kiran, "hello again")
     assert (await tg.wait_sent(5555, 3))[-1] == "Hi Kiran, nice to meet you!"
     assert "hello again" in fake_llm.last_prompt_text() and "hi! who are you?" not in fake_llm.all_prompt_text()
-    events = {e["kind"]: e for e in halo.audit.tail(50) if e["kind"].startswith("pairing")}
+    events = {e["kind"]: e for e in await halo.audit.tail(50) if e["kind"].startswith("pairing")}
     assert events["pairing_requested"]["platform_user_id"] == "5555"
     assert (events["pairing_approved"]["by"], events["pairing_approved"]["member_id"]) == ("mom", "kiran")
 
@@ -152,7 +152,7 @@ async def test_the_parents_group_answers_mentions_keeps_chatter_and_stops_for_a_
     for parent in (1001, 1002):
         [notice] = await tg.wait_sent(parent)
         assert "stopped using the parents group: Aarav (child) wrote there" in notice
-    assert halo.audit.tail(5, kind="group_suspended")[0]["speaker"] == "aarav"
+    assert (await halo.audit.tail(5, kind="group_suspended"))[0]["speaker"] == "aarav"
     requests = len(fake_llm.model_requests)
     ignored = tg.message(GROUP, mom, "hello?", mention=True)
     await handled(halo, ignored)
@@ -200,7 +200,7 @@ async def test_an_unconfigured_group_gets_one_notice_then_silence(start, tg, fak
     assert tg.texts(other) == [notice] and fake_llm.model_requests == []
     [row] = await halo.delivery.store.rows(scope_id=f"telegram:{other}")  # the one way to send
     assert (row.message.kind, row.state, row.message.text) == ("notice", "sent", notice)
-    denied = halo.audit.tail(10, kind="policy")
+    denied = await halo.audit.tail(10, kind="policy")
     assert any(e["resource"] == f"telegram:{other}" and e["policy_ids"] == ["group-untrusted"] for e in denied)
 
 
@@ -289,7 +289,7 @@ async def test_what_telegram_refuses_is_kept_as_failed_and_audited(start, tg, fa
     tg.fail("sendMessage", 403, "Forbidden: bot was blocked by the user")
     tg.message(1004, 1004, "hi")
     await eventually(lambda: _async(outbox(halo)["failed"] == 1))
-    [event] = halo.audit.tail(5, kind="telegram_delivery_failed")
+    [event] = await halo.audit.tail(5, kind="telegram_delivery_failed")
     assert event["chat_id"] == 1004 and "blocked" in event["error"]
 
 

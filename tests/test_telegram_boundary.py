@@ -49,7 +49,7 @@ async def test_a_user_id_past_64_bits_is_refused_without_asking_the_parents(star
     await tg.wait_sent(1002)  # handled after the odd one: it was dealt with
     assert not any("join" in text for text in tg.texts(1002) + tg.texts(1001))
     assert await halo.pairing.list_pending() == []
-    assert halo.audit.tail(5, kind="telegram_refused")
+    assert await halo.audit.tail(5, kind="telegram_refused")
 
 
 async def test_an_update_with_no_sender_or_a_numeric_text_is_ignored(start, tg: FakeTelegram, fake_llm):

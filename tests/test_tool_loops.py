@@ -5,12 +5,12 @@ when a cap cut the work short. The real Agents SDK against the scripted model.""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 
 from halo.core.turn import Turn
 from halo.runtime.app import build_halo
+from tests.audit_support import audit_events
 from tests.conftest import OWNER_TOKEN, llm_yaml
 from tests.fakes.llm_server import FakeOpenAI
 from tests.test_routing import envelope
@@ -61,7 +61,7 @@ async def test_the_same_call_twice_and_calls_over_the_budget_are_not_run(
     assert "already called this tool with exactly these arguments" in outputs[1]
     assert "tool limit for this message is reached" in outputs[3]
     assert not any("already called" in o or "limit" in o for o in (outputs[0], outputs[2]))
-    events = [json.loads(line) for line in running.halo.settings.paths.events_log.read_text().splitlines()]
+    events = await audit_events(running.halo)
     assert any(e["kind"] == "turn_cut_short" for e in events)
 
 

@@ -447,8 +447,8 @@ async def test_a_home_that_never_saw_the_scope_answers_with_its_history_from_pos
 async def test_audit_events_reach_postgresql_without_secrets_and_every_process_reads_them(
     db: HaloDB, postgres: str, tmp_path: Path
 ) -> None:
-    first = AuditLog(tmp_path / "a" / "events.jsonl", AuditRows(db))
-    second = AuditLog(tmp_path / "b" / "events.jsonl", AuditRows(db))
+    first = AuditLog(record=AuditRows(db))
+    second = AuditLog(record=AuditRows(db))
     first.write("pairing_approved", scope_id=SCOPE, by="wags", bot_token="123:SECRET", nested={"api_key": "sk-x"})
     await asyncio.to_thread(first.write, "admin_clear", scope_id=OTHER, actor="mom")  # from a thread, too
 
@@ -465,18 +465,17 @@ async def test_audit_events_reach_postgresql_without_secrets_and_every_process_r
     assert json.loads(stored[0]["event"])["nested"] == {}
 
     second.write("admin_purge", scope_id=SCOPE, actor="wags")
-    seen = await second.shared_tail(10)  # its own waiting event included
+    seen = await second.tail(10)  # its own waiting event included
     assert [e["kind"] for e in seen] == ["pairing_approved", "admin_clear", "admin_purge"]
-    assert [e["kind"] for e in await first.shared_tail(10, scope_id=SCOPE)] == ["pairing_approved", "admin_purge"]
-    assert [e["actor"] for e in await first.shared_tail(1, match=lambda e: e.get("actor") == "mom")] == ["mom"]
-    assert [e["kind"] for e in first.tail(10)] == ["pairing_approved", "admin_clear"]  # the local file: its own
+    assert [e["kind"] for e in await first.tail(10, scope_id=SCOPE)] == ["pairing_approved", "admin_purge"]
+    assert [e["actor"] for e in await first.tail(1, match=lambda e: e.get("actor") == "mom")] == ["mom"]
     await first.close()
     await second.close()
 
 
 @pytest.mark.postgres
 async def test_closing_writes_the_audit_events_still_waiting(db: HaloDB, postgres: str, tmp_path: Path) -> None:
-    audit = AuditLog(tmp_path / "events.jsonl", AuditRows(db, every=3600))
+    audit = AuditLog(record=AuditRows(db, every=3600))
     audit.write("admin_clear", scope_id=SCOPE, actor="mom")
     await audit.close()
     assert [r["kind"] for r in await rows(postgres, "SELECT kind FROM audit_events")] == ["admin_clear"]

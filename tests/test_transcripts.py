@@ -493,20 +493,20 @@ def test_audit_log_writes_one_json_line_per_event(tmp_path: Path) -> None:
     assert second["when"] == "2026-01-01T00:00:00+00:00" and second["obj"].startswith("<object")
 
 
-def test_audit_tail_filters_by_scope_and_kind(tmp_path: Path) -> None:
+async def test_audit_tail_filters_by_scope_and_kind(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "events.jsonl")
-    assert log.tail(5) == []
+    assert await log.tail(5) == []
     for i in range(2000):
         log.write("reply" if i % 2 else "policy.deny", scope_id=f"web:{i % 4}", n=i, pad="p" * 50)
-    assert [e["n"] for e in log.tail(3)] == [1997, 1998, 1999]
-    assert [e["n"] for e in log.tail(3, scope_id="web:1")] == [1989, 1993, 1997]
-    assert [e["n"] for e in log.tail(2, kind="policy.deny")] == [1996, 1998]
-    assert [e["n"] for e in log.tail(2, scope_id="web:2", kind="policy.deny")] == [1994, 1998]
-    assert log.tail(2, scope_id="web:2", kind="reply") == []
-    assert log.tail(0) == []
+    assert [e["n"] for e in await log.tail(3)] == [1997, 1998, 1999]
+    assert [e["n"] for e in await log.tail(3, scope_id="web:1")] == [1989, 1993, 1997]
+    assert [e["n"] for e in await log.tail(2, kind="policy.deny")] == [1996, 1998]
+    assert [e["n"] for e in await log.tail(2, scope_id="web:2", kind="policy.deny")] == [1994, 1998]
+    assert await log.tail(2, scope_id="web:2", kind="reply") == []
+    assert await log.tail(0) == []
 
 
-def test_audit_log_drops_secret_looking_keys(tmp_path: Path) -> None:
+async def test_audit_log_drops_secret_looking_keys(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "events.jsonl")
     log.write(
         "config.reload",
@@ -521,7 +521,7 @@ def test_audit_log_drops_secret_looking_keys(tmp_path: Path) -> None:
     text = (tmp_path / "events.jsonl").read_text()
     for secret in ("t0k", "sk-1", "sk-2", "sk-3", "hunter2", "123:abc"):
         assert secret not in text
-    event = log.tail(1)[0]
+    event = (await log.tail(1))[0]
     assert event["llm"] == {"model": "gpt", "nested": [{"ok": 1}]}
     assert event["prompt_tokens"] == 42
     assert "client_secret" not in event

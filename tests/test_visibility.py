@@ -79,7 +79,7 @@ async def test_transcript_reads_follow_the_policy_and_are_audited(
         assert body["lines"][0]["text"] == "/help"
     else:
         assert status == 403 and "error" in body
-    (event,) = running.halo.audit.tail(5, kind="transcript_read")
+    (event,) = await running.halo.audit.tail(5, kind="transcript_read")
     assert (event["reader"], event["scope_id"], event["allowed"]) == (reader, scope_id, allowed)
     assert event["lines"] == (2 if allowed else 0)
     if policy_id:
@@ -91,7 +91,7 @@ async def test_bad_requests(home, serve_halo) -> None:
     assert (await read(running, "nobody-token", "web:tara"))[0] == 401
     assert (await read(running, "wags-token", "not-a-scope"))[0] == 400
     assert (await read(running, "wags-token", "web:tara", lines=0))[0] == 400
-    assert running.halo.audit.tail(5, kind="transcript_read") == []
+    assert await running.halo.audit.tail(5, kind="transcript_read") == []
 
 
 async def test_a_parent_lists_what_they_may_read(home, serve_halo) -> None:

@@ -1,10 +1,11 @@
-"""The append-only audit log, `logs/events.jsonl`: what was decided, for whom, and why.
+"""The append-only audit log: what was decided, for whom, and why.
 
 Parents read it (admin API `/events/tail`), so it must never hold a secret: keys that look
 like credentials are dropped before a line is written, however deep they sit.
 
-With an `AuditRecord` (PostgreSQL, halo/storage/audit_rows.py) each event also goes there,
-written behind, so every process's events can be read in one place (`shared_tail`).
+It is kept in one place: the file `logs/events.jsonl` in HALO_HOME (the embedded store), or
+an `AuditRecord` (PostgreSQL, halo/storage/audit_rows.py: every process's events together,
+written behind), and then no file is written at all.
 """
 
 from __future__ import annotations
@@ -86,9 +87,12 @@ class AuditRecord(Protocol):
 
 
 class AuditLog:
-    """Appends one JSON object a line; never raises, because auditing must not break a conversation."""
+    """Appends one JSON object a line to `path`, or hands it to `record` (one of the two);
+    never raises, because auditing must not break a conversation."""
 
-    def __init__(self, path: Path, record: AuditRecord | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, record: AuditRecord | None = None) -> None:
+        if (path is None) == (record is None):
+            raise ValueError("AuditLog: a file or a record, one of the two")
         self.path = path
         self.record = record
         self._lock = threading.Lock()
@@ -101,38 +105,37 @@ class AuditLog:
             record.setdefault(key, value)
         # a lone surrogate must not cost the event
         text = clean_text(json.dumps(record, ensure_ascii=False, default=_json_default))
+        if self.record is not None:
+            scope_id = record.get("scope_id")
+            self.record.add(AuditEvent(now, kind, scope_id if isinstance(scope_id, str) else None, text))
+            return
+        assert self.path is not None
         try:
             with self._lock:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 append_line(self.path, text.encode("utf-8") + b"\n")
         except OSError:
             logger.exception("audit log %s: could not write a %r event", self.path, kind)
-        if self.record is not None:
-            scope_id = record.get("scope_id")
-            self.record.add(AuditEvent(now, kind, scope_id if isinstance(scope_id, str) else None, text))
 
-    async def shared_tail(
+    async def tail(
         self, lines: int, scope_id: str | None = None, kind: str | None = None, match: EventFilter | None = None
     ) -> list[dict[str, Any]]:
-        """`tail` of every process's events: from the store of record when there is one, else this file."""
+        """The last `lines` events (oldest first) matching the filters: with a record, every
+        process's (this one's still waiting included); else read from the end of the file.
+        `match` is for filters the keyword arguments cannot say (an event *about* a scope)."""
         if self.record is not None:
             return [clean_value(event) for event in await self.record.tail(lines, scope_id, kind, match)]
-        return await asyncio.to_thread(self.tail, lines, scope_id, kind, match)
+        return await asyncio.to_thread(self._file_tail, lines, scope_id, kind, match)
 
     async def close(self) -> None:
-        """Write what waits for the store of record."""
+        """Write what waits for the record."""
         if self.record is not None:
             await self.record.close()
 
-    def tail(
-        self,
-        lines: int,
-        scope_id: str | None = None,
-        kind: str | None = None,
-        match: EventFilter | None = None,
+    def _file_tail(
+        self, lines: int, scope_id: str | None, kind: str | None, match: EventFilter | None
     ) -> list[dict[str, Any]]:
-        """The last `lines` events (oldest first) matching the filters, read from the end of this process's file.
-        `match` is for filters the keyword arguments cannot say (an event *about* a scope)."""
+        assert self.path is not None
         if lines <= 0 or not self.path.exists():
             return []
         events: list[dict[str, Any]] = []

@@ -38,7 +38,7 @@ def _events(lines: list[dict[str, Any]]) -> list[Event]:
 async def events_tail(request: web.Request) -> web.Response:
     lines = lines_param(request)
     audit = scope_desk(request).audit
-    return reply(_events(await audit.shared_tail(lines)))  # every process's, on PostgreSQL
+    return reply(_events(await audit.tail(lines)))  # every process's, on PostgreSQL
 
 
 async def scope_events(request: web.Request) -> web.Response:
@@ -50,7 +50,7 @@ async def scope_events(request: web.Request) -> web.Response:
     def about(event: dict[str, Any]) -> bool:
         return any(event.get(key) == scope.id for key in _SCOPE_KEYS)
 
-    return reply(_events(await audit.shared_tail(lines, match=about)))
+    return reply(_events(await audit.tail(lines, match=about)))
 
 
 async def transcripts_tail(request: web.Request) -> web.Response:

@@ -469,7 +469,7 @@ def build_stores(settings: Settings) -> Stores:
     return Stores(
         paths=paths,
         db=db,
-        audit=AuditLog(paths.events_log, AuditRows(db) if on_postgresql else None),
+        audit=AuditLog(record=AuditRows(db)) if on_postgresql else AuditLog(paths.events_log),
         transcripts=transcripts,
         sessions=TranscriptSessions(
             transcripts, settings.sessions.history_token_budget, max_items=settings.sessions.history_max_items

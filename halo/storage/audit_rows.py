@@ -1,9 +1,12 @@
 """The audit log's events in PostgreSQL, when `storage.url` is set: every process's in one place.
 
+The store of record: with `storage.url` no event is written to `logs/events.jsonl`.
 `AuditLog.write` is synchronous and called from the event loop and from threads, so an event
 is only queued here; the queue is written about once a second (`WriteBehind`, one INSERT a
-batch) and on close. The local `logs/events.jsonl` keeps every event as before: a batch that
-cannot be written is logged and lost here, never there.
+batch) and on close. While PostgreSQL cannot be reached the events wait and are tried again
+(at most `KEEP` of them, the oldest dropped beyond that, said in the log); a write refused
+because this process no longer holds its family (`Fenced`) is dropped: a stale process adds
+nothing to the family's record.
 
 For `halo storage migrate`: `AuditRows.insert(events)` writes any number of events, all or
 none; `read_all()` reads the family's events, oldest first.
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import BigInteger, Column, DateTime, MetaData, String, Table, Text, insert, select
 
+from halo.storage.db import unreachable
 from transcripts.audit import AuditEvent, EventFilter
 from transcripts.write_behind import WriteBehind
 
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WRITE_EVERY = 1.0  # seconds an event may wait for its batch
+KEEP = 10_000  # events kept while PostgreSQL cannot be reached (about 5 MB)
 INSERT_CHUNK = 5000  # events a statement: PostgreSQL takes at most 32767 parameters (4 an event)
 PAGE = 500  # events read at a time while a filter in Python (`match`) looks for enough
 
@@ -47,9 +52,11 @@ audit_events = Table(
 class AuditRows:
     """`transcripts.audit.AuditRecord` on `HaloDB`'s PostgreSQL."""
 
-    def __init__(self, db: HaloDB, every: float = WRITE_EVERY) -> None:
+    def __init__(self, db: HaloDB, every: float = WRITE_EVERY, keep: int = KEEP) -> None:
         self.db = db
-        self._behind: WriteBehind[AuditEvent] = WriteBehind(self.insert, every, "audit events")
+        self._behind: WriteBehind[AuditEvent] = WriteBehind(
+            self.insert, every, "audit events", keep=keep, again=unreachable
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._early: list[AuditEvent] = []  # added from a thread before any event on the loop
         self._mutex = threading.Lock()
@@ -75,6 +82,12 @@ class AuditRows:
         for waiting in early:
             self._behind.add(waiting)
         self._behind.add(event)
+
+    @property
+    def waiting(self) -> int:
+        """Events not written yet (PostgreSQL away: kept to try again)."""
+        with self._mutex:
+            return len(self._early) + self._behind.waiting
 
     async def flush(self) -> None:
         """Write what waits now (the admin API reads its own events back at once)."""
@@ -106,16 +119,16 @@ class AuditRows:
         if lines <= 0:
             return []
         await self.flush()
-        query = select(audit_events.c.id, audit_events.c.ts, audit_events.c.event).where(
-            audit_events.c.family_id == self.db.family_id
-        )
-        if scope_id is not None:
-            query = query.where(audit_events.c.scope_id == scope_id)
-        if kind is not None:
-            query = query.where(audit_events.c.kind == kind)
-        query = query.order_by(audit_events.c.ts.desc(), audit_events.c.id.desc())
         found: list[dict[str, Any]] = []
-        async with self.db.read(metadata) as conn:
+        async with self.db.read(metadata) as conn:  # first: it gives the table its `family_id` (HaloDB)
+            query = select(audit_events.c.id, audit_events.c.ts, audit_events.c.event).where(
+                audit_events.c.family_id == self.db.family_id
+            )
+            if scope_id is not None:
+                query = query.where(audit_events.c.scope_id == scope_id)
+            if kind is not None:
+                query = query.where(audit_events.c.kind == kind)
+            query = query.order_by(audit_events.c.ts.desc(), audit_events.c.id.desc())
             offset = 0
             while len(found) < lines:
                 page = (await conn.execute(query.limit(PAGE if match else lines).offset(offset))).all()
@@ -134,12 +147,12 @@ class AuditRows:
     async def read_all(self) -> list[AuditEvent]:
         """The family's events, oldest first."""
         await self.flush()
-        query = (
-            select(audit_events.c.ts, audit_events.c.kind, audit_events.c.scope_id, audit_events.c.event)
-            .where(audit_events.c.family_id == self.db.family_id)
-            .order_by(audit_events.c.ts, audit_events.c.id)
-        )
-        async with self.db.read(metadata) as conn:
+        async with self.db.read(metadata) as conn:  # first: it gives the table its `family_id`
+            query = (
+                select(audit_events.c.ts, audit_events.c.kind, audit_events.c.scope_id, audit_events.c.event)
+                .where(audit_events.c.family_id == self.db.family_id)
+                .order_by(audit_events.c.ts, audit_events.c.id)
+            )
             return [AuditEvent(row.ts, row.kind, row.scope_id, row.event) for row in await conn.execute(query)]
 
 

@@ -157,14 +157,16 @@ async def test_route_access(key: tuple[str, str], admin):
             cookies=cookies if credential.get("cookie") else credential.get("cookies"),
         )
 
-    def decisions() -> int:
-        return sum(len(harness.services.audit.tail(100, kind=k)) for k in ("pairing_approved", "pairing_denied"))
+    async def decisions() -> int:
+        return sum(
+            [len(await harness.services.audit.tail(100, kind=k)) for k in ("pairing_approved", "pairing_denied")]
+        )
 
     for endpoint in (harness.local, *harness.remotes):
         local = endpoint is harness.local
         for case, credential in CREDENTIALS.items():
             expected = expected_status(access, case, local)
-            decided, lines = decisions(), harness.services.transcripts.count(SEEDED)
+            decided, lines = await decisions(), harness.services.transcripts.count(SEEDED)
             reply = await call(endpoint, credential, succeeds=expected == 200)
             where = f"{endpoint.mode} peer, {case}"
             if expected is None:
@@ -178,7 +180,7 @@ async def test_route_access(key: tuple[str, str], admin):
                 assert "Sign in" in reply.text and "mom" not in reply.text.lower()
             else:
                 assert set(reply.body) == {"error"}, f"{where}: errors are JSON"
-            assert decisions() == decided, f"{where}: a refused caller decided a join request"
+            assert await decisions() == decided, f"{where}: a refused caller decided a join request"
             assert harness.services.transcripts.count(SEEDED) == lines, f"{where}: a refused caller purged"
             if "/files/" in example.path:
                 assert await harness.services.documents.list(SEEDED), f"{where}: a refused caller deleted a file"

@@ -51,7 +51,7 @@ async def test_clear_forgets_the_session_and_keeps_the_transcript(admin):
     kept, marker = harness.services.transcripts.tail(SEEDED, 3)[:2], harness.services.transcripts.tail(SEEDED, 1)[0]
     assert [line.text for line in kept] == ["The dentist is on Friday.", "Noted: dentist on Friday."]
     assert marker.to_dict()["kind"] == "session.start"  # the session starts again here
-    event = harness.services.audit.tail(1, kind="admin_clear")[0]
+    event = (await harness.services.audit.tail(1, kind="admin_clear"))[0]
     assert event["scope_id"] == SEEDED and event["actor"] == "admin:token"
 
 
@@ -61,7 +61,7 @@ async def test_clearing_a_scope_with_no_transcript_is_a_404_and_makes_none(admin
     reply = await harness.local.call("POST", f"/sessions/{silent}/clear")
     assert reply.status == 404 and "nothing to clear" in reply.body["error"], reply.text
     assert not harness.services.transcripts.exists(silent)
-    assert harness.services.audit.tail(1, kind="admin_clear") == []
+    assert await harness.services.audit.tail(1, kind="admin_clear") == []
     assert (await harness.local.call("POST", f"/sessions/{silent}/distill")).status == 200  # still a known scope
 
 
@@ -85,7 +85,7 @@ async def test_purge_deletes_everything_of_the_scope_and_is_audited(admin):
     assert SEEDED not in (await services.memory.status())["scopes"]  # memory's own state went too
     assert SEEDED not in [s["scope_id"] for s in services.semantic.status()["scopes"]]  # the index is closed …
     assert await services.semantic.sync_scope(SEEDED) is None and not folder.exists()  # … and stays gone
-    event = services.audit.tail(1, kind="admin_purge")[0]
+    event = (await services.audit.tail(1, kind="admin_purge"))[0]
     assert event == {**event, "scope_id": SEEDED, "actor": "admin:token", "transcript": True, "memory": True}
     # Other scopes are untouched.
     assert services.transcripts.count("web:wags") == 2 and services.semantic.index_path("web:wags").is_file()
@@ -115,7 +115,7 @@ async def test_purge_needs_the_scope_id_repeated(admin):
         assert message in reply.body["error"]
     assert harness.services.transcripts.count(SEEDED) == 2
     assert harness.services.paths.scope_dir(SEEDED).is_dir()
-    assert harness.services.audit.tail(5, kind="admin_purge") == []
+    assert await harness.services.audit.tail(5, kind="admin_purge") == []
 
 
 async def test_bad_and_unknown_scope_ids(admin):
@@ -201,7 +201,7 @@ async def test_distill_turns_the_transcript_into_memory(admin):
     assert "- The boiler service is in March _(Wags, " in memory and "- Wags's shoe size: 44 _(Wags, " in memory
     shown = (await harness.local.call("GET", "/scopes/web:wags/memory")).body
     assert shown["exists"] and shown["text"] == memory
-    event = services.audit.tail(1, kind="admin_distill")[0]
+    event = (await services.audit.tail(1, kind="admin_distill"))[0]
     assert (event["scope_id"], event["actor"], event["items"]) == ("web:wags", "admin:token", 2)
     # Nothing new since: the next run reads nothing and changes nothing.
     again = (await harness.local.call("POST", "/sessions/web:wags/distill")).body["result"]
@@ -305,7 +305,7 @@ async def test_status_shows_the_plugged_in_parts(admin):
 
 async def test_policy_status_explains_every_member_in_every_configured_scope(admin):
     harness = await admin()
-    audit_before = len(harness.services.audit.tail(1000))
+    audit_before = len(await harness.services.audit.tail(1000))
     body = (await harness.local.call("GET", "/policy/status")).body
     family = harness.services.family
     assert [m["id"] for m in body["members"]] == [m.id for m in family.members]
@@ -341,7 +341,7 @@ async def test_policy_status_explains_every_member_in_every_configured_scope(adm
     assert "fetch_page" not in scopes["web:tara"]["toolsOffered"]["tara"]  # a young child: no outward tools
     assert "current_time" in scopes["web:tara"]["toolsOffered"]["tara"]
     assert "aarav" not in scopes["telegram:-1001234"]["toolsOffered"]  # may not talk there: offered nothing
-    assert len(harness.services.audit.tail(1000)) == audit_before  # probes are not audited
+    assert len(await harness.services.audit.tail(1000)) == audit_before  # probes are not audited
 
 
 async def test_events_by_scope_and_tail(admin):
@@ -375,7 +375,7 @@ async def test_transcript_tail_is_audited(admin):
     await harness.seed()
     lines = (await harness.local.call("GET", f"/transcripts/tail?scopeId={SEEDED}&lines=1")).body
     assert [(line["role"], line["text"]) for line in lines] == [("assistant", "Noted: dentist on Friday.")]
-    event = harness.services.audit.tail(1, kind="admin_read_transcript")[0]
+    event = (await harness.services.audit.tail(1, kind="admin_read_transcript"))[0]
     assert event["scope_id"] == SEEDED and event["lines"] == 1
 
 
@@ -386,7 +386,7 @@ async def test_memory_is_read_as_it_is_on_disk(admin):
     memory = (await local.call("GET", f"/scopes/{SEEDED}/memory")).body
     assert memory["exists"] and memory["text"].startswith("# Memory") and not memory["truncated"]
     assert memory["updatedAt"] is not None
-    assert harness.services.audit.tail(1, kind="admin_read_memory")[0]["scope_id"] == SEEDED
+    assert (await harness.services.audit.tail(1, kind="admin_read_memory"))[0]["scope_id"] == SEEDED
     empty = (await local.call("GET", "/scopes/web:wags/memory")).body  # configured, nothing written yet
     assert empty == {"scopeId": "web:wags", "exists": False, "text": "", "updatedAt": None, "truncated": False}
     await write_memory(harness.halo, harness.services.paths.memory_file(SEEDED), "x" * (600 * 1024))
@@ -438,9 +438,9 @@ async def test_a_parent_lets_a_newcomer_in_and_turns_another_away(admin):
     assert outbox.to("telegram:5550002") == []  # a denied sender is never written to
     assert (await local.call("GET", "/pairing/requests")).body == []
 
-    approval = services.audit.tail(1, kind="pairing_approved")[0]
+    approval = (await services.audit.tail(1, kind="pairing_approved"))[0]
     assert (approval["code"], approval["by"], approval["member_id"]) == (meera, "admin:token", "meera")
-    denial = services.audit.tail(1, kind="pairing_denied")[0]
+    denial = (await services.audit.tail(1, kind="pairing_denied"))[0]
     assert (denial["code"], denial["by"], denial["platform_user_id"]) == (ravi, "admin:token", "5550002")
 
 
@@ -483,7 +483,7 @@ async def test_pairing_refusals_say_what_is_wrong(admin):
     assert (await local.call("GET", "/pairing/requests")).body == []
     assert (await local.call("POST", f"/pairing/requests/{code}/deny")).status == 200
     assert (await local.call("POST", f"/pairing/requests/{code}/deny")).status == 404  # decided already
-    assert services.audit.tail(5, kind="pairing_approved") == []
+    assert await services.audit.tail(5, kind="pairing_approved") == []
 
 
 async def test_remote_admin_actions_name_the_peer_not_the_token(admin):
@@ -491,7 +491,7 @@ async def test_remote_admin_actions_name_the_peer_not_the_token(admin):
     await harness.seed()
     remote = harness.remotes[0]
     assert (await remote.call("POST", f"/sessions/{SEEDED}/clear", token=ADMIN_TOKEN)).status == 200
-    event = harness.services.audit.tail(1, kind="admin_clear")[0]
+    event = (await harness.services.audit.tail(1, kind="admin_clear"))[0]
     assert event["actor"].startswith("admin:token@") and ADMIN_TOKEN not in json.dumps(event)
 
 

@@ -145,7 +145,7 @@ async def test_a_parent_sees_the_family_and_approves_a_newcomer(admin, browser, 
     assert meera is not None and (meera.name, meera.role, meera.age_group) == ("Meera", "child", "adolescent")
     assert meera.telegram_user_id == 5550001 and "id: meera" in services.paths.config_file.read_text()
     assert await services.pairing.list_pending() == []
-    approval = services.audit.tail(1, kind="pairing_approved")[0]
+    approval = (await services.audit.tail(1, kind="pairing_approved"))[0]
     assert (approval["code"], approval["by"]) == (code, "admin:dashboard")
     await expect(page.locator('tr[data-principal="meera"]')).to_contain_text("child, adolescent")  # policy sees her
 
@@ -258,7 +258,7 @@ async def test_a_parent_reads_a_young_childs_chat_but_not_a_teens(admin, browser
     await expect(page.locator("#child-chat")).not_to_contain_text("dentist")
     await page.screenshot(path=str(tmp_path / "dashboard-children.png"), full_page=True)
 
-    reads = harness.services.audit.tail(10, kind="transcript_read")
+    reads = await harness.services.audit.tail(10, kind="transcript_read")
     assert [(e["reader"], e["scope_id"], e["allowed"]) for e in reads] == [
         ("wags", "telegram:1004", True),
         ("wags", "telegram:1003", False),

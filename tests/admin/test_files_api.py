@@ -55,7 +55,7 @@ async def test_a_parent_lists_and_deletes_a_scopes_documents(admin):
     assert not [h for h in hits if h.source.startswith("files/")], "its chunks left the index with it"
     again = await harness.local.call("GET", f"/scopes/{MOM_DM}/files")
     assert [f["number"] for f in again.body["files"]] == [2], "numbers do not shift"
-    event = harness.services.audit.tail(1, kind="document_removed")[0]
+    event = (await harness.services.audit.tail(1, kind="document_removed"))[0]
     assert (event["scope_id"], event["file"], event["by"]) == (MOM_DM, 1, "admin:token")
 
     gone = await harness.local.call("DELETE", f"/scopes/{MOM_DM}/files/1")
