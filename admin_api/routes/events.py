@@ -57,6 +57,7 @@ async def transcripts_tail(request: web.Request) -> web.Response:
     lines = lines_param(request)
     scope = await query_scope(request)
     store = scope_desk(request).transcripts
+    await store.ready(scope.id)  # PostgreSQL: the scope's lines held here, not an empty page
     tail = await asyncio.to_thread(store.tail, scope.id, lines)
     scope_desk(request).audit.write("admin_read_transcript", scope_id=scope.id, actor=actor(request), lines=len(tail))
     return reply([TranscriptLine.model_validate(line.to_dict()) for line in tail])

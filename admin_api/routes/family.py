@@ -23,6 +23,7 @@ from halo.core.envelope import Scope
 from halo.core.scopes import UnknownScopeError, member_scopes
 from halo.family.scope_admin import parse_scope_id
 from halo.web_auth import member_of as web_member
+from transcripts.lines import TranscriptLine as StoredLine
 
 NO_MEMBER = "send Authorization: Bearer <your web_token> (or sign in to the dashboard)"
 
@@ -91,7 +92,10 @@ async def read_transcript(request: web.Request) -> web.Response:
     except UnknownScopeError as exc:
         raise ApiError(400, str(exc)) from None
     decision = services.policy.decide("read_transcript", principal=member, resource=scope, from_scope=_home(member))
-    read = await asyncio.to_thread(services.transcripts.tail, scope.id, lines) if decision.allowed else []
+    read: list[StoredLine] = []
+    if decision.allowed:
+        await services.transcripts.ready(scope.id)  # PostgreSQL: the scope's lines held here
+        read = await asyncio.to_thread(services.transcripts.tail, scope.id, lines)
     services.audit.write(
         "transcript_read",
         reader=member.id,

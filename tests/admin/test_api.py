@@ -13,6 +13,7 @@ from halo.core.envelope import Speaker
 from tests.admin.conftest import ADMIN_TOKEN, ADMIN_YAML, SEEDED
 from tests.conftest import Outbox, llm_yaml
 from tests.memory_files import write_memory
+from tests.seeding import seed_lines
 from transcripts.lines import Message
 
 
@@ -533,3 +534,16 @@ async def test_dashboard_page_and_its_guard(admin):
     assert as_json.headers["WWW-Authenticate"].startswith("Bearer")
     with_token = await remote.call("GET", "/", token=ADMIN_TOKEN)
     assert with_token.status == 200 and "<title>halo" in with_token.text
+
+
+async def test_a_transcript_another_process_wrote_is_read_whole_before_this_one_touched_it(admin):
+    """The lines were written by another halo of the family (another process on PostgreSQL, a
+    terminal's `halo chat` embedded); this one never used the scope: the tail still shows them."""
+    harness = await admin()
+    written = Message(
+        id=uuid.uuid4().hex, ts=datetime.now(UTC), scope_id="web:wags", text="The boiler is serviced in March.",
+        speaker="wags", platform="web",
+    )  # fmt: skip
+    await seed_lines(harness.halo.settings, written)
+    tail = await harness.local.call("GET", "/transcripts/tail?scopeId=web:wags&lines=5")
+    assert tail.status == 200 and [line["text"] for line in tail.body] == ["The boiler is serviced in March."]
