@@ -148,11 +148,14 @@ class RowMemory:
 
     def update(self, relative: str, transform: Transform, *, durable: bool = True) -> tuple[str, str]:
         self._writable(relative)
-        with self._guard:  # reentrant: nothing else changes the text between the read and the write
+        with self._guard:  # nothing else changes the text between the read and the write
             before = self._texts.get(relative) or ""
             after = transform(before)
             if after != before:
-                self.write(relative, after)
+                stored = MemoryFile.of(relative, clean_text(after)).content
+                self._set(relative, stored, len(stored.encode("utf-8")))
+        if after != before:
+            self._changed(relative)
         return before, after
 
     def delete(self, relative: str) -> None:
@@ -227,11 +230,12 @@ class RowMemory:
             found = await self.rows.files_under(unit)
         with self._guard:
             waiting = self._paths
+            purged = tuple(self._folders)  # rows a purge not written yet still holds
             for relative in [p for p in self._texts if unit_of(p) == unit and p not in waiting]:
                 del self._texts[relative]
                 self._stamps.pop(relative, None)
             for file in found:
-                if file.path not in waiting:
+                if file.path not in waiting and not file.path.startswith(purged):
                     self._set(file.path, file.content, len(file.content.encode("utf-8")))
             self._loaded.add(unit)
 
