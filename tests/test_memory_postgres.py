@@ -533,3 +533,46 @@ async def test_a_homes_own_transcript_from_before_storage_url_is_recorded_and_th
     asked = [n for n, text in enumerate(recorded) if "what is the bike lock?" in text]
     assert said and asked and said[0] < asked[0], "the home's lines, then the next turn's, in PostgreSQL"
     assert not list(transcripts.glob("*.jsonl*")), "recorded: no transcript file stays, nor one set aside"
+
+
+@pytest.mark.postgres
+async def test_halo_distill_beside_a_running_serve_distils_through_it(tmp_path: Path) -> None:
+    """`halo distill` in a terminal while `halo serve` runs the family on PostgreSQL: the serving
+    process holds the memory, so it distils (a distillation beside it would be written over), and
+    what it learned reaches its next prompt and the rows."""
+    from tests.storage_support import database_url, drop_database, new_database
+    from tests.test_serve_cli import halo_cmd, post_json, wait_healthy
+
+    name = await new_database(migrated=True)
+    url = database_url(name)
+    fake = FakeOpenAI(default_reply="Noted.").start_in_thread()
+    home = tmp_path / "home"
+    write_home(home, llm_yaml(fake) + "memory: {distillation_every_n_items: 1000}\n")  # only when asked
+    port = free_port()
+    env = {**os.environ, "HALO_STORAGE__URL": url}
+    serve = halo_cmd("serve", home=home, port=port, env=env)
+    try:
+        await asyncio.to_thread(wait_healthy, port, serve)
+        base = f"http://127.0.0.1:{port}"
+        await asyncio.to_thread(post_json, f"{base}/api/chat", {"text": "our wifi network is called Juniper5"})
+        distill = halo_cmd("distill", "web:wags", home=home, port=port, env=env)
+        out, err = await asyncio.to_thread(distill.communicate, None, 120)
+        assert distill.returncode == 0, err
+        assert "distilled web:wags (by the running halo): 2 new transcript items" in out
+        where = memory_md("web:wags")
+        assert "Juniper5" in str(await rows(url, f"{scope_folder('web:wags')}%")), "in the rows when it answered"
+        await asyncio.to_thread(post_json, f"{base}/api/chat", {"text": "what is the wifi called?"})
+
+        async def daily_row() -> str:  # once the serving process wrote the day's file again
+            found = [t for p, t in (await rows(url, f"{scope_folder('web:wags')}daily/%")).items()]
+            return found[0] if found and "what is the wifi called" in found[0] else ""
+
+        day = await eventually(daily_row, what="the next turn's log line in the day's row")
+        note = [line for line in day.splitlines() if "Juniper5" in line and "[user]" not in line]
+        assert note, "the distilled note is still there: the serving process wrote onto it, not over it"
+        assert where not in {f.path for f in local_files(home)}, "and no file of it in the home"
+    finally:
+        serve.terminate()
+        await asyncio.to_thread(serve.communicate, None, 120)
+        fake.stop()
+        await drop_database(name)

@@ -198,8 +198,35 @@ def cmd_distill(args: argparse.Namespace) -> int:
         resolve_scope(settings.family_view(), args.scope)
     except UnknownScopeError as exc:
         raise StartupError(str(exc)) from None
-
+    if settings.storage.url is not None and (served := distill_through_running_halo(settings, args)) is not None:
+        return served
     return asyncio.run(distill(build_halo(settings), args.scope, extract=args.extract))
+
+
+def distill_through_running_halo(settings: Settings, args: argparse.Namespace) -> int | None:
+    """On PostgreSQL the process serving the family holds its memory in memory: a distillation
+    beside it would be written over. So when a halo answers on this home's admin port, it
+    distils (a standby forwards to the active one); None when none answers (this one acts alone)."""
+    from urllib.parse import quote
+
+    from halo.workspace.config_reload import ask_running_halo
+
+    try:
+        status, body = ask_running_halo(settings, 120.0, path=f"/sessions/{quote(args.scope, safe='')}/distill")
+    except OSError:
+        return None
+    if status != 200:
+        print(f"halo: the running halo did not distil {args.scope}: {body.get('error', body)}", file=sys.stderr)
+        return 1
+    run = body["result"]
+    print(
+        f"distilled {args.scope} (by the running halo): {run['items']} new transcript items "
+        f"(bytes {run['fromOffset']}→{run['toOffset']}); facts +{run['factsAdded']}, "
+        f"superseded {run['factsSuperseded']}, forgotten {run['factsForgotten']}; notes +{run['notesAdded']}"
+    )
+    if args.extract:
+        print("halo: --extract is left to the running halo (memory.extractor: llm, when the chat goes quiet)")
+    return 0
 
 
 async def distill(halo: Distilling, scope_id: str, *, extract: bool) -> int:

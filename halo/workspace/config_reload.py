@@ -380,8 +380,8 @@ def restart_needed(started: Settings, new: Settings) -> list[str]:
     return needed
 
 
-def ask_running_halo(settings: Settings, timeout: float = 30.0) -> tuple[int, dict[str, Any]]:
-    """`halo reload`: POST /reload to the halo serving this HALO_HOME; (HTTP status, JSON body).
+def ask_running_halo(settings: Settings, timeout: float = 30.0, *, path: str = "/reload") -> tuple[int, dict[str, Any]]:
+    """`halo reload`: POST /reload (or `path`) to the halo serving this HALO_HOME; (HTTP status, JSON body).
 
     The credential is admin.token when set; otherwise a one-time login link minted in
     HALO_HOME (as `halo dashboard` does) is redeemed for a session: whoever may write
@@ -411,7 +411,7 @@ def ask_running_halo(settings: Settings, timeout: float = 30.0) -> tuple[int, di
         headers["Cookie"] = f"{SESSION_COOKIE}={session}"
     connection = http.client.HTTPConnection(host, settings.admin.port, timeout=timeout)
     try:
-        connection.request("POST", "/reload", headers=headers)  # no body: the route takes none
+        connection.request("POST", path, headers=headers)  # no body: the routes asked take none
         response = connection.getresponse()
         raw = response.read()
     finally:
