@@ -263,6 +263,8 @@ class RowMemory:
         await self.flush()
         if self.jobs is not None:  # the jobs' progress as the last holder left it
             await self.jobs.load_scope(scope_id)
+        if not self.holds(SOUL):  # a halo that answers without having joined (a test's, a CLI's)
+            await self.load(FAMILY)
         await self.load(scope_folder(scope_id))
 
     async def release(self) -> None:
