@@ -308,7 +308,9 @@ class BackupSchedule:
 
     def start(self) -> None:
         self._scheduler = AsyncIOScheduler()
-        self._scheduler.add_job(self.run, self.trigger, id="backup", max_instances=1, coalesce=True)
+        self._scheduler.add_job(  # a run the loop came to late is made late, not skipped (the default: 1 s)
+            self.run, self.trigger, id="backup", max_instances=1, coalesce=True, misfire_grace_time=3600
+        )
         self._scheduler.start()
 
     def next_run(self, now: datetime) -> datetime | None:

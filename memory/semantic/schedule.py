@@ -196,8 +196,11 @@ class SyncSchedule:
             id=SYNC_JOB,
             max_instances=1,
             coalesce=True,
+            misfire_grace_time=None,  # late on a busy loop is still due (APScheduler's default: 1 s, then skipped)
         )
-        self._scheduler.add_job(self.sync_all, args=[catch_up], id="semantic-catch-up", max_instances=1)
+        self._scheduler.add_job(
+            self.sync_all, args=[catch_up], id="semantic-catch-up", max_instances=1, misfire_grace_time=None
+        )
         self._scheduler.start()
 
     async def close(self) -> None:
