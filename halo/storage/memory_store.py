@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from halo.storage.db import Fenced, HaloDB
@@ -68,11 +69,28 @@ def has_served(home: Path, db: HaloDB) -> bool:
     return read_local(home, JOINED) == mirror_identity(db)
 
 
+def _storable(text: str) -> str:
+    """As a row holds it: no lone surrogate, no NUL (memory.store.MemoryFile)."""
+    return MemoryFile.of("", clean_text(text)).content
+
+
 def unit_of(relative: str) -> str:
     """What is loaded together: a scope's folder, or the family's own files."""
     if relative.startswith(f"{SCOPES}/"):
         return "/".join(relative.split("/")[:3]) + "/"
     return FAMILY
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One file as this process holds it."""
+
+    text: str
+    stamp: Stamp
+
+    @classmethod
+    def of(cls, text: str) -> Held:
+        return cls(text, Stamp(time.time(), len(text.encode("utf-8"))))
 
 
 class RowMemory:
@@ -85,9 +103,7 @@ class RowMemory:
         self.failing: str | None = None  # the last flush's error while PostgreSQL refuses
         self.jobs: RecordedJobStates | None = None  # memory jobs' progress, written with the files
         self._guard = threading.RLock()  # writers call from worker threads
-        self._texts: dict[str, str] = {}
-        self._stamps: dict[str, Stamp] = {}
-        self._loaded: set[str] = set()  # units held (`unit_of`)
+        self._units: dict[str, dict[str, Held]] = {}  # the units held (`unit_of`), each by path
         self._paths: set[str] = set()  # changed since the last flush
         self._folders: set[str] = set()  # purged since the last flush
         self._locks: dict[str, threading.RLock] = {}
@@ -105,24 +121,28 @@ class RowMemory:
     # --- MemoryStore: reads ----------------------------------------------------------
 
     def text(self, relative: str) -> str | None:
-        self._hold(relative)
-        with self._guard:
-            return self._texts.get(relative)
+        held = self._held(relative)
+        return held.text if held is not None else None
 
     def stamp(self, relative: str) -> Stamp | None:
-        self._hold(relative)
-        with self._guard:
-            return self._stamps.get(relative)
+        held = self._held(relative)
+        return held.stamp if held is not None else None
 
     def names(self, prefix: str) -> list[str]:
+        """Only the prefix's unit is looked at (a scope's documents each turn: not every file held)."""
         self._hold(prefix)
         with self._guard:
-            return sorted(p for p in self._texts if p.startswith(prefix))
+            return sorted(p for p in self._units.get(unit_of(prefix), {}) if p.startswith(prefix))
 
     def holds(self, relative: str) -> bool:
         """Are this path's rows held here (a read or write would not have to load them)?"""
         with self._guard:
-            return unit_of(relative) in self._loaded
+            return unit_of(relative) in self._units
+
+    def _held(self, relative: str) -> Held | None:
+        self._hold(relative)
+        with self._guard:
+            return self._units.get(unit_of(relative), {}).get(relative)
 
     # --- MemoryStore: writes ---------------------------------------------------------
 
@@ -130,30 +150,30 @@ class RowMemory:
         if not recorded(relative):
             raise ValueError(f"{relative!r} is not a memory file")
         self._writable(relative)
-        stored = MemoryFile.of(relative, clean_text(text)).content
         with self._guard:
-            self._set(relative, stored, len(stored.encode("utf-8")))
+            self._unit(relative)[relative] = Held.of(_storable(text))
         self._changed(relative)
 
     def append(self, relative: str, block: str) -> int:
         self._writable(relative)
-        added = MemoryFile.of(relative, clean_text(block)).content
+        added = _storable(block)
         with self._guard:
-            if (before := self._texts.get(relative)) is None:
+            files = self._unit(relative)
+            if (before := files.get(relative)) is None:
                 raise FileNotFoundError(relative)
-            size = self._stamps[relative].size + len(added.encode("utf-8"))
-            self._set(relative, before + added, size)
+            size = before.stamp.size + len(added.encode("utf-8"))
+            files[relative] = Held(before.text + added, Stamp(time.time(), size))
         self._changed(relative)
         return size
 
     def update(self, relative: str, transform: Transform, *, durable: bool = True) -> tuple[str, str]:
         self._writable(relative)
         with self._guard:  # nothing else changes the text between the read and the write
-            before = self._texts.get(relative) or ""
+            files = self._unit(relative)
+            before = held.text if (held := files.get(relative)) is not None else ""
             after = transform(before)
             if after != before:
-                stored = MemoryFile.of(relative, clean_text(after)).content
-                self._set(relative, stored, len(stored.encode("utf-8")))
+                files[relative] = Held.of(_storable(after))
         if after != before:
             self._changed(relative)
         return before, after
@@ -161,17 +181,16 @@ class RowMemory:
     def delete(self, relative: str) -> None:
         self._writable(relative)
         with self._guard:
-            self._texts.pop(relative, None)
-            self._stamps.pop(relative, None)
+            self._unit(relative).pop(relative, None)
         self._changed(relative)
 
     def delete_under(self, prefix: str) -> int:
         """Every file under `prefix` (a scope purged), here and in the rows, whether held or not."""
         with self._guard:
-            gone = [p for p in self._texts if p.startswith(prefix)]
+            files = self._units.get(unit_of(prefix), {})
+            gone = [p for p in files if p.startswith(prefix)]
             for relative in gone:
-                del self._texts[relative]
-                self._stamps.pop(relative, None)
+                del files[relative]
             self._paths -= set(gone)
             self._folders.add(prefix)
         note_written(prefix)
@@ -192,9 +211,9 @@ class RowMemory:
         if not self.holds(relative):
             raise RuntimeError(f"memory {unit_of(relative) or 'of the family'} is not held by this process")
 
-    def _set(self, relative: str, text: str, size: int) -> None:
-        self._texts[relative] = text
-        self._stamps[relative] = Stamp(time.time(), size)
+    def _unit(self, relative: str) -> dict[str, Held]:
+        """The files of the path's unit (held: `_writable` first; under the guard)."""
+        return self._units[unit_of(relative)]
 
     def _changed(self, relative: str) -> None:
         note_written(relative)
@@ -208,9 +227,8 @@ class RowMemory:
         """Load the path's unit if it is not held yet: at once from a worker thread; on the
         event loop a scope must have been taken (a read there would otherwise block it)."""
         unit = unit_of(relative)
-        with self._guard:
-            if unit in self._loaded:
-                return
+        if self.holds(relative):
+            return
         loop = self._loop
         try:
             running = asyncio.get_running_loop()
@@ -229,15 +247,15 @@ class RowMemory:
         else:
             found = await self.rows.files_under(unit)
         with self._guard:
-            waiting = self._paths
             purged = tuple(self._folders)  # rows a purge not written yet still holds
-            for relative in [p for p in self._texts if unit_of(p) == unit and p not in waiting]:
-                del self._texts[relative]
-                self._stamps.pop(relative, None)
-            for file in found:
-                if file.path not in waiting and not file.path.startswith(purged):
-                    self._set(file.path, file.content, len(file.content.encode("utf-8")))
-            self._loaded.add(unit)
+            fresh = {f.path: Held.of(f.content) for f in found if not f.path.startswith(purged)}
+            held = self._units.get(unit, {})
+            for relative in (p for p in self._paths if unit_of(p) == unit):  # changed here, not written yet
+                if relative in held:
+                    fresh[relative] = held[relative]
+                else:
+                    fresh.pop(relative, None)
+            self._units[unit] = fresh
 
     async def ready(self, scope_id: str | None) -> None:
         """Hold the scope's files and the family's own here, loading what is not held yet."""
@@ -279,9 +297,7 @@ class RowMemory:
 
     def _forget(self) -> None:
         with self._guard:
-            self._loaded.clear()
-            self._texts.clear()
-            self._stamps.clear()
+            self._units.clear()
             self._paths.clear()
             self._folders.clear()
 
@@ -327,14 +343,13 @@ class RowMemory:
             with self._guard:
                 paths, self._paths = self._paths, set()
                 folders, self._folders = self._folders, set()
-                texts = {p: self._texts.get(p) for p in sorted(paths)}
+                held = {p: self._units.get(unit_of(p), {}).get(p) for p in sorted(paths)}
             # taken after the files: a job's state is never written before the files it produced
             jobs = self.jobs.take_changes() if self.jobs is not None else None
             if not paths and not folders and not jobs:
                 return
-            files = [MemoryFile(p, text, "") for p, text in texts.items() if text is not None]
-            files = [MemoryFile.of(f.path, f.content) for f in files]
-            gone = [p for p, text in texts.items() if text is None]
+            files = [MemoryFile.of(p, h.text) for p, h in held.items() if h is not None]
+            gone = [p for p, h in held.items() if h is None]
             try:
                 await self.rows.apply(files, gone, sorted(folders), jobs=jobs or None)
             except Fenced:
