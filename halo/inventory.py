@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from halo.core.scope_takers import ScopeTakers
 from halo.port import LiveReplies
-from memory.store import DiskMemory
 
 if TYPE_CHECKING:
     from config.family import Family
@@ -155,10 +154,10 @@ class Halo:
         await self.scope_takers.ensure(scope_id, answering=False)
 
     async def memory_durable(self) -> None:
-        """Every memory change made so far is in the store of record (PostgreSQL) when this returns:
-        the admin API awaits it before it acknowledges a change. On the embedded store the files are."""
-        if self.memory_store is not None and not isinstance(self.memory_store, DiskMemory):
-            await self.memory.flush_log()
+        """Every memory change made so far is in the store of record when this returns (the day's
+        log lines held back included): the admin API awaits it before it acknowledges a change."""
+        await self.memory.flush_log()
+        if self.memory_store is not None:
             await self.memory_store.flush()
 
     def stopping(self) -> None:

@@ -17,9 +17,7 @@ index, locks and temp files are not.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -229,7 +227,7 @@ class DiskMemory:
         return Stamp(stat.st_mtime, stat.st_size)
 
     def names(self, prefix: str) -> list[str]:
-        return [file.path for file in local_files(self.home, prefix, read=False)]
+        return list(local_paths(self.home, prefix))
 
     def holds(self, relative: str) -> bool:
         return True
@@ -279,22 +277,24 @@ class DiskMemory:
         return None  # each write is on disk when it returns
 
 
-def local_files(home: Path, under: str = "", *, read: bool = True) -> Iterator[MemoryFile]:
-    """The memory files in a HALO_HOME (all, or those whose path starts with `under`); `read=False`
-    leaves their text empty."""
+def local_paths(home: Path, under: str = "") -> Iterator[str]:
+    """The paths of the memory files in a HALO_HOME (all, or those starting with `under`), sorted."""
     top = home / under if under else home
     if not top.is_dir():
         return
     for path in sorted(top.rglob("*")):
         relative = path.relative_to(home).as_posix()
         if relative.startswith(under) and recorded(relative) and path.is_file():
-            if not read:
-                yield MemoryFile(relative, "", "")
-                continue
-            try:
-                yield MemoryFile.of(relative, path.read_bytes().decode("utf-8", errors="replace"))
-            except FileNotFoundError:
-                continue
+            yield relative
+
+
+def local_files(home: Path, under: str = "") -> Iterator[MemoryFile]:
+    """The memory files in a HALO_HOME, with their text."""
+    for relative in local_paths(home, under):
+        try:
+            yield MemoryFile.of(relative, (home / relative).read_bytes().decode("utf-8", errors="replace"))
+        except FileNotFoundError:
+            continue
 
 
 def read_local(home: Path, relative: str) -> str | None:
@@ -304,15 +304,8 @@ def read_local(home: Path, relative: str) -> str | None:
 
 
 def write_local(home: Path, file: MemoryFile) -> None:
-    """Write a memory file into HALO_HOME exactly (temp file and rename, 0600, folders 0700): an
-    export or a move to the embedded store."""
+    """Write a memory file into HALO_HOME (all at once, 0600, folders 0700): an export or a move
+    to the embedded store, whose files are fsync'd together afterwards."""
     path = home / file.path
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(file.content.encode("utf-8"))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, file.content, durable=False)

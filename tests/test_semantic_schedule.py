@@ -18,12 +18,17 @@ from tests.waiting import eventually
 SCOPE = "web:mom"
 
 
-async def test_close_waits_for_a_sync_in_progress_then_syncs_nothing(tmp_path: Path) -> None:
+def home_with_a_fact(tmp_path: Path) -> HaloPaths:
+    """A HALO_HOME whose scope has one fact in its MEMORY.md, to index."""
     paths = HaloPaths(tmp_path / "home")
     paths.ensure()
-    memory_md = paths.scope_dir(SCOPE) / "MEMORY.md"
-    memory_md.parent.mkdir(parents=True, exist_ok=True)
-    memory_md.write_text("# Facts\nThe van needs new tyres.\n")
+    paths.memory_file(SCOPE).parent.mkdir(parents=True, exist_ok=True)
+    paths.memory_file(SCOPE).write_text("# Facts\nThe van needs new tyres.\n")
+    return paths
+
+
+async def test_close_waits_for_a_sync_in_progress_then_syncs_nothing(tmp_path: Path) -> None:
+    paths = home_with_a_fact(tmp_path)
     embedder = CountingEmbedder()
     loading, release = asyncio.Event(), asyncio.Event()
 
@@ -53,11 +58,7 @@ async def test_closing_while_the_catch_up_sync_waits_on_the_embedder_is_a_normal
 ) -> None:
     """`halo chat` at end of input closes halo at once, often while the first sync at start-up
     waits on the embedder (a hub download): that sync stops quietly; the next start does it."""
-    paths = HaloPaths(tmp_path / "home")
-    paths.ensure()
-    memory_md = paths.scope_dir(SCOPE) / "MEMORY.md"
-    memory_md.parent.mkdir(parents=True, exist_ok=True)
-    memory_md.write_text("# Facts\nThe van needs new tyres.\n")
+    paths = home_with_a_fact(tmp_path)
     loading = asyncio.Event()
 
     async def never_loads() -> CountingEmbedder:  # a download that is still going when input ends
@@ -84,11 +85,7 @@ async def test_the_catch_up_sync_runs_however_late_a_busy_machine_starts_it(tmp_
     """The start-up sync was an APScheduler job with the default 1 s grace: on a loaded machine
     the loop came to it later than that and it was skipped for good ("was missed by 0:00:01.1"),
     so edits made while halo was down stayed out of the index. It runs late instead."""
-    paths = HaloPaths(tmp_path / "home")
-    paths.ensure()
-    memory_md = paths.scope_dir(SCOPE) / "MEMORY.md"
-    memory_md.parent.mkdir(parents=True, exist_ok=True)
-    memory_md.write_text("# Facts\nThe van needs new tyres.\n")
+    paths = home_with_a_fact(tmp_path)
     embedder = CountingEmbedder()
 
     async def load() -> CountingEmbedder:

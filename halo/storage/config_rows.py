@@ -9,7 +9,6 @@ in, and the other reads again and goes after it.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -17,6 +16,7 @@ from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text,
 from sqlalchemy.exc import IntegrityError
 
 from halo.storage.db import HaloDB
+from memory.store import sha256_of
 
 TRIES = 5  # a version taken by another process meanwhile: read again, at most this often
 
@@ -29,10 +29,6 @@ family_config = Table(
     Column("sha256", String(64), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
-
-
-def sha256_of(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

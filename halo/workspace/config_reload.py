@@ -40,7 +40,8 @@ from config.editor import family_part, replace_config, with_local_part
 from config.loader import ConfigError, parse_yaml, settings_from
 from config.settings import Settings
 from halo.core.live_settings import LiveSettings
-from halo.storage.config_rows import ConfigRows, StoredConfig, sha256_of
+from halo.storage.config_rows import ConfigRows, StoredConfig
+from memory.store import sha256_of
 
 log = logging.getLogger(__name__)
 

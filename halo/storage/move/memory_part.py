@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from halo.storage.memory_rows import memory_files
 from halo.storage.move.digest import canonical
 from halo.storage.move.part import BATCH, Embedded, Postgres, Side
-from memory.store import MemoryFile, local_files, recorded, write_local
+from memory.store import MemoryFile, local_files, local_paths, recorded, write_local
 
 
 class MemoryPart:
@@ -28,7 +28,7 @@ class MemoryPart:
     async def count(self, side: Side) -> int:
         if isinstance(side, Postgres):
             return int((await side.conn.execute(select(func.count()).select_from(memory_files))).scalar_one())
-        return len(await asyncio.to_thread(lambda: list(local_files(side.root))))
+        return len(await asyncio.to_thread(lambda: list(local_paths(side.root))))
 
     async def read(self, side: Side) -> AsyncIterator[Sequence[MemoryFile]]:
         if isinstance(side, Embedded):
@@ -75,4 +75,4 @@ class MemoryPart:
         return None
 
     def local_paths(self, home: Path) -> list[Path]:
-        return [home / file.path for file in local_files(home)]
+        return [home / relative for relative in local_paths(home)]
