@@ -144,6 +144,12 @@ class Halo:
         the family's data from now on (the memory's rows held, the outbox, the schedules)."""
         await self.parts.start_background(serving=serving)
 
+    async def start_alone(self) -> None:
+        """`halo chat`: the work behind the doors and its serving part, as the one process serving
+        the family (on PostgreSQL it takes the family lease; FamilyServedElsewhere when another
+        process serves it)."""
+        await self.parts.start_alone()
+
     async def start_adapters(self) -> None:
         """The doors: the adapters (and the home rules, before MQTT); on PostgreSQL the family
         lease, which makes this process serve once it holds the family."""

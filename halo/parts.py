@@ -45,6 +45,15 @@ Stage = Literal["background", "schedule", "door", "take"]
 Close = Callable[[], Awaitable[object] | None]
 
 
+class FamilyServedElsewhere(Exception):
+    """Another process serves the family (PostgreSQL): a halo that acts alone (`halo chat`) would
+    split the family's chats beside it. `address`: where that process answers."""
+
+    def __init__(self, address: str | None) -> None:
+        self.address = address
+        super().__init__(f"another halo serves this family{f' at {address}' if address else ''}")
+
+
 @dataclass(frozen=True, slots=True)
 class Part:
     """One part that runs. `running` makes a fresh context each time it is entered (a serving
@@ -52,10 +61,10 @@ class Part:
 
     `stage` says which start enters it: `background` (`start_background`: the work behind the
     doors), `schedule` (a serving part on a timer: `start_background` too, but on PostgreSQL only
-    once this process holds the family, so a `halo chat` beside `halo serve` fires no reminder),
+    once this process holds the family, so no standby fires a reminder),
     `door` (`start_adapters`: the adapters and the home rules, how messages come in) or, for a
     serving part, `take` (only when this process serves the family in full: `start` on the
-    embedded store, `activate` on PostgreSQL — the scopes taken, the catch-up)."""
+    embedded store, `activate` or `activate_alone` on PostgreSQL — the scopes taken, the catch-up)."""
 
     name: str
     running: Callable[[], AbstractAsyncContextManager[object]]
@@ -158,6 +167,26 @@ class Parts:
             schedules: tuple[Stage, ...] = ("schedule",) if self.cluster is None else ()
             await self._serve("background", *schedules)
 
+    async def start_alone(self) -> None:
+        """A halo that acts alone (`halo chat`): the work behind the doors and its serving part,
+        without the doors. On PostgreSQL only as the process serving the family: it joins the
+        family's processes and takes the family lease, so its writes are fenced and a `halo serve`
+        started meanwhile waits as a standby; when another process serves the family it raises
+        FamilyServedElsewhere before anything of the family was written here."""
+        if self.cluster is None:
+            await self.start_background()
+            return
+        await self._enter_always("background")
+        await self._running.enter_async_context(self._family_lease(self.cluster, self.activate_alone))
+        await self.cluster.activated()  # the first beat took the family, or saw who holds it
+        if not self.cluster.active:
+            if self.cluster.problem is not None:
+                from halo.storage.db import StorageUnavailable
+
+                raise StorageUnavailable(self.cluster.problem)
+            holder = self.cluster.holder
+            raise FamilyServedElsewhere(holder.address if holder is not None else None)
+
     async def start_adapters(self) -> None:
         """The doors: on PostgreSQL the adapters every process runs, then the family lease (it
         activates the rest); on the embedded store the home rules and every adapter."""
@@ -168,13 +197,15 @@ class Parts:
             await self._running.enter_async_context(self._family_lease(self.cluster))
 
     @asynccontextmanager
-    async def _family_lease(self, cluster: Cluster) -> AsyncIterator[None]:
+    async def _family_lease(
+        self, cluster: Cluster, activate: Callable[[], Awaitable[None]] | None = None
+    ) -> AsyncIterator[None]:
         """Join the family's processes: a standby until this one holds the family. At a stop it
         takes nothing and starts nothing first, then stops serving under the epoch it still
         holds and renews; the lease lapses when the resources close (`Cluster.stop`), after
         every write."""
         try:
-            async with cluster.running(self.activate, self.deactivate):
+            async with cluster.running(activate or self.activate, self.deactivate):
                 yield
         finally:
             await self.deactivate()
@@ -185,6 +216,10 @@ class Parts:
         record, the outbox, the schedules, the home rules, the chat apps, the catch-up."""
         await self._serve("background", "schedule", "door", "take")
         log.warning("serving the family: the outbox, the chat apps and the schedules run here")
+
+    async def activate_alone(self) -> None:
+        """`start_alone`'s take of the family: everything `activate` starts but the doors."""
+        await self._serve("background", "schedule", "take")
 
     async def deactivate(self) -> None:
         """This process no longer serves the family: the serving parts stop, in reverse."""

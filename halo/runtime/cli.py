@@ -44,7 +44,7 @@ class Chatting(Protocol):
     inbound: GatewayInbound
     delivery: Delivery
 
-    async def start_background(self, *, serving: bool = True) -> None: ...
+    async def start_alone(self) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -125,7 +125,16 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if member is None:
         known = ", ".join(m.id for m in settings.members) or "none"
         raise StartupError(f"no member {args.member!r} in {settings.paths.config_file} (members: {known})")
-    asyncio.run(chat(build_halo(settings), member))
+    from halo.parts import FamilyServedElsewhere
+
+    try:
+        asyncio.run(chat(build_halo(settings), member))
+    except FamilyServedElsewhere as exc:
+        where = f" at {exc.address} (its web chat: {exc.address}/chat)" if exc.address else ""
+        raise StartupError(
+            f"another halo serves this family{where}. On PostgreSQL one process serves a family at a "
+            "time: chat with that one, or stop it to chat here."
+        ) from None
     return 0
 
 
@@ -134,7 +143,7 @@ async def chat(halo: Chatting, member: Member) -> None:
     from halo.port import Sender
 
     try:
-        await halo.start_background()
+        await halo.start_alone()  # on PostgreSQL: as the process serving the family, or not at all
         terminal = TerminalChat(halo.inbound, Sender(member.id, name=member.name))
         halo.delivery.register("cli", terminal)  # replies and notices come back through it
         await terminal.run()

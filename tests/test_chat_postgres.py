@@ -1,0 +1,135 @@
+"""`halo chat` on PostgreSQL is the one process serving the family while it runs, or does not run.
+
+A terminal chat beside `halo serve` once acted alone: unfenced, with its own held copy of the
+family's memory and transcripts, so the two split the family's chats. Now it takes the family
+lease as `halo serve` does: beside a serving halo it says where the family is served and writes
+nothing; alone, it holds the family (its turns fenced) and a `halo serve` started meanwhile
+waits as a standby, then serves once the terminal chat ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests.conftest import free_port, llm_yaml, write_home
+from tests.fakes.llm_server import FakeOpenAI
+from tests.storage_support import database_url, drop_database, new_database
+from tests.test_serve_cli import OWNER, halo_cmd, post_json, wait_healthy
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # halo serve and halo chat processes
+
+
+@pytest.fixture(autouse=True)
+def _storage_as_each_test_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HALO_STORAGE__URL", raising=False)
+
+
+@pytest.fixture
+async def url() -> AsyncIterator[str]:
+    name = await new_database(migrated=True)
+    try:
+        yield database_url(name)
+    finally:
+        await drop_database(name)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    model = FakeOpenAI(default_reply="Noted.").start_in_thread()
+    yield model
+    model.stop()
+
+
+async def lines_saying(url: str, words: str) -> list[str]:
+    """The scopes whose recorded transcript lines contain `words`, straight from PostgreSQL."""
+    conn = await asyncpg.connect(url.replace("+asyncpg", ""))
+    try:
+        found = await conn.fetch("SELECT scope_id FROM transcript_lines WHERE line LIKE $1", f"%{words}%")
+    finally:
+        await conn.close()
+    return [r["scope_id"] for r in found]
+
+
+def web_chat_status(port: int) -> int:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/chat",
+        data=json.dumps({"text": "anyone there?"}).encode(),
+        headers={"Content-Type": "application/json", **OWNER},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+async def test_halo_chat_beside_a_serving_halo_says_where_the_family_is_served_and_writes_nothing(
+    tmp_path: Path, url: str, fake: FakeOpenAI
+) -> None:
+    home = write_home(tmp_path / "home", llm_yaml(fake))
+    port = free_port()
+    env = {**os.environ, "HALO_STORAGE__URL": url}
+    serve = halo_cmd("serve", home=home, port=port, env=env)
+    try:
+        await asyncio.to_thread(wait_healthy, port, serve)
+        await asyncio.to_thread(post_json, f"http://127.0.0.1:{port}/api/chat", {"text": "hello"})  # it serves
+
+        chat = halo_cmd("chat", home=home, port=port, env=env, stdin=subprocess.PIPE)
+        out, err = await asyncio.to_thread(chat.communicate, "the bins go out on Tuesday\n/quit\n", 120)
+
+        assert chat.returncode == 2, (out, err)
+        assert f"another halo serves this family at http://127.0.0.1:{port}" in err
+        assert f"http://127.0.0.1:{port}/chat" in err, "where to chat instead"
+        assert "halo chat as" not in out, "no conversation was started"
+        assert not await lines_saying(url, "bins go out"), "nothing of the terminal's message was recorded"
+        assert "bins go out" not in fake.all_prompt_text()
+    finally:
+        serve.terminate()
+        await asyncio.to_thread(serve.communicate, None, 120)
+
+
+async def test_halo_chat_alone_holds_the_family_and_a_serve_started_meanwhile_takes_over_when_it_ends(
+    tmp_path: Path, url: str, fake: FakeOpenAI
+) -> None:
+    home = write_home(tmp_path / "home", llm_yaml(fake))
+    port = free_port()
+    env = {**os.environ, "HALO_STORAGE__URL": url}
+    chat = halo_cmd("chat", home=home, port=port, env=env, stdin=subprocess.PIPE)
+    serve = None
+    try:
+        assert chat.stdin is not None
+        chat.stdin.write("the bins go out on Tuesday\n")
+        chat.stdin.flush()
+        await eventually(lambda: "bins go out" in fake.all_prompt_text(), what="the terminal's turn at the model")
+        assert await eventually(lambda: lines_saying(url, "bins go out"), what="its turn recorded") == ["cli:wags"]
+
+        serve = halo_cmd("serve", home=home, port=port, env=env)
+        await asyncio.to_thread(wait_healthy, port, serve)
+        assert await asyncio.to_thread(web_chat_status, port) == 503, "a standby while the terminal holds the family"
+
+        out, err = await asyncio.to_thread(chat.communicate, "/quit\n", 120)
+        assert chat.returncode == 0, err
+        assert "halo chat as" in out
+
+        async def web_chat_answers() -> bool:
+            return await asyncio.to_thread(web_chat_status, port) == 200
+
+        await eventually(web_chat_answers, what="halo serve serving the family once the terminal chat ended")
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+            await asyncio.to_thread(chat.communicate, None, 120)
+        if serve is not None:
+            serve.terminate()
+            await asyncio.to_thread(serve.communicate, None, 120)
