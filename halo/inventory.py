@@ -150,6 +150,11 @@ class Halo:
         process serves it)."""
         await self.parts.start_alone()
 
+    async def hold_family(self) -> None:
+        """A CLI command that writes the family's data (`halo distill`): on PostgreSQL it takes the
+        family lease first (FamilyServedElsewhere when another process serves the family)."""
+        await self.parts.hold_family()
+
     async def start_adapters(self) -> None:
         """The doors: the adapters (and the home rules, before MQTT); on PostgreSQL the family
         lease, which makes this process serve once it holds the family."""

@@ -100,6 +100,10 @@ def resources(*closes: Close) -> AsyncExitStack:
     return stack
 
 
+async def _nothing_to_start() -> None:
+    return None
+
+
 async def _called(call: Close) -> None:
     result = call()
     if inspect.isawaitable(result):
@@ -177,14 +181,24 @@ class Parts:
             await self.start_background()
             return
         await self._enter_always("background")
-        await self._running.enter_async_context(self._family_lease(self.cluster, self.activate_alone))
-        await self.cluster.activated()  # the first beat took the family, or saw who holds it
-        if not self.cluster.active:
-            if self.cluster.problem is not None:
+        await self.hold_family(self.activate_alone)
+
+    async def hold_family(self, activate: Callable[[], Awaitable[None]] | None = None) -> None:
+        """On PostgreSQL, a halo that acts alone (a CLI command) takes the family lease first, so
+        its writes are fenced and no `halo serve` serves beside it; `activate` runs once it holds
+        the family (nothing more by default). FamilyServedElsewhere when another process serves
+        it. Nothing on the embedded store (one process)."""
+        cluster = self.cluster
+        if cluster is None:
+            return
+        await self._running.enter_async_context(self._family_lease(cluster, activate or _nothing_to_start))
+        await cluster.activated()  # the first beat took the family, or saw who holds it
+        if not cluster.active:
+            if cluster.problem is not None:
                 from halo.storage.db import StorageUnavailable
 
-                raise StorageUnavailable(self.cluster.problem)
-            holder = self.cluster.holder
+                raise StorageUnavailable(cluster.problem)
+            holder = cluster.holder
             raise FamilyServedElsewhere(holder.address if holder is not None else None)
 
     async def start_adapters(self) -> None:

@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
+from urllib.parse import quote
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from config.family import Member
     from config.settings import Settings
     from halo.outbound.delivery import Delivery
+    from halo.parts import FamilyServedElsewhere
     from halo.pipeline.inbound import GatewayInbound
     from memory.service import MemoryService
 
@@ -53,6 +55,8 @@ class Distilling(Protocol):
     """What `halo distill` uses of a built halo: memory, on the scope's current copy."""
 
     memory: MemoryService
+
+    async def hold_family(self) -> None: ...
 
     async def take_scope(self, scope_id: str) -> None: ...
 
@@ -130,12 +134,18 @@ def cmd_chat(args: argparse.Namespace) -> int:
     try:
         asyncio.run(chat(build_halo(settings), member))
     except FamilyServedElsewhere as exc:
-        where = f" at {exc.address} (its web chat: {exc.address}/chat)" if exc.address else ""
-        raise StartupError(
-            f"another halo serves this family{where}. On PostgreSQL one process serves a family at a "
-            "time: chat with that one, or stop it to chat here."
-        ) from None
+        raise served_elsewhere(exc, "chat", "its web chat: {address}/chat") from None
     return 0
+
+
+def served_elsewhere(exc: FamilyServedElsewhere, doing: str, there: str) -> StartupError:
+    """A CLI command that would act beside the process serving the family (PostgreSQL): where
+    that one is, and what to do instead."""
+    where = f" at {exc.address} ({there.format(address=exc.address)})" if exc.address else ""
+    return StartupError(
+        f"another halo serves this family{where}. On PostgreSQL one process serves a family at a "
+        f"time: {doing} with that one, or stop it to {doing} here."
+    )
 
 
 async def chat(halo: Chatting, member: Member) -> None:
@@ -209,15 +219,19 @@ def cmd_distill(args: argparse.Namespace) -> int:
         raise StartupError(str(exc)) from None
     if settings.storage.url is not None and (served := distill_through_running_halo(settings, args)) is not None:
         return served
-    return asyncio.run(distill(build_halo(settings), args.scope, extract=args.extract))
+    from halo.parts import FamilyServedElsewhere
+
+    try:
+        return asyncio.run(distill(build_halo(settings), args.scope, extract=args.extract))
+    except FamilyServedElsewhere as exc:
+        route = "POST {address}/sessions/" + quote(args.scope, safe="") + "/distill, or its dashboard"
+        raise served_elsewhere(exc, "distil", route) from None
 
 
 def distill_through_running_halo(settings: Settings, args: argparse.Namespace) -> int | None:
     """On PostgreSQL the process serving the family holds its memory in memory: a distillation
     beside it would be written over. So when a halo answers on this home's admin port, it
     distils (a standby forwards to the active one); None when none answers (this one acts alone)."""
-    from urllib.parse import quote
-
     from halo.workspace.config_reload import ask_running_halo
 
     try:
@@ -243,6 +257,7 @@ async def distill(halo: Distilling, scope_id: str, *, extract: bool) -> int:
 
     memory = halo.memory
     try:
+        await halo.hold_family()  # PostgreSQL: as the process serving the family, or not at all
         await halo.take_scope(scope_id)  # PostgreSQL: the scope's memory from its store of record first
         result = await memory.distill(scope_id)
         print(

@@ -1,10 +1,11 @@
-"""`halo chat` on PostgreSQL is the one process serving the family while it runs, or does not run.
+"""CLI commands on PostgreSQL act as the one process serving the family, or not at all.
 
 A terminal chat beside `halo serve` once acted alone: unfenced, with its own held copy of the
-family's memory and transcripts, so the two split the family's chats. Now it takes the family
-lease as `halo serve` does: beside a serving halo it says where the family is served and writes
-nothing; alone, it holds the family (its turns fenced) and a `halo serve` started meanwhile
-waits as a standby, then serves once the terminal chat ends.
+family's memory and transcripts, so the two split the family's chats. Now `halo chat` takes the
+family lease as `halo serve` does: beside a serving halo it says where the family is served and
+writes nothing; alone, it holds the family (its turns fenced) and a `halo serve` started
+meanwhile waits as a standby, then serves once the terminal chat ends. `halo distill` with no
+halo on its own home's port does the same (beside one, it asks that one: test_memory_postgres).
 """
 
 from __future__ import annotations
@@ -133,3 +134,41 @@ async def test_halo_chat_alone_holds_the_family_and_a_serve_started_meanwhile_ta
         if serve is not None:
             serve.terminate()
             await asyncio.to_thread(serve.communicate, None, 120)
+
+
+async def test_halo_distill_while_a_halo_on_another_home_serves_the_family_names_it_and_changes_nothing(
+    tmp_path: Path, url: str, fake: FakeOpenAI
+) -> None:
+    here, there = write_home(tmp_path / "here", llm_yaml(fake)), write_home(tmp_path / "there", llm_yaml(fake))
+    port = free_port()
+    env = {**os.environ, "HALO_STORAGE__URL": url}
+    serve = halo_cmd("serve", home=there, port=port, env=env)
+    try:
+        await asyncio.to_thread(wait_healthy, port, serve)
+        await asyncio.to_thread(post_json, f"http://127.0.0.1:{port}/api/chat", {"text": "the bins go out on Tuesday"})
+
+        async def settled() -> dict[str, str]:  # the turn's day note and the family's own files, written behind
+            found = await memory_rows(url)
+            return found if "SOUL.md" in found and any("bins go out" in t for t in found.values()) else {}
+
+        before = await eventually(settled, what="the serving process's memory rows")
+
+        distill = halo_cmd("distill", "web:wags", home=here, port=free_port(), env=env)  # nothing on its own port
+        out, err = await asyncio.to_thread(distill.communicate, None, 120)
+
+        assert distill.returncode == 2, (out, err)
+        assert f"another halo serves this family at http://127.0.0.1:{port}" in err
+        assert f"POST http://127.0.0.1:{port}/sessions/web%3Awags/distill" in err
+        assert await memory_rows(url) == before, "no memory row written beside the serving process"
+    finally:
+        serve.terminate()
+        await asyncio.to_thread(serve.communicate, None, 120)
+
+
+async def memory_rows(url: str) -> dict[str, str]:
+    conn = await asyncpg.connect(url.replace("+asyncpg", ""))
+    try:
+        found = await conn.fetch("SELECT path, content FROM memory_files")
+    finally:
+        await conn.close()
+    return {r["path"]: r["content"] for r in found}
