@@ -2,8 +2,9 @@
 
 A terminal chat beside `halo serve` once acted alone: unfenced, with its own held copy of the
 family's memory and transcripts, so the two split the family's chats. Now `halo chat` takes the
-family lease as `halo serve` does: beside a serving halo it says where the family is served and
-writes nothing; alone, it holds the family (its turns fenced) and a `halo serve` started
+family lease as `halo serve` does: while another process holds the family (here halo's own lease
+held from this test, as a process on another machine would) it says where the family is served
+and writes nothing; alone, it holds the family (its turns fenced) and a `halo serve` started
 meanwhile waits as a standby, then serves once the terminal chat ends. `halo distill` with no
 halo on its own home's port does the same (beside one, it asks that one: test_memory_postgres).
 """
@@ -11,21 +12,28 @@ halo on its own home's port does the same (beside one, it asks that one: test_me
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
 import pytest
 
+from config.loader import load_settings
+from halo.cluster.cluster import Cluster
+from halo.cluster.family_lease import Node
+from halo.runtime.cli import main
+from halo.storage import HaloDB
 from tests.conftest import free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
 from tests.storage_support import database_url, drop_database, new_database
-from tests.test_serve_cli import OWNER, halo_cmd, post_json, wait_healthy
+from tests.test_serve_cli import OWNER, halo_cmd, wait_healthy
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # halo serve and halo chat processes
@@ -62,6 +70,36 @@ async def lines_saying(url: str, words: str) -> list[str]:
     return [r["scope_id"] for r in found]
 
 
+ELSEWHERE = "http://the-other-machine:8787"
+
+
+@asynccontextmanager
+async def family_served_elsewhere(home: Path, url: str) -> AsyncIterator[None]:
+    """The family's lease held by a process on another machine (halo's own lease, from here)."""
+    db = HaloDB(home.parent / "elsewhere.db", url, family_id=load_settings(home).family_id, idle_seconds=30)
+    await db.prepare()
+    cluster = Cluster(db, Node("elsewhere", "the-other-machine", ELSEWHERE), 30)
+
+    async def nothing() -> None:
+        return None
+
+    try:
+        await cluster.start(nothing, nothing)
+        assert cluster.active
+        yield
+    finally:
+        await cluster.stop()
+        await db.close()
+
+
+def run_cli(argv: list[str], *, home: Path, url: str, stdin: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """`halo <argv>` in this process (a worker thread: the CLI runs its own event loop)."""
+    monkeypatch.setenv("HALO_HOME", str(home))
+    monkeypatch.setenv("HALO_STORAGE__URL", url)
+    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    return main(argv)
+
+
 def web_chat_status(port: int) -> int:
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/api/chat",
@@ -75,29 +113,21 @@ def web_chat_status(port: int) -> int:
         return exc.code
 
 
-async def test_halo_chat_beside_a_serving_halo_says_where_the_family_is_served_and_writes_nothing(
-    tmp_path: Path, url: str, fake: FakeOpenAI
+async def test_halo_chat_while_another_process_serves_the_family_says_where_and_writes_nothing(
+    tmp_path: Path, url: str, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = write_home(tmp_path / "home", llm_yaml(fake))
-    port = free_port()
-    env = {**os.environ, "HALO_STORAGE__URL": url}
-    serve = halo_cmd("serve", home=home, port=port, env=env)
-    try:
-        await asyncio.to_thread(wait_healthy, port, serve)
-        await asyncio.to_thread(post_json, f"http://127.0.0.1:{port}/api/chat", {"text": "hello"})  # it serves
+    async with family_served_elsewhere(home, url):
+        code = await asyncio.to_thread(
+            run_cli, ["chat"], home=home, url=url, stdin="the bins go out on Tuesday\n/quit\n", monkeypatch=monkeypatch
+        )
+    out, err = capsys.readouterr()
 
-        chat = halo_cmd("chat", home=home, port=port, env=env, stdin=subprocess.PIPE)
-        out, err = await asyncio.to_thread(chat.communicate, "the bins go out on Tuesday\n/quit\n", 120)
-
-        assert chat.returncode == 2, (out, err)
-        assert f"another halo serves this family at http://127.0.0.1:{port}" in err
-        assert f"http://127.0.0.1:{port}/chat" in err, "where to chat instead"
-        assert "halo chat as" not in out, "no conversation was started"
-        assert not await lines_saying(url, "bins go out"), "nothing of the terminal's message was recorded"
-        assert "bins go out" not in fake.all_prompt_text()
-    finally:
-        serve.terminate()
-        await asyncio.to_thread(serve.communicate, None, 120)
+    assert code == 2, (out, err)
+    assert f"another halo serves this family at {ELSEWHERE} (its web chat: {ELSEWHERE}/chat)" in err
+    assert "halo chat as" not in out, "no conversation was started"
+    assert not await lines_saying(url, "bins go out"), "nothing of the terminal's message was recorded"
+    assert "bins go out" not in fake.all_prompt_text()
 
 
 async def test_halo_chat_alone_holds_the_family_and_a_serve_started_meanwhile_takes_over_when_it_ends(
@@ -136,33 +166,21 @@ async def test_halo_chat_alone_holds_the_family_and_a_serve_started_meanwhile_ta
             await asyncio.to_thread(serve.communicate, None, 120)
 
 
-async def test_halo_distill_while_a_halo_on_another_home_serves_the_family_names_it_and_changes_nothing(
-    tmp_path: Path, url: str, fake: FakeOpenAI
+async def test_halo_distill_while_a_process_elsewhere_serves_the_family_names_it_and_changes_nothing(
+    tmp_path: Path, url: str, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    here, there = write_home(tmp_path / "here", llm_yaml(fake)), write_home(tmp_path / "there", llm_yaml(fake))
-    port = free_port()
-    env = {**os.environ, "HALO_STORAGE__URL": url}
-    serve = halo_cmd("serve", home=there, port=port, env=env)
-    try:
-        await asyncio.to_thread(wait_healthy, port, serve)
-        await asyncio.to_thread(post_json, f"http://127.0.0.1:{port}/api/chat", {"text": "the bins go out on Tuesday"})
+    home = write_home(tmp_path / "home", llm_yaml(fake))
+    monkeypatch.setenv("HALO_ADMIN__PORT", str(free_port()))  # no halo answers on this home's own port
+    async with family_served_elsewhere(home, url):
+        code = await asyncio.to_thread(
+            run_cli, ["distill", "web:wags"], home=home, url=url, stdin="", monkeypatch=monkeypatch
+        )
+    out, err = capsys.readouterr()
 
-        async def settled() -> dict[str, str]:  # the turn's day note and the family's own files, written behind
-            found = await memory_rows(url)
-            return found if "SOUL.md" in found and any("bins go out" in t for t in found.values()) else {}
-
-        before = await eventually(settled, what="the serving process's memory rows")
-
-        distill = halo_cmd("distill", "web:wags", home=here, port=free_port(), env=env)  # nothing on its own port
-        out, err = await asyncio.to_thread(distill.communicate, None, 120)
-
-        assert distill.returncode == 2, (out, err)
-        assert f"another halo serves this family at http://127.0.0.1:{port}" in err
-        assert f"POST http://127.0.0.1:{port}/sessions/web%3Awags/distill" in err
-        assert await memory_rows(url) == before, "no memory row written beside the serving process"
-    finally:
-        serve.terminate()
-        await asyncio.to_thread(serve.communicate, None, 120)
+    assert code == 2, (out, err)
+    assert f"another halo serves this family at {ELSEWHERE}" in err
+    assert f"POST {ELSEWHERE}/sessions/web%3Awags/distill" in err
+    assert await memory_rows(url) == {}, "no memory row written beside the serving process"
 
 
 async def memory_rows(url: str) -> dict[str, str]:
