@@ -231,7 +231,8 @@ def cmd_distill(args: argparse.Namespace) -> int:
 def distill_through_running_halo(settings: Settings, args: argparse.Namespace) -> int | None:
     """On PostgreSQL the process serving the family holds its memory in memory: a distillation
     beside it would be written over. So when a halo answers on this home's admin port, it
-    distils (a standby forwards to the active one); None when none answers (this one acts alone)."""
+    distils (a standby forwards to the active one); None when none answers (this one then takes
+    the family lease itself, or says which process elsewhere holds the family)."""
     from halo.workspace.config_reload import ask_running_halo
 
     try:
