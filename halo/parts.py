@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Stage = Literal["background", "schedule", "door", "take"]
+Stage = Literal["background", "schedule", "door", "take", "catch-up"]
 Close = Callable[[], Awaitable[object] | None]
 
 
@@ -63,8 +63,9 @@ class Part:
     doors), `schedule` (a serving part on a timer: `start_background` too, but on PostgreSQL only
     once this process holds the family, so no standby fires a reminder),
     `door` (`start_adapters`: the adapters and the home rules, how messages come in) or, for a
-    serving part, `take` (only when this process serves the family in full: `start` on the
-    embedded store, `activate` or `activate_alone` on PostgreSQL — the scopes taken, the catch-up)."""
+    serving part, `take` (when this process takes the family: `start` on the embedded store,
+    `activate` or `activate_alone` on PostgreSQL — the scopes taken) or `catch-up` (only when it
+    serves the family in full, doors and all: `start`, `activate` — what a crash left unanswered)."""
 
     name: str
     running: Callable[[], AbstractAsyncContextManager[object]]
@@ -161,7 +162,7 @@ class Parts:
         await self.start_background(serving=serving_here)
         await self.start_adapters()
         if serving_here:
-            await self._serve("take")
+            await self._serve("take", "catch-up")
 
     async def start_background(self, *, serving: bool = True) -> None:
         """The work behind the doors; `serving`: the serving part of it too (the outbox, the
@@ -228,11 +229,12 @@ class Parts:
         """This process took the family (its writes carry the new epoch): every serving part not
         running yet starts, in order — every scope's copy brought up to date from the store of
         record, the outbox, the schedules, the home rules, the chat apps, the catch-up."""
-        await self._serve("background", "schedule", "door", "take")
+        await self._serve("background", "schedule", "door", "take", "catch-up")
         log.warning("serving the family: the outbox, the chat apps and the schedules run here")
 
     async def activate_alone(self) -> None:
-        """`start_alone`'s take of the family: everything `activate` starts but the doors."""
+        """`start_alone`'s take of the family: everything `activate` starts but the doors and the
+        catch-up (the chat apps' unanswered messages wait for a `halo serve`, which has them)."""
         await self._serve("background", "schedule", "take")
 
     async def deactivate(self) -> None:

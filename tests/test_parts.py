@@ -140,3 +140,32 @@ async def test_the_serving_parts_start_and_stop_with_each_take_of_the_family(
             await halo.close()
         assert noted.stops() == list(reversed(serving)) + list(reversed(always + serving))
         assert noted.lines[-1] == "resources close"
+
+
+@pytest.mark.postgres
+async def test_halo_chat_on_postgresql_takes_the_family_without_the_doors_or_the_catch_up(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    """`start_alone` (halo chat): the lease first, then the serving parts once it holds the family;
+    no chat app, no home rules, and no catch-up of the chat apps' unanswered messages (it could
+    send no reply to them)."""
+    async with fresh_database(migrated=True) as url:
+        home = tmp_path / "home"
+        write_home(home, llm_yaml(fake_llm))
+        halo = build_halo(load_settings(home, storage={"url": url}))
+        cluster = halo.cluster
+        assert cluster is not None
+        noted = Noted()
+        noted.watch(halo)
+        serving = halo.parts.serving
+        try:
+            await halo.start_alone()
+            assert cluster.active, "it holds the family when start_alone returns"
+            started = noted.starts()
+        finally:
+            await halo.close()
+        doors = {p.name for p in serving if p.stage == "door"}
+        assert "home rules" in doors and not doors & set(started)
+        assert "catch-up" in names(serving) and "catch-up" not in started
+        assert {"scopes taken", "outbox", "reminder clock"} <= set(started)
+        assert noted.stops() == list(reversed(started))

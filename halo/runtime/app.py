@@ -416,7 +416,7 @@ def serving_parts(
     for adapter in adapters:  # on several processes, the chat apps and MQTT; on one, every adapter
         if not clustered or not isinstance(adapter, LiveReplies):
             parts.append(adapter_part(adapter, delivery, sends_when_active=clustered and adapter.platform != "mqtt"))
-    parts.append(Part("catch-up", catch_up.running, "take"))  # what a crash left unanswered
+    parts.append(Part("catch-up", catch_up.running, "catch-up"))  # what a crash left unanswered
     return parts
 
 
