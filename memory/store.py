@@ -98,10 +98,14 @@ class MemoryFile:
 
     @classmethod
     def of(cls, path: str, content: str) -> MemoryFile:
-        """A NUL (a hand edit, a document's text) becomes U+FFFD: PostgreSQL's text cannot hold
-        one, and one file must never stop every other from being stored."""
-        storable = content.replace("\x00", "\ufffd")
-        return cls(path, storable, sha256_of(storable))
+        text = storable(content)
+        return cls(path, text, sha256_of(text))
+
+
+def storable(content: str) -> str:
+    """A NUL (a hand edit, a document's text) becomes U+FFFD: PostgreSQL's text cannot hold one,
+    and one file must never stop every other from being stored."""
+    return content.replace("\x00", "\ufffd")
 
 
 def sha256_of(content: str) -> str:

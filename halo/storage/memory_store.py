@@ -45,6 +45,7 @@ from memory.store import (
     read_local,
     recorded,
     scope_folder,
+    storable,
     write_local,
 )
 from transcripts.text import clean_text
@@ -70,8 +71,8 @@ def has_served(home: Path, db: HaloDB) -> bool:
 
 
 def _storable(text: str) -> str:
-    """As a row holds it: no lone surrogate, no NUL (memory.store.MemoryFile)."""
-    return MemoryFile.of("", clean_text(text)).content
+    """As a row holds it: no lone surrogate, no NUL."""
+    return storable(clean_text(text))
 
 
 def unit_of(relative: str) -> str:
