@@ -30,9 +30,11 @@ from halo.cluster.cluster import Cluster
 from halo.cluster.family_lease import Node
 from halo.runtime.cli import main
 from halo.storage import HaloDB
+from memory.store import scope_folder
 from tests.conftest import free_port, llm_yaml, write_home
 from tests.fakes.llm_server import FakeOpenAI
-from tests.storage_support import database_url, drop_database, new_database
+from tests.storage_support import fresh_database
+from tests.test_memory_postgres import rows
 from tests.test_serve_cli import OWNER, halo_cmd, wait_healthy
 from tests.waiting import eventually
 
@@ -46,11 +48,8 @@ def _storage_as_each_test_says(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def url() -> AsyncIterator[str]:
-    name = await new_database(migrated=True)
-    try:
-        yield database_url(name)
-    finally:
-        await drop_database(name)
+    async with fresh_database(migrated=True) as made:
+        yield made
 
 
 @pytest.fixture
@@ -144,6 +143,13 @@ async def test_halo_chat_alone_holds_the_family_and_a_serve_started_meanwhile_ta
         chat.stdin.flush()
         await eventually(lambda: "bins go out" in fake.all_prompt_text(), what="the terminal's turn at the model")
         assert await eventually(lambda: lines_saying(url, "bins go out"), what="its turn recorded") == ["cli:wags"]
+        chat.stdin.write("/remember the recycling bin is green\n")  # a command: no model, a memory write
+        chat.stdin.flush()
+
+        async def remembered() -> bool:
+            return "recycling bin is green" in str(await rows(url, f"{scope_folder('cli:wags')}%"))
+
+        await eventually(remembered, what="the command's memory written under the terminal's epoch")
 
         serve = halo_cmd("serve", home=home, port=port, env=env)
         await asyncio.to_thread(wait_healthy, port, serve)
@@ -180,13 +186,4 @@ async def test_halo_distill_while_a_process_elsewhere_serves_the_family_names_it
     assert code == 2, (out, err)
     assert f"another halo serves this family at {ELSEWHERE}" in err
     assert f"POST {ELSEWHERE}/sessions/web%3Awags/distill" in err
-    assert await memory_rows(url) == {}, "no memory row written beside the serving process"
-
-
-async def memory_rows(url: str) -> dict[str, str]:
-    conn = await asyncpg.connect(url.replace("+asyncpg", ""))
-    try:
-        found = await conn.fetch("SELECT path, content FROM memory_files")
-    finally:
-        await conn.close()
-    return {r["path"]: r["content"] for r in found}
+    assert await rows(url) == {}, "no memory row written beside the serving process"
